@@ -1,0 +1,1 @@
+//! PyO3 binding of the Loom rule engine (`loom_ddlog._native`).

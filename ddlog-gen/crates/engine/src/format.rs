@@ -1,0 +1,1 @@
+//! DDlog's text format for values and records: `R{.a = 1, .b = "x"}`.

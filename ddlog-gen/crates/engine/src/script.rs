@@ -1,0 +1,1 @@
+//! Runs parsed `.dat` scripts against an [`crate::Engine`], printing as DDlog does.
