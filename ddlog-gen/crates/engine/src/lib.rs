@@ -13,18 +13,26 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod body;
+mod builtins;
+mod dataflow;
 pub mod error;
+pub mod eval;
 pub mod format;
 pub mod naive;
 pub mod recorder;
 pub mod script;
+mod txn;
+mod worker;
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::io::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 pub use error::Error;
+use rulec::ir::{Program, RelId, Role};
 pub use rulec::script::Update;
-use rulec::ir::{Program, RelId};
 use rulec::value::Row;
 
 /// The changes of one commit: for each relation that changed, its rows with `+1`
@@ -56,13 +64,37 @@ pub struct Stats {
 /// A running program. Cheap to share across threads (`Arc<Engine>`).
 pub struct Engine {
     program: Arc<Program>,
+    errors: Arc<AtomicU64>,
+    state: Mutex<State>,
+}
+
+/// Everything a transaction touches; behind the engine's mutex.
+struct State {
+    workers: worker::Workers,
+    inputs: txn::Inputs,
+    /// Current contents of every derived relation (empty sets for inputs).
+    derived: Vec<HashSet<Row>>,
+    recorder: Option<Box<dyn Write + Send>>,
+    commits: u64,
 }
 
 impl Engine {
     /// Build the dataflow for `program` and start its workers.
     pub fn new(program: Arc<Program>, options: &Options) -> Result<Engine, Error> {
-        let _ = options;
-        Ok(Engine { program })
+        let errors = Arc::new(AtomicU64::new(0));
+        let workers = worker::Workers::start(&program, options.workers, &errors)?;
+        let state = State {
+            workers,
+            inputs: txn::Inputs::new(&program),
+            derived: vec![HashSet::new(); program.relations.len()],
+            recorder: None,
+            commits: 0,
+        };
+        Ok(Engine {
+            program,
+            errors,
+            state: Mutex::new(state),
+        })
     }
 
     /// The program this engine runs.
@@ -70,29 +102,106 @@ impl Engine {
         &self.program
     }
 
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock cannot leave half a transaction behind that the
+        // next one would observe incorrectly except through the workers, which report it.
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// Apply `updates` as one atomic transaction, in order, and return the changes of
     /// every **output** relation. Set semantics: inserting a present row or deleting an
     /// absent one is a no-op. On error (primary-key violation, update of a non-input
     /// relation, wrong arity) nothing is applied.
     pub fn apply(&self, updates: Vec<Update>) -> Result<Delta, Error> {
-        let _ = updates;
-        unimplemented!("engine pending")
+        let mut st = self.lock();
+        let overlay = st.inputs.prepare(&self.program, &updates, &self.errors)?;
+        drop(updates);
+        let diffs = st.inputs.commit(overlay);
+        if let Some(rec) = st.recorder.as_mut() {
+            // The recording is best effort: a failing sink must not fail the transaction.
+            let _ = recorder::write_transaction(&self.program, &diffs, rec.as_mut());
+        }
+        let changes = st.workers.commit(diffs)?;
+        st.commits += 1;
+        let mut net: HashMap<(RelId, Row), isize> = HashMap::with_capacity(changes.len());
+        for (rel, row, d) in changes {
+            *net.entry((rel, row)).or_insert(0) += d;
+        }
+        let mut delta = Delta::new();
+        for ((rel, row), d) in net {
+            if d == 0 {
+                continue;
+            }
+            let set = &mut st.derived[rel];
+            if d > 0 {
+                set.insert(row.clone());
+            } else {
+                set.remove(&row);
+            }
+            if self.program.relations[rel].role == Role::Output {
+                delta.entry(rel).or_default().push((row, d.signum()));
+            }
+        }
+        for rows in delta.values_mut() {
+            rows.sort();
+        }
+        Ok(delta)
     }
 
     /// Current contents of any relation (input, internal or output), sorted.
     pub fn dump(&self, rel: RelId) -> Result<Vec<Row>, Error> {
-        let _ = rel;
-        unimplemented!("engine pending")
+        let Some(r) = self.program.relations.get(rel) else {
+            return Err(Error::UnknownRelation(rel.to_string()));
+        };
+        let st = self.lock();
+        let mut rows: Vec<Row> = if r.role == Role::Input {
+            st.inputs
+                .rows(rel)
+                .map(|s| s.iter().cloned().collect())
+                .unwrap_or_default()
+        } else {
+            st.derived[rel].iter().cloned().collect()
+        };
+        rows.sort();
+        Ok(rows)
+    }
+
+    /// Find a relation by name ([`Error::UnknownRelation`] if there is none).
+    pub fn relation_id(&self, name: &str) -> Result<RelId, Error> {
+        self.program
+            .relation_id(name)
+            .ok_or_else(|| Error::UnknownRelation(name.to_string()))
     }
 
     /// Counters so far.
     pub fn stats(&self) -> Stats {
-        Stats::default()
+        let commits = self.lock().commits;
+        Stats {
+            commits,
+            runtime_errors: self.errors.load(Ordering::Relaxed),
+        }
     }
 
     /// Start (or, with `None`, stop) recording every applied transaction as a `.dat`
     /// script that replays to the same state.
     pub fn set_recorder(&self, sink: Option<Box<dyn std::io::Write + Send>>) {
-        let _ = sink;
+        self.lock().recorder = sink;
+    }
+}
+
+/// Merge committed deltas into accumulated relation contents (a helper for clients and
+/// tests that track outputs from deltas alone).
+pub fn accumulate(acc: &mut BTreeMap<RelId, std::collections::BTreeSet<Row>>, delta: &Delta) {
+    for (rel, rows) in delta {
+        let set = acc.entry(*rel).or_default();
+        for (row, d) in rows {
+            if *d > 0 {
+                set.insert(row.clone());
+            } else {
+                set.remove(row);
+            }
+        }
     }
 }

@@ -1,0 +1,196 @@
+//! Per-row semantics of rule body items, shared by the dataflow and the naive evaluator so
+//! the two can only differ in how they combine rows, never in what one row means.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use rulec::ir::{Expr, Pattern, Program};
+use rulec::value::{Row, Value};
+
+use crate::eval::{as_bool, eval, match_pattern, mismatch, EvalResult};
+
+/// How an atom `R(p0, p1, ...)` joins: key columns and their expressions (top-level
+/// [`Pattern::Eq`]), and the patterns of the other columns.
+#[derive(Clone, Debug)]
+pub struct AtomPlan {
+    /// Columns of the relation that form the join key, ascending.
+    pub key_cols: Vec<usize>,
+    /// Expression over the incoming row for each key column.
+    pub key_exprs: Vec<Expr>,
+    /// The remaining columns and their patterns (wildcards omitted).
+    pub rest: Vec<(usize, Pattern)>,
+}
+
+impl AtomPlan {
+    /// Split an atom's argument patterns into key and rest.
+    pub fn new(args: &[Pattern]) -> AtomPlan {
+        let mut plan = AtomPlan {
+            key_cols: Vec::new(),
+            key_exprs: Vec::new(),
+            rest: Vec::new(),
+        };
+        for (i, p) in args.iter().enumerate() {
+            match p {
+                Pattern::Eq(e) => {
+                    plan.key_cols.push(i);
+                    plan.key_exprs.push((**e).clone());
+                }
+                Pattern::Wild => {}
+                p => plan.rest.push((i, p.clone())),
+            }
+        }
+        plan
+    }
+
+    /// The join key of an incoming binding row.
+    pub fn key_of_binding(&self, prog: &Program, b: &Row) -> EvalResult<Row> {
+        self.key_exprs.iter().map(|e| eval_ro(prog, e, b)).collect()
+    }
+
+    /// Extend binding row `b` with the binds of matching relation row `r` (whose key
+    /// already matched), or `None` if a nested pattern does not match.
+    pub fn extend(&self, prog: &Program, b: &Row, r: &Row) -> EvalResult<Option<Row>> {
+        let mut env = b.clone();
+        let mut binds = Vec::new();
+        for (col, p) in &self.rest {
+            let Some(v) = r.get(*col) else {
+                return mismatch("row of the relation's arity", &Value::unit());
+            };
+            if !match_pattern(prog, p, v, &mut env, &mut binds)? {
+                return Ok(None);
+            }
+        }
+        env.extend(binds);
+        Ok(Some(env))
+    }
+
+    /// First atom of a body: the incoming row is empty, so key expressions are constants
+    /// checked directly against `r`.
+    pub fn first(&self, prog: &Program, r: &Row) -> EvalResult<Option<Row>> {
+        let empty = Vec::new();
+        for (col, e) in self.key_cols.iter().zip(&self.key_exprs) {
+            if r.get(*col) != Some(&eval_ro(prog, e, &empty)?) {
+                return Ok(None);
+            }
+        }
+        self.extend(prog, &empty, r)
+    }
+}
+
+/// Evaluate `e` against a borrowed row (cloning the row only when the expression needs a
+/// mutable environment).
+pub fn eval_ro(prog: &Program, e: &Expr, b: &Row) -> EvalResult<Value> {
+    match e {
+        Expr::Const(v) => Ok(v.clone()),
+        Expr::Var(i) if *i < b.len() => Ok(b[*i].clone()),
+        _ => eval(prog, e, &mut b.clone()),
+    }
+}
+
+/// The given columns of `r`.
+pub fn project(r: &Row, cols: &[usize]) -> Row {
+    cols.iter().map(|c| r[*c].clone()).collect()
+}
+
+/// `Filter`: keep `b` if the condition holds.
+pub fn filter(prog: &Program, cond: &Expr, mut b: Row) -> EvalResult<Option<Row>> {
+    Ok(as_bool(&eval(prog, cond, &mut b)?)?.then_some(b))
+}
+
+/// `Let`: `b` extended with the pattern's binds, or `None` if the value does not match.
+pub fn let_bind(
+    prog: &Program,
+    expr: &Expr,
+    pattern: &Pattern,
+    mut b: Row,
+) -> EvalResult<Option<Row>> {
+    let v = eval(prog, expr, &mut b)?;
+    let mut binds = Vec::new();
+    if !match_pattern(prog, pattern, &v, &mut b, &mut binds)? {
+        return Ok(None);
+    }
+    b.extend(binds);
+    Ok(Some(b))
+}
+
+/// `FlatMap`: one row per element of the collection that matches the pattern.
+pub fn flat_map(
+    prog: &Program,
+    expr: &Expr,
+    pattern: &Pattern,
+    mut b: Row,
+) -> EvalResult<Vec<Row>> {
+    let coll = eval(prog, expr, &mut b)?;
+    let mut out = Vec::new();
+    let mut one = |v: &Value, b: &mut Row| -> EvalResult<()> {
+        let mut binds = Vec::new();
+        if match_pattern(prog, pattern, v, b, &mut binds)? {
+            let mut row = b.clone();
+            row.extend(binds);
+            out.push(row);
+        }
+        Ok(())
+    };
+    match &coll {
+        Value::Vec(items) | Value::Set(items) => {
+            for v in items.iter() {
+                one(v, &mut b)?;
+            }
+        }
+        Value::Map(pairs) => {
+            for (k, v) in pairs.iter() {
+                one(&Value::Tuple(vec![k.clone(), v.clone()].into()), &mut b)?;
+            }
+        }
+        Value::Group(_, items) => {
+            for v in items.iter() {
+                one(v, &mut b)?;
+            }
+        }
+        v => return mismatch("Vec, Set or Map", v),
+    }
+    Ok(out)
+}
+
+/// The group key of `by` values: the single value, a tuple, or `()`.
+pub fn group_key(by_vals: &[Value]) -> Value {
+    match by_vals {
+        [v] => v.clone(),
+        vs => Value::Tuple(vs.to_vec().into()),
+    }
+}
+
+/// The output row of a group: the `by` values then the group value.
+pub fn group_row(by_vals: &Row, values: Vec<Value>) -> Row {
+    let mut row = by_vals.clone();
+    row.push(Value::Group(Arc::new(group_key(by_vals)), values.into()));
+    row
+}
+
+/// Naive `GroupBy` over a whole set of binding rows (the dataflow uses `reduce`).
+pub fn group_all(
+    prog: &Program,
+    by: &[usize],
+    value: &Expr,
+    rows: &BTreeSet<Row>,
+    errors: &mut u64,
+) -> BTreeSet<Row> {
+    let mut groups: std::collections::BTreeMap<Row, BTreeSet<Value>> = Default::default();
+    for b in rows {
+        match eval_ro(prog, value, b) {
+            Ok(v) => {
+                groups.entry(project(b, by)).or_default().insert(v);
+            }
+            Err(_) => *errors += 1,
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(k, vs)| group_row(&k, vs.into_iter().collect()))
+        .collect()
+}
+
+/// The head tuple of a rule for binding row `b`.
+pub fn head(prog: &Program, exprs: &[Expr], mut b: Row) -> EvalResult<Row> {
+    exprs.iter().map(|e| eval(prog, e, &mut b)).collect()
+}

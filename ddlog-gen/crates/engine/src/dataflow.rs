@@ -1,0 +1,334 @@
+//! IR → differential-dataflow operators.
+//!
+//! Strata are built in order. Non-recursive strata live in the root scope; each recursive
+//! stratum is one `iterative` scope with a `Variable` per relation. Atoms are `join_core`s
+//! against arrangements cached per (relation, key columns) and scope; `not` is the
+//! binding collection minus its semijoin with the negated relation's key set; `group_by`
+//! is a `reduce`; every derived relation ends in `distinct` (set semantics).
+
+use std::cell::RefCell;
+use std::collections::{BTreeSet, HashMap};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use differential_dataflow::collection::concatenate;
+use differential_dataflow::input::{Input, InputSession};
+use differential_dataflow::lattice::Lattice;
+use differential_dataflow::operators::arrange::{Arranged, TraceAgent};
+use differential_dataflow::operators::iterate::Variable;
+use differential_dataflow::trace::implementations::{KeySpine, ValSpine};
+use differential_dataflow::VecCollection;
+use rulec::ir::{BodyItem, Program, RelId, Role, Rule};
+use rulec::value::{Row, Value};
+use timely::dataflow::operators::probe::Handle as ProbeHandle;
+use timely::dataflow::Scope;
+use timely::order::Product;
+use timely::progress::Timestamp;
+
+use crate::body::{self, AtomPlan};
+
+/// A collection of rows in a scope with timestamp `T`.
+type Coll<'s, T> = VecCollection<'s, T, Row>;
+/// Relation rows arranged by key columns.
+type ValArr<'s, T> = Arranged<'s, TraceAgent<ValSpine<Row, Row, T, isize>>>;
+/// Distinct key tuples of a relation, for `not`.
+type KeyArr<'s, T> = Arranged<'s, TraceAgent<KeySpine<Row, T, isize>>>;
+
+/// Changes captured from the derived relations during one commit (not consolidated).
+pub type Captured = Rc<RefCell<Vec<(RelId, Row, isize)>>>;
+
+/// What the worker keeps after building the dataflow.
+pub struct Built {
+    /// One input session per input relation.
+    pub inputs: HashMap<RelId, InputSession<u64, Row, isize>>,
+    /// The one-row collection (`[]`) that starts every rule body.
+    pub unit: InputSession<u64, Row, isize>,
+}
+
+/// The relations, arrangements and counters of one scope while rules are compiled into it.
+struct Ctx<'s, T: Timestamp + Lattice> {
+    prog: Arc<Program>,
+    errors: Arc<AtomicU64>,
+    scope: Scope<'s, T>,
+    unit: Coll<'s, T>,
+    rels: HashMap<RelId, Coll<'s, T>>,
+    arrs: HashMap<(RelId, Vec<usize>), ValArr<'s, T>>,
+    keys: HashMap<(RelId, Vec<usize>), KeyArr<'s, T>>,
+}
+
+/// Count a runtime error and turn the result into an option.
+fn ok<X>(errors: &AtomicU64, r: crate::eval::EvalResult<X>) -> Option<X> {
+    match r {
+        Ok(x) => Some(x),
+        Err(_) => {
+            errors.fetch_add(1, Ordering::Relaxed);
+            None
+        }
+    }
+}
+
+impl<'s, T: Timestamp + Lattice + Ord> Ctx<'s, T> {
+    fn rel(&self, rel: RelId) -> Coll<'s, T> {
+        match self.rels.get(&rel) {
+            Some(c) => c.clone(),
+            // A relation nothing derives: empty.
+            None => self.unit.clone().filter(|_| false),
+        }
+    }
+
+    fn arrangement(&mut self, rel: RelId, cols: &[usize]) -> ValArr<'s, T> {
+        if let Some(a) = self.arrs.get(&(rel, cols.to_vec())) {
+            return a.clone();
+        }
+        let owned = cols.to_vec();
+        let a = self
+            .rel(rel)
+            .map(move |r| (body::project(&r, &owned), r))
+            .arrange_by_key();
+        self.arrs.insert((rel, cols.to_vec()), a.clone());
+        a
+    }
+
+    fn key_set(&mut self, rel: RelId, cols: &[usize]) -> KeyArr<'s, T> {
+        if let Some(a) = self.keys.get(&(rel, cols.to_vec())) {
+            return a.clone();
+        }
+        let arity = self.prog.relations[rel].columns.len();
+        let owned = cols.to_vec();
+        let mut keys = self.rel(rel).map(move |r| body::project(&r, &owned));
+        if cols.len() < arity {
+            keys = keys.distinct();
+        }
+        let a = keys.arrange_by_self();
+        self.keys.insert((rel, cols.to_vec()), a.clone());
+        a
+    }
+
+    /// The head rows of one rule.
+    fn rule(&mut self, rule: &Rule) -> Coll<'s, T> {
+        let mut cur: Option<Coll<'s, T>> = None;
+        for item in &rule.body {
+            let prog = self.prog.clone();
+            let errors = self.errors.clone();
+            let next = match (item, cur.take()) {
+                (BodyItem::Atom { rel, args }, None) => {
+                    let plan = AtomPlan::new(args);
+                    self.rel(*rel)
+                        .flat_map(move |r| ok(&errors, plan.first(&prog, &r)).flatten())
+                }
+                (BodyItem::Atom { rel, args }, Some(b)) => {
+                    let plan = AtomPlan::new(args);
+                    let arr = self.arrangement(*rel, &plan.key_cols);
+                    let (p1, e1) = (prog.clone(), errors.clone());
+                    let plan1 = plan.clone();
+                    b.flat_map(move |b| ok(&e1, plan1.key_of_binding(&p1, &b)).map(|k| (k, b)))
+                        .join_core(arr, move |_k, b: &Row, r: &Row| {
+                            ok(&errors, plan.extend(&prog, b, r)).flatten()
+                        })
+                }
+                (BodyItem::Not { rel, args }, b) => {
+                    let b = b.unwrap_or_else(|| self.unit.clone());
+                    let plan = AtomPlan::new(args);
+                    let keys = self.key_set(*rel, &plan.key_cols);
+                    let matched = b
+                        .clone()
+                        .flat_map(move |b| {
+                            ok(&errors, plan.key_of_binding(&prog, &b)).map(|k| (k, b))
+                        })
+                        .join_core(keys, |_k, b: &Row, &()| Some(b.clone()));
+                    b.concat(matched.negate())
+                }
+                (BodyItem::Filter(cond), b) => {
+                    let cond = cond.clone();
+                    b.unwrap_or_else(|| self.unit.clone())
+                        .flat_map(move |b| ok(&errors, body::filter(&prog, &cond, b)).flatten())
+                }
+                (BodyItem::Let { expr, pattern }, b) => {
+                    let (expr, pattern) = (expr.clone(), pattern.clone());
+                    b.unwrap_or_else(|| self.unit.clone()).flat_map(move |b| {
+                        ok(&errors, body::let_bind(&prog, &expr, &pattern, b)).flatten()
+                    })
+                }
+                (BodyItem::FlatMap { expr, pattern }, b) => {
+                    let (expr, pattern) = (expr.clone(), pattern.clone());
+                    b.unwrap_or_else(|| self.unit.clone()).flat_map(move |b| {
+                        ok(&errors, body::flat_map(&prog, &expr, &pattern, b)).unwrap_or_default()
+                    })
+                }
+                (BodyItem::GroupBy { by, value }, b) => {
+                    let (by, value) = (by.clone(), value.clone());
+                    b.unwrap_or_else(|| self.unit.clone())
+                        .flat_map(move |b| {
+                            ok(&errors, body::eval_ro(&prog, &value, &b))
+                                .map(|v| (body::project(&b, &by), v))
+                        })
+                        .reduce(
+                            |k: &Row, vals: &[(&Value, isize)], out: &mut Vec<(Value, isize)>| {
+                                let values: Vec<Value> =
+                                    vals.iter().map(|(v, _)| (*v).clone()).collect();
+                                let row = body::group_row(k, values);
+                                if let Some(g) = row.last() {
+                                    out.push((g.clone(), 1));
+                                }
+                            },
+                        )
+                        .map(|(mut k, g): (Row, Value)| {
+                            k.push(g);
+                            k
+                        })
+                }
+                (BodyItem::Project(slots), b) => {
+                    let slots = slots.clone();
+                    b.unwrap_or_else(|| self.unit.clone())
+                        .map(move |b| body::project(&b, &slots))
+                }
+            };
+            cur = Some(next);
+        }
+        let b = cur.unwrap_or_else(|| self.unit.clone());
+        let (prog, errors) = (self.prog.clone(), self.errors.clone());
+        let exprs = rule.head_exprs.clone();
+        b.flat_map(move |b| ok(&errors, body::head(&prog, &exprs, b)))
+    }
+
+    /// The distinct union of the given rules' heads.
+    fn derive(&mut self, rules: &[usize]) -> Coll<'s, T> {
+        let prog = self.prog.clone();
+        let parts: Vec<Coll<'s, T>> = rules.iter().map(|r| self.rule(&prog.rules[*r])).collect();
+        if parts.is_empty() {
+            return self.unit.clone().filter(|_| false);
+        }
+        concatenate(self.scope, parts).distinct()
+    }
+}
+
+/// Relations read by a set of rules.
+fn body_relations(prog: &Program, rules: &[usize]) -> BTreeSet<RelId> {
+    let mut out = BTreeSet::new();
+    for r in rules {
+        for item in &prog.rules[*r].body {
+            if let BodyItem::Atom { rel, .. } | BodyItem::Not { rel, .. } = item {
+                out.insert(*rel);
+            }
+        }
+    }
+    out
+}
+
+/// Build the whole program into the root scope: inputs, strata, and the capture of every
+/// derived relation's changes into `captured` (all attached to `probe`).
+pub fn build(
+    scope: Scope<'_, u64>,
+    prog: &Arc<Program>,
+    errors: &Arc<AtomicU64>,
+    probe: &ProbeHandle<u64>,
+    captured: &Captured,
+) -> Built {
+    let (unit_in, unit) = scope.new_collection::<Row, isize>();
+    let mut ctx = Ctx {
+        prog: prog.clone(),
+        errors: errors.clone(),
+        scope,
+        unit,
+        rels: HashMap::new(),
+        arrs: HashMap::new(),
+        keys: HashMap::new(),
+    };
+    let mut inputs = HashMap::new();
+    for (id, rel) in prog.relations.iter().enumerate() {
+        if rel.role == Role::Input {
+            let (session, coll) = scope.new_collection::<Row, isize>();
+            inputs.insert(id, session);
+            ctx.rels.insert(id, coll);
+        }
+    }
+    let mut derived: Vec<(RelId, Coll<'_, u64>)> = Vec::new();
+    for stratum in &prog.strata {
+        if stratum.recursive {
+            let inside: BTreeSet<RelId> = stratum.relations.iter().copied().collect();
+            let outside: Vec<(RelId, Coll<'_, u64>)> = body_relations(prog, &stratum.rules)
+                .into_iter()
+                .filter(|r| !inside.contains(r))
+                .map(|r| (r, ctx.rel(r)))
+                .collect();
+            let unit = ctx.unit.clone();
+            let results = scope.iterative::<u64, _, _>(|inner| {
+                let mut ictx = Ctx {
+                    prog: prog.clone(),
+                    errors: errors.clone(),
+                    scope: inner,
+                    unit: unit.enter(inner),
+                    rels: HashMap::new(),
+                    arrs: HashMap::new(),
+                    keys: HashMap::new(),
+                };
+                for (r, c) in outside {
+                    ictx.rels.insert(r, c.enter(inner));
+                }
+                let mut vars = Vec::new();
+                for rel in &stratum.relations {
+                    let (var, coll) = Variable::new(inner, Product::new(Default::default(), 1));
+                    ictx.rels.insert(*rel, coll);
+                    vars.push((*rel, var));
+                }
+                let mut out = Vec::new();
+                for (rel, var) in vars {
+                    let rules: Vec<usize> = stratum
+                        .rules
+                        .iter()
+                        .copied()
+                        .filter(|r| prog.rules[*r].head == rel)
+                        .collect();
+                    let next = ictx.derive(&rules);
+                    var.set(next.clone());
+                    out.push((rel, next.leave(scope)));
+                }
+                out
+            });
+            for (rel, c) in results {
+                ctx.rels.insert(rel, c.clone());
+                derived.push((rel, c));
+            }
+        } else {
+            // Relations of a non-recursive stratum in dependency order.
+            let mut pending: Vec<RelId> = stratum.relations.clone();
+            while !pending.is_empty() {
+                let rules_of = |rel: RelId| -> Vec<usize> {
+                    stratum
+                        .rules
+                        .iter()
+                        .copied()
+                        .filter(|r| prog.rules[*r].head == rel)
+                        .collect()
+                };
+                let ready = pending
+                    .iter()
+                    .position(|rel| {
+                        body_relations(prog, &rules_of(*rel))
+                            .iter()
+                            .all(|d| d == rel || !pending.contains(d))
+                    })
+                    .unwrap_or(0);
+                let rel = pending.remove(ready);
+                let c = ctx.derive(&rules_of(rel));
+                ctx.rels.insert(rel, c.clone());
+                derived.push((rel, c));
+            }
+        }
+    }
+    for (rel, c) in derived {
+        let buf = captured.clone();
+        c.inspect_batch(move |_t, data| {
+            let mut buf = buf.borrow_mut();
+            for (row, _, d) in data {
+                buf.push((rel, row.clone(), *d));
+            }
+        })
+        .probe_with(probe);
+    }
+    Built {
+        inputs,
+        unit: unit_in,
+    }
+}

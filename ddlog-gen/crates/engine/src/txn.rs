@@ -1,0 +1,323 @@
+//! Input relation contents, primary-key indexes and atomic application of updates.
+//!
+//! Each input relation is a set of rows, plus a key → row index if it has a primary key.
+//! [`Inputs::prepare`] runs a transaction's updates in order against an overlay, so a
+//! failing update leaves everything untouched; [`Inputs::commit`] then applies the net
+//! per-row changes and returns them for the dataflow.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use rulec::ir::{Program, RelId, Role};
+use rulec::script::Update;
+use rulec::value::{Row, Value};
+
+use crate::eval::eval;
+use crate::format::{format_record, format_value};
+use crate::Error;
+
+/// One input relation's rows.
+#[derive(Default)]
+struct Table {
+    rows: HashSet<Row>,
+    index: Option<HashMap<Value, Row>>,
+}
+
+/// All input relations.
+pub struct Inputs {
+    tables: Vec<Option<Table>>,
+}
+
+/// A validated transaction: net row changes and the key index changes.
+#[derive(Default)]
+pub struct Overlay {
+    /// Net change per row: +1 inserted, -1 deleted (0 = cancelled).
+    net: HashMap<(RelId, Row), isize>,
+    /// Key → row (or `None` if deleted) per relation with a primary key.
+    keys: HashMap<(RelId, Value), Option<Row>>,
+}
+
+impl Inputs {
+    /// Empty input relations for `prog`.
+    pub fn new(prog: &Program) -> Inputs {
+        let tables = prog
+            .relations
+            .iter()
+            .map(|r| {
+                (r.role == Role::Input).then(|| Table {
+                    rows: HashSet::new(),
+                    index: r.primary_key.as_ref().map(|_| HashMap::new()),
+                })
+            })
+            .collect();
+        Inputs { tables }
+    }
+
+    /// Rows of input relation `rel`, if it is one.
+    pub fn rows(&self, rel: RelId) -> Option<&HashSet<Row>> {
+        self.tables
+            .get(rel)
+            .and_then(Option::as_ref)
+            .map(|t| &t.rows)
+    }
+
+    /// Validate and net out `updates` without changing anything.
+    pub fn prepare(
+        &self,
+        prog: &Program,
+        updates: &[Update],
+        errors: &AtomicU64,
+    ) -> Result<Overlay, Error> {
+        let mut tx = Tx {
+            prog,
+            inputs: self,
+            ov: Overlay::default(),
+            errors,
+        };
+        for u in updates {
+            tx.update(u)?;
+        }
+        Ok(tx.ov)
+    }
+
+    /// Apply a prepared overlay; returns the net changes, deletions first (so a replay
+    /// never sees two rows with one key).
+    pub fn commit(&mut self, ov: Overlay) -> Vec<(RelId, Row, isize)> {
+        let (mut changes, inserts): (Vec<_>, Vec<_>) = ov
+            .net
+            .into_iter()
+            .filter(|(_, d)| *d != 0)
+            .map(|((rel, row), d)| (rel, row, d))
+            .partition(|c| c.2 < 0);
+        changes.extend(inserts);
+        for (rel, row, d) in &changes {
+            if let Some(t) = self.tables[*rel].as_mut() {
+                if *d > 0 {
+                    t.rows.insert(row.clone());
+                } else {
+                    t.rows.remove(row);
+                }
+            }
+        }
+        for ((rel, key), row) in ov.keys {
+            if let Some(index) = self.tables[rel].as_mut().and_then(|t| t.index.as_mut()) {
+                match row {
+                    Some(r) => index.insert(key, r),
+                    None => index.remove(&key),
+                };
+            }
+        }
+        changes
+    }
+}
+
+struct Tx<'a> {
+    prog: &'a Program,
+    inputs: &'a Inputs,
+    ov: Overlay,
+    errors: &'a AtomicU64,
+}
+
+impl Tx<'_> {
+    fn table(&self, rel: RelId) -> Result<&Table, Error> {
+        let Some(r) = self.prog.relations.get(rel) else {
+            return Err(Error::UnknownRelation(rel.to_string()));
+        };
+        self.inputs.tables[rel]
+            .as_ref()
+            .ok_or_else(|| Error::NotInput {
+                relation: r.name.clone(),
+            })
+    }
+
+    fn name(&self, rel: RelId) -> String {
+        self.prog.relations[rel].name.clone()
+    }
+
+    fn check_arity(&self, rel: RelId, row: &Row) -> Result<(), Error> {
+        let expected = self.prog.relations[rel].columns.len();
+        if row.len() == expected {
+            Ok(())
+        } else {
+            Err(Error::Arity {
+                relation: self.name(rel),
+                expected,
+                got: row.len(),
+            })
+        }
+    }
+
+    fn contains(&self, rel: RelId, row: &Row) -> bool {
+        match self.ov.net.get(&(rel, row.clone())) {
+            Some(d) if *d > 0 => true,
+            Some(d) if *d < 0 => false,
+            _ => self.inputs.tables[rel]
+                .as_ref()
+                .is_some_and(|t| t.rows.contains(row)),
+        }
+    }
+
+    fn key_of(&self, rel: RelId, row: &Row) -> Result<Option<Value>, Error> {
+        let Some(pk) = &self.prog.relations[rel].primary_key else {
+            return Ok(None);
+        };
+        match eval(self.prog, &pk.expr, &mut row.clone()) {
+            Ok(k) => Ok(Some(k)),
+            Err(e) => {
+                self.errors.fetch_add(1, Ordering::Relaxed);
+                Err(Error::Script(format!(
+                    "cannot compute the primary key of {}: {e}",
+                    format_record(self.prog, rel, row)
+                )))
+            }
+        }
+    }
+
+    fn by_key(&self, rel: RelId, key: &Value) -> Option<Row> {
+        if let Some(r) = self.ov.keys.get(&(rel, key.clone())) {
+            return r.clone();
+        }
+        self.inputs.tables[rel]
+            .as_ref()
+            .and_then(|t| t.index.as_ref())
+            .and_then(|i| i.get(key).cloned())
+    }
+
+    fn key_text(&self, rel: RelId, key: &Value) -> String {
+        match &self.prog.relations[rel].primary_key {
+            Some(pk) => format_value(self.prog, &pk.ty, key),
+            None => format!("{key:?}"),
+        }
+    }
+
+    fn add(&mut self, rel: RelId, row: Row, key: Option<Value>) {
+        if let Some(k) = key {
+            self.ov.keys.insert((rel, k), Some(row.clone()));
+        }
+        *self.ov.net.entry((rel, row)).or_insert(0) += 1;
+    }
+
+    fn remove(&mut self, rel: RelId, row: Row, key: Option<Value>) {
+        if let Some(k) = key {
+            self.ov.keys.insert((rel, k), None);
+        }
+        *self.ov.net.entry((rel, row)).or_insert(0) -= 1;
+    }
+
+    fn require_key(&self, rel: RelId) -> Result<(), Error> {
+        if self.prog.relations[rel].primary_key.is_some() {
+            Ok(())
+        } else {
+            Err(Error::NoPrimaryKey {
+                relation: self.name(rel),
+            })
+        }
+    }
+
+    fn existing(&self, rel: RelId, key: &Value) -> Result<Row, Error> {
+        self.by_key(rel, key).ok_or_else(|| Error::UnknownKey {
+            relation: self.name(rel),
+            key: self.key_text(rel, key),
+        })
+    }
+
+    fn insert(&mut self, rel: RelId, row: &Row, replace: bool) -> Result<(), Error> {
+        self.check_arity(rel, row)?;
+        match self.key_of(rel, row)? {
+            None => {
+                if !self.contains(rel, row) {
+                    self.add(rel, row.clone(), None);
+                }
+            }
+            Some(key) => match self.by_key(rel, &key) {
+                Some(old) if old == *row => {}
+                Some(old) if replace => {
+                    self.remove(rel, old, None);
+                    self.add(rel, row.clone(), Some(key));
+                }
+                Some(old) => {
+                    return Err(Error::DuplicateKey {
+                        relation: self.name(rel),
+                        key: self.key_text(rel, &key),
+                        existing: format_record(self.prog, rel, &old),
+                    })
+                }
+                None => self.add(rel, row.clone(), Some(key)),
+            },
+        }
+        Ok(())
+    }
+
+    fn update(&mut self, u: &Update) -> Result<(), Error> {
+        match u {
+            Update::Insert(rel, row) => {
+                self.table(*rel)?;
+                self.insert(*rel, row, false)
+            }
+            Update::InsertOrUpdate(rel, row) => {
+                self.table(*rel)?;
+                self.insert(*rel, row, true)
+            }
+            Update::Delete(rel, row) => {
+                self.table(*rel)?;
+                self.check_arity(*rel, row)?;
+                if self.contains(*rel, row) {
+                    let key = self.key_of(*rel, row)?;
+                    self.remove(*rel, row.clone(), key);
+                }
+                Ok(())
+            }
+            Update::DeleteKey(rel, key) => {
+                self.table(*rel)?;
+                self.require_key(*rel)?;
+                let old = self.existing(*rel, key)?;
+                self.remove(*rel, old, Some(key.clone()));
+                Ok(())
+            }
+            Update::Modify(rel, key, changes) => {
+                self.table(*rel)?;
+                self.require_key(*rel)?;
+                let old = self.existing(*rel, key)?;
+                let mut new = old.clone();
+                for (col, v) in changes {
+                    match new.get_mut(*col) {
+                        Some(slot) => *slot = v.clone(),
+                        None => {
+                            return Err(Error::Arity {
+                                relation: self.name(*rel),
+                                expected: old.len(),
+                                got: col + 1,
+                            })
+                        }
+                    }
+                }
+                if new != old {
+                    self.remove(*rel, old, Some(key.clone()));
+                    self.insert(*rel, &new, false)?;
+                }
+                Ok(())
+            }
+            Update::Clear(rel) => {
+                let table = self.table(*rel)?;
+                let mut present: Vec<Row> = table
+                    .rows
+                    .iter()
+                    .filter(|r| self.contains(*rel, r))
+                    .cloned()
+                    .collect();
+                present.extend(
+                    self.ov
+                        .net
+                        .iter()
+                        .filter(|((r, row), d)| *r == *rel && **d > 0 && !table.rows.contains(row))
+                        .map(|((_, row), _)| row.clone()),
+                );
+                for row in present {
+                    let key = self.key_of(*rel, &row)?;
+                    self.remove(*rel, row, key);
+                }
+                Ok(())
+            }
+        }
+    }
+}
