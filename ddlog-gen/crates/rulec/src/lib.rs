@@ -1,6 +1,6 @@
 //! `rulec`: the compiler of Loom's rule language, a subset of DDlog.
 //!
-//! Pipeline: [`parse`] (text → AST with positions) → `check` (name resolution, type
+//! Pipeline: `parser` (text → AST with positions) → `check` (name resolution, type
 //! checking, method/overload resolution) → `strata` (dependency graph, SCCs,
 //! stratification) → `lower` (AST → [`ir::Program`]). The IR in [`ir`] is the only thing
 //! the engine sees. [`script`] parses DDlog's `.dat` command scripts against a compiled
@@ -10,27 +10,115 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod ast;
+pub mod builtins;
+pub mod check;
 pub mod error;
+pub mod expr;
 pub mod ir;
+pub mod lexer;
+pub mod lower;
+pub mod parser;
 pub mod script;
+pub mod strata;
 pub mod types;
 pub mod value;
 
 pub use error::CompileError;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+use ast::{resolve_file, Decl};
+
+/// The standard library, written in the language itself; compiled into every program.
+pub const PRELUDE: &str = include_str!("prelude.dl");
+
+/// Name under which prelude positions are reported.
+pub const PRELUDE_NAME: &str = "<prelude>";
 
 /// Compile a program from files on disk. `import foo::bar` in a file resolves to
 /// `foo/bar.dl` relative to the importing file's directory, then to each of the given
 /// files' directories; each file is compiled once however often it is imported.
 pub fn compile_files<P: AsRef<Path>>(paths: &[P]) -> Result<ir::Program, CompileError> {
-    let _ = paths;
-    unimplemented!("frontend pending")
+    let mut sources = Vec::new();
+    for p in paths {
+        let p = p.as_ref();
+        let text = std::fs::read_to_string(p).map_err(|e| CompileError {
+            file: p.display().to_string(),
+            line: 1,
+            col: 1,
+            message: format!("cannot read file: {e}"),
+        })?;
+        sources.push((p.display().to_string(), text, p.parent().map(Path::to_path_buf).unwrap_or_default()));
+    }
+    compile(sources)
 }
 
 /// Compile a program given as text. `name` is used in error positions; imports resolve
 /// relative to the current directory.
 pub fn compile_source(name: &str, text: &str) -> Result<ir::Program, CompileError> {
-    let _ = (name, text);
-    unimplemented!("frontend pending")
+    compile(vec![(name.to_string(), text.to_string(), PathBuf::new())])
+}
+
+fn dir_of(p: &Path) -> PathBuf {
+    p.parent().map(Path::to_path_buf).unwrap_or_default()
+}
+
+/// Compile main sources `(name, text, directory)`, following imports.
+fn compile(mains: Vec<(String, String, PathBuf)>) -> Result<ir::Program, CompileError> {
+    let mut files = vec![PRELUDE_NAME.to_string()];
+    let r = compile_inner(mains, &mut files);
+    r.map_err(|e| resolve_file(e, &files))
+}
+
+fn compile_inner(mains: Vec<(String, String, PathBuf)>, files: &mut Vec<String>) -> Result<ir::Program, CompileError> {
+    let mut decls: Vec<Decl> = parser::parse_program(PRELUDE, 0)?;
+    let roots: Vec<PathBuf> = mains.iter().map(|m| m.2.clone()).collect();
+    let mut seen: Vec<PathBuf> = Vec::new();
+    // Queue of (file index, text, directory).
+    let mut queue = Vec::new();
+    for (name, text, dir) in mains {
+        let canon = std::fs::canonicalize(&name).unwrap_or_else(|_| PathBuf::from(&name));
+        seen.push(canon);
+        files.push(name);
+        queue.push((files.len() - 1, text, dir));
+    }
+    let mut qi = 0;
+    while qi < queue.len() {
+        let (idx, text, dir) = queue[qi].clone();
+        qi += 1;
+        let file_decls = parser::parse_program(&text, idx as u32)?;
+        for d in &file_decls {
+            let Decl::Import { path, span } = d else { continue };
+            let rel: PathBuf = path.iter().collect::<PathBuf>().with_extension("dl");
+            let found = std::iter::once(&dir).chain(roots.iter()).map(|d| d.join(&rel)).find(|p| p.is_file());
+            let Some(found) = found else {
+                return Err(span.error(format!("unknown import `{}`: no file `{}` found", path.join("::"), rel.display())));
+            };
+            let canon = std::fs::canonicalize(&found).unwrap_or_else(|_| found.clone());
+            if seen.contains(&canon) {
+                continue;
+            }
+            seen.push(canon);
+            let text = std::fs::read_to_string(&found)
+                .map_err(|e| span.error(format!("cannot read `{}`: {e}", found.display())))?;
+            files.push(found.display().to_string());
+            queue.push((files.len() - 1, text, dir_of(&found)));
+        }
+        decls.extend(file_decls);
+    }
+    let mut cx = check::Ctx::new(files.clone(), &decls)?;
+    let functions = cx.functions_and_keys(&decls)?;
+    let mut rules = Vec::new();
+    let mut deps = Vec::new();
+    for d in &decls {
+        if let Decl::Rule(r) = d {
+            let (rs, ds) = cx.lower_rule(r)?;
+            rules.extend(rs);
+            deps.extend(ds);
+        }
+    }
+    let heads: Vec<usize> = rules.iter().map(|r: &ir::Rule| r.head).collect();
+    let strata = strata::stratify(&cx.rels, &heads, &deps)?;
+    Ok(ir::Program { types: cx.types, relations: cx.rels, functions, rules, strata })
 }
