@@ -231,7 +231,7 @@ impl Ctx {
                     if let Some((row, cols)) = &*self.pk_row.borrow() {
                         if row == v {
                             let Some(i) = cols.iter().position(|(c, _)| c == f) else {
-                                return Err(span.error(format!("relation has no column `{f}`")));
+                                return Err(span.error(format!("row `{v}` has no column `{f}`")));
                             };
                             return Ok((ir::Expr::Var(i), self.expect_ty(span, cols[i].1.clone(), want)?));
                         }

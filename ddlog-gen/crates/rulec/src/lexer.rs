@@ -55,13 +55,14 @@ pub struct Lexer<'a> {
     file: u32,
     /// Treat `#` as a comment to end of line (command scripts).
     pub hash_comments: bool,
+    last_end: Span,
     _text: &'a str,
 }
 
 impl<'a> Lexer<'a> {
     /// A lexer over `text`, reporting positions in file number `file`.
     pub fn new(text: &'a str, file: u32) -> Self {
-        Lexer { chars: text.chars().collect(), pos: 0, line: 1, col: 1, file, hash_comments: false, _text: text }
+        Lexer { chars: text.chars().collect(), pos: 0, line: 1, col: 1, file, hash_comments: false, last_end: Span { file, line: 1, col: 1 }, _text: text }
     }
 
     fn peek(&self, k: usize) -> Option<char> {
@@ -154,7 +155,7 @@ impl<'a> Lexer<'a> {
         self.skip_trivia()?;
         let span = self.span();
         let Some(c) = self.peek(0) else {
-            return Ok(Token { tok: Tok::Eof, span });
+            return Ok(Token { tok: Tok::Eof, span: self.last_end });
         };
         let tok = if c.is_ascii_alphabetic() || c == '_' {
             let mut s = String::new();
@@ -188,6 +189,7 @@ impl<'a> Lexer<'a> {
             }
             Tok::Punct(p)
         };
+        self.last_end = self.span();
         Ok(Token { tok, span })
     }
 

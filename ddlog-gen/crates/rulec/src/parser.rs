@@ -334,7 +334,7 @@ impl Parser {
     }
 
     /// Arguments up to `close`: positional or all `.f = e`.
-    fn args(&mut self, close: &str) -> R<Args> {
+    pub fn args(&mut self, close: &str) -> R<Args> {
         if self.is(".") {
             let mut named = Vec::new();
             while self.eat(".") {
