@@ -22,7 +22,12 @@ impl Span {
     /// An error at this position. The file is a placeholder resolved by
     /// [`resolve_file`] with the compilation's file table.
     pub fn error(self, msg: impl Into<String>) -> CompileError {
-        CompileError { file: format!("{FILE_TAG}{}", self.file), line: self.line, col: self.col, message: msg.into() }
+        CompileError {
+            file: format!("{FILE_TAG}{}", self.file),
+            line: self.line,
+            col: self.col,
+            message: msg.into(),
+        }
     }
 }
 
@@ -37,7 +42,12 @@ pub fn resolve_file(mut e: CompileError, files: &[String]) -> CompileError {
 
 /// Format a span as `file:line:col`.
 pub fn span_str(s: Span, files: &[String]) -> String {
-    format!("{}:{}:{}", files.get(s.file as usize).map_or("", String::as_str), s.line, s.col)
+    format!(
+        "{}:{}:{}",
+        files.get(s.file as usize).map_or("", String::as_str),
+        s.line,
+        s.col
+    )
 }
 
 /// A type as written.
@@ -272,12 +282,20 @@ impl Expr {
                 }
             }
             ExprKind::Tuple(es) | ExprKind::VecLit(es) | ExprKind::Call(_, es) => {
-                es.iter().for_each(|e| e.vars(f));
+                for e in es {
+                    e.vars(f);
+                }
             }
-            ExprKind::Ctor(_, a) => a.exprs().into_iter().for_each(|e| e.vars(f)),
+            ExprKind::Ctor(_, a) => {
+                for e in a.exprs() {
+                    e.vars(f);
+                }
+            }
             ExprKind::Method(r, _, es) => {
                 r.vars(f);
-                es.iter().for_each(|e| e.vars(f));
+                for e in es {
+                    e.vars(f);
+                }
             }
             ExprKind::Field(e, _)
             | ExprKind::TupleIndex(e, _)

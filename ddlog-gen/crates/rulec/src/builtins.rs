@@ -7,7 +7,8 @@ use crate::types::Type;
 /// first argument's type) and the result type.
 pub type Sig = (Builtin, Vec<Type>, Type);
 
-fn b<T: Clone>(t: &T) -> Box<T> {
+#[allow(clippy::unnecessary_box_returns, reason = "types nest in boxes")]
+fn b(t: &Type) -> Box<Type> {
     Box::new(t.clone())
 }
 
@@ -29,11 +30,11 @@ pub fn first_param(name: &str) -> Option<Option<Type>> {
         "ipv6_format" => Some(Type::Bit(128)),
         "mac_format" => Some(Type::Bit(48)),
         "ipv4_mask" | "ipv6_mask" => Some(Type::Bit(8)),
-        "to_string" | "len" | "is_empty" | "contains" | "hex" | "min" | "max" | "is_some" | "is_none"
-        | "unwrap_or" | "nth" | "push" | "append" | "sort" | "to_set" | "range_vec" | "insert"
-        | "union" | "intersection" | "difference" | "to_vec" | "get" | "contains_key" | "remove"
-        | "keys" | "values" | "key" | "count" | "count_distinct" | "first" | "to_map" | "sum"
-        | "hash64" | "hash128" => None,
+        "to_string" | "len" | "is_empty" | "contains" | "hex" | "min" | "max" | "is_some"
+        | "is_none" | "unwrap_or" | "nth" | "push" | "append" | "sort" | "to_set" | "range_vec"
+        | "insert" | "union" | "intersection" | "difference" | "to_vec" | "get"
+        | "contains_key" | "remove" | "keys" | "values" | "key" | "count" | "count_distinct"
+        | "first" | "to_map" | "sum" | "hash64" | "hash128" => None,
         _ => return None,
     })
 }
@@ -44,6 +45,10 @@ fn is_num(t: &Type) -> bool {
 
 /// Resolve built-in `name` applied to `nargs` arguments whose first has type `a0`.
 /// `None` if no overload accepts `a0`.
+#[allow(
+    clippy::many_single_char_names,
+    reason = "a compact signature table reads best"
+)]
 pub fn resolve(name: &str, a0: &Type, nargs: usize) -> Option<Sig> {
     use Builtin as B;
     use Type as T;
@@ -94,7 +99,9 @@ pub fn resolve(name: &str, a0: &Type, nargs: usize) -> Option<Sig> {
         ("to_set", T::Group(_, v)) => sig(B::GroupToSet, vec![], T::Set(v.clone())),
         ("range_vec", T::Bit(_)) => sig(B::RangeVec, vec![a.clone()], T::Vec(b(&a))),
         ("insert", T::Set(e)) => sig(B::SetInsert, vec![(**e).clone()], a.clone()),
-        ("insert", T::Map(k, v)) => sig(B::MapInsert, vec![(**k).clone(), (**v).clone()], a.clone()),
+        ("insert", T::Map(k, v)) => {
+            sig(B::MapInsert, vec![(**k).clone(), (**v).clone()], a.clone())
+        }
         ("union", T::Set(_)) => sig(B::SetUnion, vec![a.clone()], a.clone()),
         ("intersection", T::Set(_)) => sig(B::SetIntersection, vec![a.clone()], a.clone()),
         ("difference", T::Set(_)) => sig(B::SetDifference, vec![a.clone()], a.clone()),
@@ -109,10 +116,14 @@ pub fn resolve(name: &str, a0: &Type, nargs: usize) -> Option<Sig> {
         ("count" | "count_distinct", T::Group(..)) => sig(B::GroupCount, vec![], u),
         ("first", T::Group(_, v)) => sig(B::GroupFirst, vec![], (**v).clone()),
         ("to_map", T::Group(_, v)) => match &**v {
-            T::Tuple(kv) if kv.len() == 2 => sig(B::GroupToMap, vec![], T::Map(b(&kv[0]), b(&kv[1]))),
+            T::Tuple(kv) if kv.len() == 2 => {
+                sig(B::GroupToMap, vec![], T::Map(b(&kv[0]), b(&kv[1])))
+            }
             _ => None,
         },
-        ("sum", T::Group(_, v)) if is_num(v) => sig(B::GroupSum((**v).clone()), vec![], (**v).clone()),
+        ("sum", T::Group(_, v)) if is_num(v) => {
+            sig(B::GroupSum((**v).clone()), vec![], (**v).clone())
+        }
         ("ipv4_parse", T::String) => sig(B::Ipv4Parse, vec![], T::Option(b(&T::Bit(32)))),
         ("ipv6_parse", T::String) => sig(B::Ipv6Parse, vec![], T::Option(b(&T::Bit(128)))),
         ("mac_parse", T::String) => sig(B::MacParse, vec![], T::Option(b(&T::Bit(48)))),

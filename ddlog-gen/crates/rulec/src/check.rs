@@ -28,6 +28,9 @@ enum TypeEntry {
     Named(TypeId),
 }
 
+/// While checking a primary key: the row variable's name and the relation's columns.
+pub type PkRow = Option<(String, Vec<(String, Type)>)>;
+
 /// Everything known about the program's declarations.
 pub struct Ctx {
     /// File names, indexed by [`Span::file`].
@@ -47,7 +50,7 @@ pub struct Ctx {
     pub funcs: Vec<FuncSig>,
     func_index: HashMap<String, usize>,
     /// Row variable name and columns while checking a primary-key expression.
-    pub pk_row: RefCell<Option<(String, Vec<(String, Type)>)>>,
+    pub pk_row: RefCell<PkRow>,
     /// Phrase appended to "unbound variable" errors (e.g. " in the rule head").
     pub unbound_note: RefCell<&'static str>,
 }
@@ -58,7 +61,9 @@ fn lookup<'m, V>(map: &'m HashMap<String, V>, name: &str) -> Option<&'m V> {
         return Some(v);
     }
     let last = name.rsplit("::").next().unwrap_or(name);
-    let mut found = map.iter().filter(|(k, _)| k.rsplit("::").next() == Some(last));
+    let mut found = map
+        .iter()
+        .filter(|(k, _)| k.rsplit("::").next() == Some(last));
     let first = found.next()?;
     if found.next().is_some() {
         return None;
@@ -68,7 +73,12 @@ fn lookup<'m, V>(map: &'m HashMap<String, V>, name: &str) -> Option<&'m V> {
 
 /// Render a type in DDlog syntax.
 pub fn show(types: &[TypeDef], t: &Type) -> String {
-    let list = |ts: &[&Type]| ts.iter().map(|t| show(types, t)).collect::<Vec<_>>().join(", ");
+    let list = |ts: &[&Type]| {
+        ts.iter()
+            .map(|t| show(types, t))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     match t {
         Type::Bool => "bool".into(),
         Type::Bit(n) => format!("bit<{n}>"),
@@ -76,7 +86,9 @@ pub fn show(types: &[TypeDef], t: &Type) -> String {
         Type::BigInt => "bigint".into(),
         Type::String => "string".into(),
         Type::Tuple(ts) => format!("({})", list(&ts.iter().collect::<Vec<_>>())),
-        Type::Named(id) => types.get(*id).map_or_else(|| format!("#{id}"), |d| d.name.clone()),
+        Type::Named(id) => types
+            .get(*id)
+            .map_or_else(|| format!("#{id}"), |d| d.name.clone()),
         Type::Option(a) => format!("Option<{}>", show(types, a)),
         Type::Vec(a) => format!("Vec<{}>", show(types, a)),
         Type::Set(a) => format!("Set<{}>", show(types, a)),
@@ -137,10 +149,19 @@ impl Ctx {
                     TypeDefBody::Alias(t) => TypeEntry::Alias(t.clone(), None),
                     TypeDefBody::Union(ctors) => {
                         let id = cx.types.len();
-                        cx.types.push(TypeDef { name: name.clone(), ctors: Vec::new() });
+                        cx.types.push(TypeDef {
+                            name: name.clone(),
+                            ctors: Vec::new(),
+                        });
                         for (i, c) in ctors.iter().enumerate() {
-                            if cx.ctors.contains_key(&c.name) || c.name == "Some" || c.name == "None" {
-                                return Err(c.span.error(format!("duplicate declaration of constructor `{}`", c.name)));
+                            if cx.ctors.contains_key(&c.name)
+                                || c.name == "Some"
+                                || c.name == "None"
+                            {
+                                return Err(c.span.error(format!(
+                                    "duplicate declaration of constructor `{}`",
+                                    c.name
+                                )));
                             }
                             cx.ctors.insert(c.name.clone(), (id, i as u32));
                         }
@@ -152,31 +173,53 @@ impl Ctx {
         }
         // 2. constructor fields
         for d in decls {
-            if let Decl::TypeDef { name, body: TypeDefBody::Union(ctors), .. } = d {
+            if let Decl::TypeDef {
+                name,
+                body: TypeDefBody::Union(ctors),
+                ..
+            } = d
+            {
                 let id = cx.type_id(name);
                 let mut out = Vec::new();
                 for c in ctors {
                     let mut fields: Vec<(String, Type)> = Vec::new();
                     for (f, t, s) in &c.fields {
                         if fields.iter().any(|(g, _)| g == f) {
-                            return Err(s.error(format!("duplicate field `{f}` in constructor `{}`", c.name)));
+                            return Err(s.error(format!(
+                                "duplicate field `{f}` in constructor `{}`",
+                                c.name
+                            )));
                         }
                         fields.push((f.clone(), cx.resolve(t)?));
                     }
-                    out.push(Ctor { name: c.name.clone(), fields });
+                    out.push(Ctor {
+                        name: c.name.clone(),
+                        fields,
+                    });
                 }
                 cx.types[id].ctors = out;
             }
         }
         // aliases (to report errors in unused ones too)
         for d in decls {
-            if let Decl::TypeDef { body: TypeDefBody::Alias(t), .. } = d {
+            if let Decl::TypeDef {
+                body: TypeDefBody::Alias(t),
+                ..
+            } = d
+            {
                 cx.resolve(t)?;
             }
         }
         // 3. relations
         for d in decls {
-            if let Decl::Relation { kind, name, columns, span, .. } = d {
+            if let Decl::Relation {
+                kind,
+                name,
+                columns,
+                span,
+                ..
+            } = d
+            {
                 if cx.rel_index.contains_key(name) {
                     return Err(span.error(format!("duplicate declaration of relation `{name}`")));
                 }
@@ -193,13 +236,26 @@ impl Ctx {
                     crate::ast::RelKind::Internal => Role::Internal,
                 };
                 cx.rel_index.insert(name.clone(), cx.rels.len());
-                cx.rels.push(Relation { name: name.clone(), role, columns: cols, primary_key: None, source: cx.pos(*span) });
+                cx.rels.push(Relation {
+                    name: name.clone(),
+                    role,
+                    columns: cols,
+                    primary_key: None,
+                    source: cx.pos(*span),
+                });
                 cx.rel_spans.push(*span);
             }
         }
         // 4. function signatures
         for d in decls {
-            if let Decl::Function { name, params, ret, span, .. } = d {
+            if let Decl::Function {
+                name,
+                params,
+                ret,
+                span,
+                ..
+            } = d
+            {
                 if cx.func_index.contains_key(name) {
                     return Err(span.error(format!("duplicate declaration of function `{name}`")));
                 }
@@ -215,7 +271,11 @@ impl Ctx {
                     None => Type::Tuple(vec![]),
                 };
                 cx.func_index.insert(name.clone(), cx.funcs.len());
-                cx.funcs.push(FuncSig { name: name.clone(), params: ps, ret });
+                cx.funcs.push(FuncSig {
+                    name: name.clone(),
+                    params: ps,
+                    ret,
+                });
             }
         }
         Ok(cx)
@@ -231,15 +291,24 @@ impl Ctx {
     /// Resolve a written type.
     pub fn resolve(&self, t: &TypeExpr) -> R<Type> {
         match t {
-            TypeExpr::Width(signed, w, _) => Ok(if *signed { Type::Signed(*w) } else { Type::Bit(*w) }),
-            TypeExpr::Tuple(ts, _) => Ok(Type::Tuple(ts.iter().map(|t| self.resolve(t)).collect::<R<_>>()?)),
+            TypeExpr::Width(signed, w, _) => Ok(if *signed {
+                Type::Signed(*w)
+            } else {
+                Type::Bit(*w)
+            }),
+            TypeExpr::Tuple(ts, _) => Ok(Type::Tuple(
+                ts.iter().map(|t| self.resolve(t)).collect::<R<_>>()?,
+            )),
             TypeExpr::Named(name, args, span) => {
                 let want = |n: usize| -> R<()> {
                     if args.len() == n {
                         Ok(())
                     } else {
                         let s = if n == 1 { "" } else { "s" };
-                        Err(span.error(format!("type `{name}` expects {n} type argument{s}, found {}", args.len())))
+                        Err(span.error(format!(
+                            "type `{name}` expects {n} type argument{s}, found {}",
+                            args.len()
+                        )))
                     }
                 };
                 let arg = |i: usize| self.resolve(&args[i]).map(Box::new);
@@ -248,7 +317,9 @@ impl Ctx {
                     "string" => want(0).map(|()| Type::String),
                     "bigint" => want(0).map(|()| Type::BigInt),
                     "usize" => want(0).map(|()| Type::USIZE),
-                    "bit" | "signed" => Err(span.error(format!("type `{name}` needs a width, e.g. `{name}<32>`"))),
+                    "bit" | "signed" => {
+                        Err(span.error(format!("type `{name}` needs a width, e.g. `{name}<32>`")))
+                    }
                     "Vec" => want(1).and_then(|()| Ok(Type::Vec(arg(0)?))),
                     "Set" => want(1).and_then(|()| Ok(Type::Set(arg(0)?))),
                     "Option" => want(1).and_then(|()| Ok(Type::Option(arg(0)?))),
@@ -287,17 +358,33 @@ impl Ctx {
                 let mut scope = sig.params.clone();
                 *self.unbound_note.borrow_mut() = "";
                 let (e, _) = self.expr(body, &mut scope, Some(&sig.ret))?;
-                out.push(Function { name: sig.name, params: sig.params, ret: sig.ret, body: e });
+                out.push(Function {
+                    name: sig.name,
+                    params: sig.params,
+                    ret: sig.ret,
+                    body: e,
+                });
             }
         }
         for d in decls {
-            if let Decl::Relation { name, key: Some((var, e)), span, kind, .. } = d {
+            if let Decl::Relation {
+                name,
+                key: Some((var, e)),
+                span,
+                kind,
+                ..
+            } = d
+            {
                 if *kind != crate::ast::RelKind::Input {
                     return Err(span.error(format!("relation `{name}` is not an input relation; only input relations have primary keys")));
                 }
                 let id = self.rel_index[name];
                 *self.pk_row.borrow_mut() = Some((var.clone(), self.rels[id].columns.clone()));
-                let mut scope = self.rels[id].columns.iter().map(|(_, t)| ("#col".to_string(), t.clone())).collect();
+                let mut scope = self.rels[id]
+                    .columns
+                    .iter()
+                    .map(|(_, t)| ("#col".to_string(), t.clone()))
+                    .collect();
                 let r = self.expr(e, &mut scope, None);
                 *self.pk_row.borrow_mut() = None;
                 let (expr, ty) = r?;
@@ -309,5 +396,18 @@ impl Ctx {
 }
 
 fn builtin_type_name(n: &str) -> bool {
-    matches!(n, "bool" | "string" | "bigint" | "usize" | "bit" | "signed" | "Vec" | "Set" | "Map" | "Option" | "Group")
+    matches!(
+        n,
+        "bool"
+            | "string"
+            | "bigint"
+            | "usize"
+            | "bit"
+            | "signed"
+            | "Vec"
+            | "Set"
+            | "Map"
+            | "Option"
+            | "Group"
+    )
 }

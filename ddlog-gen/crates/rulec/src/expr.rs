@@ -32,6 +32,10 @@ pub enum PatMode {
     },
 }
 
+/// A resolved constructor: its type (unknown for `None`/`Some` without context), index
+/// and fields.
+pub type CtorInfo = (Option<Type>, u32, Vec<(String, Type)>);
+
 /// Extra filters an atom needs: slot `a` must equal slot `b`.
 pub type EqFilters = Vec<(usize, usize, Type)>;
 
@@ -43,7 +47,9 @@ pub fn needs_ctx(e: &Expr) -> bool {
         ExprKind::Ctor(n, Args::Pos(a)) if n == "None" && a.is_empty() => true,
         ExprKind::Ctor(n, Args::Pos(a)) if n == "Some" && a.len() == 1 => needs_ctx(&a[0]),
         ExprKind::Unary(_, a) => needs_ctx(a),
-        ExprKind::Binary(op, a, b) if !is_cmp(*op) && !matches!(op, BinOp::And | BinOp::Or | BinOp::Implies) => {
+        ExprKind::Binary(op, a, b)
+            if !is_cmp(*op) && !matches!(op, BinOp::And | BinOp::Or | BinOp::Implies) =>
+        {
             needs_ctx(a) && needs_ctx(b)
         }
         ExprKind::If(_, a, b) => needs_ctx(a) && needs_ctx(b),
@@ -53,7 +59,10 @@ pub fn needs_ctx(e: &Expr) -> bool {
 }
 
 fn is_cmp(op: BinOp) -> bool {
-    matches!(op, BinOp::Eq | BinOp::Neq | BinOp::Lt | BinOp::Lte | BinOp::Gt | BinOp::Gte)
+    matches!(
+        op,
+        BinOp::Eq | BinOp::Neq | BinOp::Lt | BinOp::Lte | BinOp::Gt | BinOp::Gte
+    )
 }
 
 fn is_num(t: &Type) -> bool {
@@ -108,7 +117,11 @@ fn lookup_var(scope: &Scope, name: &str) -> Option<usize> {
 
 impl Ctx {
     fn mismatch(&self, span: Span, want: &Type, found: &Type) -> CompileError {
-        span.error(format!("expected {}, found {}", self.show(want), self.show(found)))
+        span.error(format!(
+            "expected {}, found {}",
+            self.show(want),
+            self.show(found)
+        ))
     }
 
     fn expect_ty(&self, span: Span, found: Type, want: Option<&Type>) -> R<Type> {
@@ -119,6 +132,10 @@ impl Ctx {
     }
 
     /// Check `e` in `scope` against the expected type `want`; return IR and type.
+    #[allow(
+        clippy::many_single_char_names,
+        reason = "short names mirror the grammar"
+    )]
     pub fn expr(&self, e: &Expr, scope: &mut Scope, want: Option<&Type>) -> R<(ir::Expr, Type)> {
         let span = e.span;
         match &e.kind {
@@ -128,18 +145,30 @@ impl Ctx {
                     (Some((false, w)), _) => Type::Bit(*w),
                     (None, Some(t)) if is_num(t) => t.clone(),
                     (None, Some(t)) => {
-                        return Err(span.error(format!("expected {}, found an integer literal", self.show(t))))
+                        return Err(span.error(format!(
+                            "expected {}, found an integer literal",
+                            self.show(t)
+                        )))
                     }
                     (None, None) => Type::BigInt,
                 };
                 let ty = self.expect_ty(span, ty, want)?;
                 let Some(v) = int_value(n, &ty) else {
-                    return Err(span.error(format!("integer literal {n} does not fit in {}", self.show(&ty))));
+                    return Err(span.error(format!(
+                        "integer literal {n} does not fit in {}",
+                        self.show(&ty)
+                    )));
                 };
                 Ok((ir::Expr::Const(v), ty))
             }
-            ExprKind::Bool(b) => Ok((ir::Expr::Const(Value::Bool(*b)), self.expect_ty(span, Type::Bool, want)?)),
-            ExprKind::Str(s) => Ok((ir::Expr::Const(Value::str(s)), self.expect_ty(span, Type::String, want)?)),
+            ExprKind::Bool(b) => Ok((
+                ir::Expr::Const(Value::Bool(*b)),
+                self.expect_ty(span, Type::Bool, want)?,
+            )),
+            ExprKind::Str(s) => Ok((
+                ir::Expr::Const(Value::str(s)),
+                self.expect_ty(span, Type::String, want)?,
+            )),
             ExprKind::Interp(parts) => {
                 self.expect_ty(span, Type::String, want)?;
                 let mut acc: Option<ir::Expr> = None;
@@ -151,13 +180,21 @@ impl Ctx {
                             if t == Type::String {
                                 ie
                             } else {
-                                ir::Expr::Call { func: Callee::Builtin(Builtin::ToString(t)), args: vec![ie] }
+                                ir::Expr::Call {
+                                    func: Callee::Builtin(Builtin::ToString(t)),
+                                    args: vec![ie],
+                                }
                             }
                         }
                     };
                     acc = Some(match acc {
                         None => piece,
-                        Some(a) => ir::Expr::Binary { op: BinOp::Concat, ty: Type::String, lhs: Box::new(a), rhs: Box::new(piece) },
+                        Some(a) => ir::Expr::Binary {
+                            op: BinOp::Concat,
+                            ty: Type::String,
+                            lhs: Box::new(a),
+                            rhs: Box::new(piece),
+                        },
                     });
                 }
                 Ok((acc.unwrap_or(ir::Expr::Const(Value::str(""))), Type::String))
@@ -165,7 +202,9 @@ impl Ctx {
             ExprKind::Var(name) => {
                 if let Some((row, _)) = &*self.pk_row.borrow() {
                     if row == name {
-                        return Err(span.error(format!("use fields of `{name}` in a primary key, e.g. `{name}.field`")));
+                        return Err(span.error(format!(
+                            "use fields of `{name}` in a primary key, e.g. `{name}.field`"
+                        )));
                     }
                 }
                 let Some(i) = lookup_var(scope, name) else {
@@ -180,7 +219,11 @@ impl Ctx {
                 let wants: Vec<Option<&Type>> = match want {
                     Some(Type::Tuple(ts)) if ts.len() == es.len() => ts.iter().map(Some).collect(),
                     Some(t) => {
-                        return Err(span.error(format!("expected {}, found a tuple of {} elements", self.show(t), es.len())))
+                        return Err(span.error(format!(
+                            "expected {}, found a tuple of {} elements",
+                            self.show(t),
+                            es.len()
+                        )))
                     }
                     None => vec![None; es.len()],
                 };
@@ -196,7 +239,9 @@ impl Ctx {
             ExprKind::VecLit(es) => {
                 let mut elem = match want {
                     Some(Type::Vec(t)) => Some((**t).clone()),
-                    Some(t) => return Err(span.error(format!("expected {}, found a vector", self.show(t)))),
+                    Some(t) => {
+                        return Err(span.error(format!("expected {}, found a vector", self.show(t))))
+                    }
                     None => None,
                 };
                 if elem.is_none() {
@@ -207,20 +252,27 @@ impl Ctx {
                 let Some(elem) = elem else {
                     return Err(span.error("cannot infer the type of an empty vector; add a type annotation `[]: Vec<T>`"));
                 };
-                let out = es.iter().map(|x| self.expr(x, scope, Some(&elem)).map(|r| r.0)).collect::<R<_>>()?;
+                let out = es
+                    .iter()
+                    .map(|x| self.expr(x, scope, Some(&elem)).map(|r| r.0))
+                    .collect::<R<_>>()?;
                 Ok((ir::Expr::VecLit(out), Type::Vec(Box::new(elem))))
             }
             ExprKind::Ctor(name, args) => self.ctor_expr(span, name, args, scope, want),
             ExprKind::Call(name, args) => {
                 if name == "FlatMap" {
-                    return Err(span.error("`FlatMap` is only allowed as `var x = FlatMap(e)` in a rule body"));
+                    return Err(span.error(
+                        "`FlatMap` is only allowed as `var x = FlatMap(e)` in a rule body",
+                    ));
                 }
                 let args: Vec<&Expr> = args.iter().collect();
                 self.call(span, name, &args, scope, want)
             }
             ExprKind::Method(recv, name, args) => {
                 if name == "group_by" {
-                    return Err(span.error("`group_by` is only allowed as `var g = e.group_by(...)` in a rule body"));
+                    return Err(span.error(
+                        "`group_by` is only allowed as `var g = e.group_by(...)` in a rule body",
+                    ));
                 }
                 let mut all: Vec<&Expr> = vec![recv];
                 all.extend(args.iter());
@@ -233,7 +285,10 @@ impl Ctx {
                             let Some(i) = cols.iter().position(|(c, _)| c == f) else {
                                 return Err(span.error(format!("row `{v}` has no column `{f}`")));
                             };
-                            return Ok((ir::Expr::Var(i), self.expect_ty(span, cols[i].1.clone(), want)?));
+                            return Ok((
+                                ir::Expr::Var(i),
+                                self.expect_ty(span, cols[i].1.clone(), want)?,
+                            ));
                         }
                     }
                 }
@@ -242,20 +297,36 @@ impl Ctx {
                     return Err(span.error(format!("type {} has no field `{f}`", self.show(&t))));
                 };
                 let def = &self.types[*id];
-                let indices: Vec<Option<usize>> =
-                    def.ctors.iter().map(|c| c.fields.iter().position(|(n, _)| n == f)).collect();
-                let Some((ci, Some(fi))) = indices.iter().enumerate().find(|(_, i)| i.is_some()) else {
+                let indices: Vec<Option<usize>> = def
+                    .ctors
+                    .iter()
+                    .map(|c| c.fields.iter().position(|(n, _)| n == f))
+                    .collect();
+                let Some((ci, Some(fi))) = indices.iter().enumerate().find(|(_, i)| i.is_some())
+                else {
                     return Err(span.error(format!("type {} has no field `{f}`", def.name)));
                 };
                 let ft = def.ctors[ci].fields[*fi].1.clone();
-                Ok((ir::Expr::Field { arg: Box::new(ie), indices }, self.expect_ty(span, ft, want)?))
+                Ok((
+                    ir::Expr::Field {
+                        arg: Box::new(ie),
+                        indices,
+                    },
+                    self.expect_ty(span, ft, want)?,
+                ))
             }
             ExprKind::TupleIndex(arg, i) => {
                 let (ie, t) = self.expr(arg, scope, None)?;
                 match &t {
                     Type::Tuple(ts) if *i < ts.len() => {
                         let et = ts[*i].clone();
-                        Ok((ir::Expr::TupleIndex { arg: Box::new(ie), index: *i }, self.expect_ty(span, et, want)?))
+                        Ok((
+                            ir::Expr::TupleIndex {
+                                arg: Box::new(ie),
+                                index: *i,
+                            },
+                            self.expect_ty(span, et, want)?,
+                        ))
                     }
                     _ => Err(span.error(format!("type {} has no element {i}", self.show(&t)))),
                 }
@@ -266,13 +337,24 @@ impl Ctx {
                 let to = self.resolve(te)?;
                 let (ie, from) = self.expr(arg, scope, None)?;
                 if !is_num(&from) || !is_num(&to) {
-                    return Err(span.error(format!("cannot cast {} to {}", self.show(&from), self.show(&to))));
+                    return Err(span.error(format!(
+                        "cannot cast {} to {}",
+                        self.show(&from),
+                        self.show(&to)
+                    )));
                 }
                 let ty = self.expect_ty(span, to.clone(), want)?;
                 if from == to {
                     return Ok((ie, ty));
                 }
-                Ok((ir::Expr::Cast { from, to, arg: Box::new(ie) }, ty))
+                Ok((
+                    ir::Expr::Cast {
+                        from,
+                        to,
+                        arg: Box::new(ie),
+                    },
+                    ty,
+                ))
             }
             ExprKind::Ascribe(arg, te) => {
                 let t = self.resolve(te)?;
@@ -290,7 +372,14 @@ impl Ctx {
                     let (ib, _) = self.expr(b, scope, Some(&t))?;
                     (ia, ib, t)
                 };
-                Ok((ir::Expr::If { cond: Box::new(ic), then: Box::new(ia), els: Box::new(ib) }, t))
+                Ok((
+                    ir::Expr::If {
+                        cond: Box::new(ic),
+                        then: Box::new(ia),
+                        els: Box::new(ib),
+                    },
+                    t,
+                ))
             }
             ExprKind::Match(scrut, arms) => {
                 let (is, st) = self.expr(scrut, scope, None)?;
@@ -309,13 +398,25 @@ impl Ctx {
                 let Some(t) = want else {
                     return Err(span.error("a `match` needs at least one arm"));
                 };
-                Ok((ir::Expr::Match { arg: Box::new(is), arms: out }, t))
+                Ok((
+                    ir::Expr::Match {
+                        arg: Box::new(is),
+                        arms: out,
+                    },
+                    t,
+                ))
             }
             ExprKind::Block(stmts, result) => self.block(stmts, result, scope, want),
         }
     }
 
-    fn block(&self, stmts: &[(Expr, Expr)], result: &Expr, scope: &mut Scope, want: Option<&Type>) -> R<(ir::Expr, Type)> {
+    fn block(
+        &self,
+        stmts: &[(Expr, Expr)],
+        result: &Expr,
+        scope: &mut Scope,
+        want: Option<&Type>,
+    ) -> R<(ir::Expr, Type)> {
         let Some(((p, v), rest)) = stmts.split_first() else {
             return self.expr(result, scope, want);
         };
@@ -326,13 +427,30 @@ impl Ctx {
             .and_then(|pat| Ok((pat, self.block(rest, result, scope, want)?)));
         scope.truncate(len);
         let (pattern, (body, t)) = r?;
-        Ok((ir::Expr::Let { pattern, value: Box::new(iv), body: Box::new(body) }, t))
+        Ok((
+            ir::Expr::Let {
+                pattern,
+                value: Box::new(iv),
+                body: Box::new(body),
+            },
+            t,
+        ))
     }
 
-    fn unary(&self, span: Span, op: UnOp, arg: &Expr, scope: &mut Scope, want: Option<&Type>) -> R<(ir::Expr, Type)> {
+    fn unary(
+        &self,
+        span: Span,
+        op: UnOp,
+        arg: &Expr,
+        scope: &mut Scope,
+        want: Option<&Type>,
+    ) -> R<(ir::Expr, Type)> {
         if op == UnOp::Neg {
             if let ExprKind::Int(n, w) = &arg.kind {
-                let neg = Expr { kind: ExprKind::Int(-n, *w), span };
+                let neg = Expr {
+                    kind: ExprKind::Int(-n, *w),
+                    span,
+                };
                 if !matches!(want, Some(Type::Bit(_))) && !matches!(w, Some((false, _))) {
                     return self.expr(&neg, scope, want);
                 }
@@ -349,34 +467,74 @@ impl Ctx {
         };
         if !ok {
             let s = if op == UnOp::Neg { "-" } else { "~" };
-            return Err(span.error(format!("operator `{s}` cannot be applied to {}", self.show(&t))));
+            return Err(span.error(format!(
+                "operator `{s}` cannot be applied to {}",
+                self.show(&t)
+            )));
         }
         let t = self.expect_ty(span, t, want)?;
-        Ok((ir::Expr::Unary { op, ty: t.clone(), arg: Box::new(ia) }, t))
+        Ok((
+            ir::Expr::Unary {
+                op,
+                ty: t.clone(),
+                arg: Box::new(ia),
+            },
+            t,
+        ))
     }
 
-    fn binary(&self, span: Span, op: BinOp, a: &Expr, b: &Expr, scope: &mut Scope, want: Option<&Type>) -> R<(ir::Expr, Type)> {
-        let mk = |ty: Type, l: ir::Expr, r: ir::Expr| ir::Expr::Binary { op, ty, lhs: Box::new(l), rhs: Box::new(r) };
+    #[allow(
+        clippy::many_single_char_names,
+        reason = "short names mirror the grammar"
+    )]
+    fn binary(
+        &self,
+        span: Span,
+        op: BinOp,
+        a: &Expr,
+        b: &Expr,
+        scope: &mut Scope,
+        want: Option<&Type>,
+    ) -> R<(ir::Expr, Type)> {
+        let mk = |ty: Type, l: ir::Expr, r: ir::Expr| ir::Expr::Binary {
+            op,
+            ty,
+            lhs: Box::new(l),
+            rhs: Box::new(r),
+        };
         match op {
             BinOp::And | BinOp::Or | BinOp::Implies => {
                 let (l, _) = self.expr(a, scope, Some(&Type::Bool))?;
                 let (r, _) = self.expr(b, scope, Some(&Type::Bool))?;
-                Ok((mk(Type::Bool, l, r), self.expect_ty(span, Type::Bool, want)?))
+                Ok((
+                    mk(Type::Bool, l, r),
+                    self.expect_ty(span, Type::Bool, want)?,
+                ))
             }
             BinOp::Concat => {
                 let (l, _) = self.expr(a, scope, Some(&Type::String))?;
                 let (r, _) = self.expr(b, scope, Some(&Type::String))?;
-                Ok((mk(Type::String, l, r), self.expect_ty(span, Type::String, want)?))
+                Ok((
+                    mk(Type::String, l, r),
+                    self.expect_ty(span, Type::String, want)?,
+                ))
             }
             BinOp::Shl | BinOp::Shr => {
                 let (l, t) = self.expr(a, scope, want)?;
                 if !matches!(t, Type::Bit(_) | Type::Signed(_) | Type::BigInt) {
-                    return Err(span.error(format!("operator `{}` cannot be applied to {}", op_str(op), self.show(&t))));
+                    return Err(span.error(format!(
+                        "operator `{}` cannot be applied to {}",
+                        op_str(op),
+                        self.show(&t)
+                    )));
                 }
                 let hint = needs_ctx(b).then_some(Type::Bit(32));
                 let (r, rt) = self.expr(b, scope, hint.as_ref())?;
                 if !matches!(rt, Type::Bit(_)) {
-                    return Err(b.span.error(format!("expected a shift amount of type bit<N>, found {}", self.show(&rt))));
+                    return Err(b.span.error(format!(
+                        "expected a shift amount of type bit<N>, found {}",
+                        self.show(&rt)
+                    )));
                 }
                 Ok((mk(t.clone(), l, r), t))
             }
@@ -394,11 +552,17 @@ impl Ctx {
                 };
                 let ok = match op {
                     _ if cmp => true,
-                    BinOp::BitAnd | BinOp::BitOr | BinOp::BitXor => matches!(t, Type::Bit(_) | Type::Signed(_)),
+                    BinOp::BitAnd | BinOp::BitOr | BinOp::BitXor => {
+                        matches!(t, Type::Bit(_) | Type::Signed(_))
+                    }
                     _ => is_num(&t),
                 };
                 if !ok {
-                    return Err(span.error(format!("operator `{}` cannot be applied to {}", op_str(op), self.show(&t))));
+                    return Err(span.error(format!(
+                        "operator `{}` cannot be applied to {}",
+                        op_str(op),
+                        self.show(&t)
+                    )));
                 }
                 let rt = if cmp { Type::Bool } else { t.clone() };
                 Ok((mk(t, l, r), self.expect_ty(span, rt, want)?))
@@ -406,20 +570,37 @@ impl Ctx {
         }
     }
 
-    fn call(&self, span: Span, name: &str, args: &[&Expr], scope: &mut Scope, want: Option<&Type>) -> R<(ir::Expr, Type)> {
+    fn call(
+        &self,
+        span: Span,
+        name: &str,
+        args: &[&Expr],
+        scope: &mut Scope,
+        want: Option<&Type>,
+    ) -> R<(ir::Expr, Type)> {
         let plural = |n: usize| if n == 1 { "" } else { "s" };
         if let Some(fid) = self.function(name) {
             let sig = &self.funcs[fid];
             if sig.params.len() != args.len() {
                 let n = sig.params.len();
-                return Err(span.error(format!("function `{name}` expects {n} argument{}, found {}", plural(n), args.len())));
+                return Err(span.error(format!(
+                    "function `{name}` expects {n} argument{}, found {}",
+                    plural(n),
+                    args.len()
+                )));
             }
             let mut out = Vec::new();
             for (x, (_, t)) in args.iter().zip(&sig.params) {
                 out.push(self.expr(x, scope, Some(t))?.0);
             }
             let ret = self.expect_ty(span, sig.ret.clone(), want)?;
-            return Ok((ir::Expr::Call { func: Callee::User(fid), args: out }, ret));
+            return Ok((
+                ir::Expr::Call {
+                    func: Callee::User(fid),
+                    args: out,
+                },
+                ret,
+            ));
         }
         let Some(first) = builtins::first_param(name) else {
             return Err(span.error(format!("unknown function `{name}`")));
@@ -428,38 +609,68 @@ impl Ctx {
             return Err(span.error(format!("function `{name}` needs arguments")));
         };
         // min/max with a literal first argument: type it from the second.
-        let (i0, t0) = if first.is_none() && args.len() == 2 && needs_ctx(a0) && (name == "min" || name == "max") {
+        let (i0, t0) = if first.is_none()
+            && args.len() == 2
+            && needs_ctx(a0)
+            && (name == "min" || name == "max")
+        {
             let t = self.expr(args[1], &mut scope.clone(), None)?.1;
             self.expr(a0, scope, Some(&t))?
         } else {
             self.expr(a0, scope, first.as_ref())?
         };
         let Some((bi, params, ret)) = builtins::resolve(name, &t0, args.len()) else {
-            return Err(a0.span.error(format!("function `{name}` cannot be applied to {}", self.show(&t0))));
+            return Err(a0.span.error(format!(
+                "function `{name}` cannot be applied to {}",
+                self.show(&t0)
+            )));
         };
         if params.len() != args.len() {
             let n = params.len();
-            return Err(span.error(format!("function `{name}` expects {n} argument{}, found {}", plural(n), args.len())));
+            return Err(span.error(format!(
+                "function `{name}` expects {n} argument{}, found {}",
+                plural(n),
+                args.len()
+            )));
         }
         let mut out = vec![i0];
         for (x, t) in args.iter().zip(&params).skip(1) {
             out.push(self.expr(x, scope, Some(t))?.0);
         }
         let ret = self.expect_ty(span, ret, want)?;
-        Ok((ir::Expr::Call { func: Callee::Builtin(bi), args: out }, ret))
+        Ok((
+            ir::Expr::Call {
+                func: Callee::Builtin(bi),
+                args: out,
+            },
+            ret,
+        ))
     }
 
     /// Resolve constructor `name` given an expected type: (type, ctor index, field list).
-    pub fn ctor_info(&self, span: Span, name: &str, want: Option<&Type>) -> R<(Option<Type>, u32, Vec<(String, Type)>)> {
+    pub fn ctor_info(&self, span: Span, name: &str, want: Option<&Type>) -> R<CtorInfo> {
         let last = name.rsplit("::").next().unwrap_or(name);
         if last == "None" || last == "Some" {
             let inner = match want {
                 Some(Type::Option(t)) => Some((**t).clone()),
-                Some(t) => return Err(span.error(format!("expected {}, found constructor `{last}`", self.show(t)))),
+                Some(t) => {
+                    return Err(span.error(format!(
+                        "expected {}, found constructor `{last}`",
+                        self.show(t)
+                    )))
+                }
                 None => None,
             };
-            let fields = if last == "None" { vec![] } else { vec![("x".to_string(), inner.clone().unwrap_or(Type::Bool))] };
-            return Ok((inner.map(|t| Type::Option(Box::new(t))), u32::from(last == "Some"), fields));
+            let fields = if last == "None" {
+                vec![]
+            } else {
+                vec![("x".to_string(), inner.clone().unwrap_or(Type::Bool))]
+            };
+            return Ok((
+                inner.map(|t| Type::Option(Box::new(t))),
+                u32::from(last == "Some"),
+                fields,
+            ));
         }
         let Some((tid, ci)) = self.ctor(name) else {
             return Err(span.error(format!("unknown constructor `{name}`")));
@@ -467,15 +678,30 @@ impl Ctx {
         let ty = Type::Named(tid);
         if let Some(w) = want {
             if *w != ty {
-                return Err(span.error(format!("expected {}, found constructor `{name}` of type {}", self.show(w), self.types[tid].name)));
+                return Err(span.error(format!(
+                    "expected {}, found constructor `{name}` of type {}",
+                    self.show(w),
+                    self.types[tid].name
+                )));
             }
         }
-        Ok((Some(ty), ci, self.types[tid].ctors[ci as usize].fields.clone()))
+        Ok((
+            Some(ty),
+            ci,
+            self.types[tid].ctors[ci as usize].fields.clone(),
+        ))
     }
 
     /// Match constructor arguments to fields: one entry per field (`None` if omitted,
     /// allowed only when `partial`).
-    pub fn ctor_args<'e>(&self, span: Span, name: &str, fields: &[(String, Type)], args: &'e Args, partial: bool) -> R<Vec<Option<&'e Expr>>> {
+    pub fn ctor_args<'e>(
+        &self,
+        span: Span,
+        name: &str,
+        fields: &[(String, Type)],
+        args: &'e Args,
+        partial: bool,
+    ) -> R<Vec<Option<&'e Expr>>> {
         match args {
             Args::Pos(es) => {
                 if es.len() != fields.len() && !(es.is_empty() && partial) {
@@ -501,7 +727,10 @@ impl Ctx {
                 }
                 if !partial {
                     if let Some(i) = out.iter().position(Option::is_none) {
-                        return Err(span.error(format!("missing field `{}` in constructor `{name}`", fields[i].0)));
+                        return Err(span.error(format!(
+                            "missing field `{}` in constructor `{name}`",
+                            fields[i].0
+                        )));
                     }
                 }
                 Ok(out)
@@ -509,16 +738,31 @@ impl Ctx {
         }
     }
 
-    fn ctor_expr(&self, span: Span, name: &str, args: &Args, scope: &mut Scope, want: Option<&Type>) -> R<(ir::Expr, Type)> {
+    fn ctor_expr(
+        &self,
+        span: Span,
+        name: &str,
+        args: &Args,
+        scope: &mut Scope,
+        want: Option<&Type>,
+    ) -> R<(ir::Expr, Type)> {
         let (ty, ctor, fields) = self.ctor_info(span, name, want)?;
         if ty.is_none() && name.ends_with("Some") {
             // Some{x} without context: type from x.
             let es = self.ctor_args(span, name, &fields, args, false)?;
             let (ix, t) = self.expr(es[0].expect("one field"), scope, None)?;
-            return Ok((ir::Expr::Struct { ctor: 1, fields: vec![ix] }, Type::Option(Box::new(t))));
+            return Ok((
+                ir::Expr::Struct {
+                    ctor: 1,
+                    fields: vec![ix],
+                },
+                Type::Option(Box::new(t)),
+            ));
         }
         let Some(ty) = ty else {
-            return Err(span.error("cannot infer the type of `None`; add a type annotation `None: Option<T>`"));
+            return Err(span.error(
+                "cannot infer the type of `None`; add a type annotation `None: Option<T>`",
+            ));
         };
         let es = self.ctor_args(span, name, &fields, args, false)?;
         let mut out = Vec::new();
@@ -529,7 +773,14 @@ impl Ctx {
     }
 
     /// Lower a pattern matched against type `ty`, pushing its binds onto `scope`.
-    pub fn pattern(&self, p: &Expr, ty: &Type, scope: &mut Scope, mode: PatMode, filters: &mut EqFilters) -> R<Pattern> {
+    pub fn pattern(
+        &self,
+        p: &Expr,
+        ty: &Type,
+        scope: &mut Scope,
+        mode: PatMode,
+        filters: &mut EqFilters,
+    ) -> R<Pattern> {
         let span = p.span;
         match &p.kind {
             ExprKind::Wild => Ok(Pattern::Wild),
@@ -564,9 +815,17 @@ impl Ctx {
                     return Err(span.error(format!("expected {}, found a tuple", self.show(ty))));
                 };
                 if ts.len() != ps.len() {
-                    return Err(span.error(format!("expected {}, found a tuple of {} elements", self.show(ty), ps.len())));
+                    return Err(span.error(format!(
+                        "expected {}, found a tuple of {} elements",
+                        self.show(ty),
+                        ps.len()
+                    )));
                 }
-                let out = ps.iter().zip(ts).map(|(p, t)| self.pattern(p, t, scope, mode, filters)).collect::<R<_>>()?;
+                let out = ps
+                    .iter()
+                    .zip(ts)
+                    .map(|(p, t)| self.pattern(p, t, scope, mode, filters))
+                    .collect::<R<_>>()?;
                 Ok(Pattern::Tuple(out))
             }
             ExprKind::Ctor(name, args) => {
@@ -581,7 +840,10 @@ impl Ctx {
                 }
                 Ok(Pattern::Struct { ctor, fields: out })
             }
-            ExprKind::Int(..) | ExprKind::Bool(_) | ExprKind::Str(_) | ExprKind::Unary(UnOp::Neg, _) => {
+            ExprKind::Int(..)
+            | ExprKind::Bool(_)
+            | ExprKind::Str(_)
+            | ExprKind::Unary(UnOp::Neg, _) => {
                 let (e, _) = self.expr(p, &mut Scope::new(), Some(ty))?;
                 Ok(Pattern::Eq(Box::new(e)))
             }
@@ -590,7 +852,10 @@ impl Ctx {
                     let mut outer: Scope = scope[..base].to_vec();
                     let mut inner_bound = None;
                     p.vars(&mut |v, s| {
-                        if lookup_var(&outer, v).is_none() && lookup_var(scope, v).is_some() && inner_bound.is_none() {
+                        if lookup_var(&outer, v).is_none()
+                            && lookup_var(scope, v).is_some()
+                            && inner_bound.is_none()
+                        {
                             inner_bound = Some((v.to_string(), s));
                         }
                     });
@@ -600,7 +865,10 @@ impl Ctx {
                     let (e, _) = self.expr(p, &mut outer, Some(ty))?;
                     Ok(Pattern::Eq(Box::new(e)))
                 }
-                _ => Err(span.error("expected a pattern (variable, `_`, literal, tuple or constructor)")),
+                _ => {
+                    Err(span
+                        .error("expected a pattern (variable, `_`, literal, tuple or constructor)"))
+                }
             },
         }
     }

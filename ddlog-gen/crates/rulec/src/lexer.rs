@@ -41,9 +41,9 @@ pub struct Token {
 }
 
 const PUNCTS: &[&str] = &[
-    ":-", "::", "<-", "->", "=>", "==", "!=", "<=", ">=", "<<", ">>", "++", "(", ")", "{", "}", "[",
-    "]", ",", ";", ":", ".", "=", "<", ">", "+", "-", "*", "/", "%", "&", "|", "^", "~", "@", "#",
-    "'", "?", "!",
+    ":-", "::", "<-", "->", "=>", "==", "!=", "<=", ">=", "<<", ">>", "++", "(", ")", "{", "}",
+    "[", "]", ",", ";", ":", ".", "=", "<", ">", "+", "-", "*", "/", "%", "&", "|", "^", "~", "@",
+    "#", "'", "?", "!",
 ];
 
 /// An on-demand lexer over one text.
@@ -62,7 +62,20 @@ pub struct Lexer<'a> {
 impl<'a> Lexer<'a> {
     /// A lexer over `text`, reporting positions in file number `file`.
     pub fn new(text: &'a str, file: u32) -> Self {
-        Lexer { chars: text.chars().collect(), pos: 0, line: 1, col: 1, file, hash_comments: false, last_end: Span { file, line: 1, col: 1 }, _text: text }
+        Lexer {
+            chars: text.chars().collect(),
+            pos: 0,
+            line: 1,
+            col: 1,
+            file,
+            hash_comments: false,
+            last_end: Span {
+                file,
+                line: 1,
+                col: 1,
+            },
+            _text: text,
+        }
     }
 
     fn peek(&self, k: usize) -> Option<char> {
@@ -83,11 +96,11 @@ impl<'a> Lexer<'a> {
 
     /// Current position.
     pub fn span(&self) -> Span {
-        Span { file: self.file, line: self.line, col: self.col }
-    }
-
-    fn err(&self, span: Span, msg: impl Into<String>) -> CompileError {
-        span.error(msg)
+        Span {
+            file: self.file,
+            line: self.line,
+            col: self.col,
+        }
     }
 
     /// Skip whitespace and comments.
@@ -106,7 +119,7 @@ impl<'a> Lexer<'a> {
                     let mut depth = 1;
                     while depth > 0 {
                         match self.peek(0) {
-                            None => return Err(self.err(start, "unterminated comment")),
+                            None => return Err(Span::error(start, "unterminated comment")),
                             Some('*') if self.peek(1) == Some('/') => {
                                 self.bump();
                                 self.bump();
@@ -155,7 +168,10 @@ impl<'a> Lexer<'a> {
         self.skip_trivia()?;
         let span = self.span();
         let Some(c) = self.peek(0) else {
-            return Ok(Token { tok: Tok::Eof, span: self.last_end });
+            return Ok(Token {
+                tok: Tok::Eof,
+                span: self.last_end,
+            });
         };
         let tok = if c.is_ascii_alphabetic() || c == '_' {
             let mut s = String::new();
@@ -176,13 +192,16 @@ impl<'a> Lexer<'a> {
         } else {
             let mut found = None;
             for p in PUNCTS {
-                if p.chars().enumerate().all(|(i, pc)| self.peek(i) == Some(pc)) {
+                if p.chars()
+                    .enumerate()
+                    .all(|(i, pc)| self.peek(i) == Some(pc))
+                {
                     found = Some(*p);
                     break;
                 }
             }
             let Some(p) = found else {
-                return Err(self.err(span, format!("unexpected character `{c}`")));
+                return Err(Span::error(span, format!("unexpected character `{c}`")));
             };
             for _ in 0..p.chars().count() {
                 self.bump();
@@ -210,7 +229,9 @@ impl<'a> Lexer<'a> {
 
     fn number(&mut self, span: Span) -> Result<Tok, CompileError> {
         let mut radix = 10;
-        if self.peek(0) == Some('0') && matches!(self.peek(1), Some('x' | 'X' | 'b' | 'B' | 'o' | 'O')) {
+        if self.peek(0) == Some('0')
+            && matches!(self.peek(1), Some('x' | 'X' | 'b' | 'B' | 'o' | 'O'))
+        {
             radix = match self.peek(1) {
                 Some('x' | 'X') => 16,
                 Some('b' | 'B') => 2,
@@ -221,14 +242,14 @@ impl<'a> Lexer<'a> {
         }
         let ds = self.digits(radix);
         if ds.is_empty() {
-            return Err(self.err(span, "malformed integer literal"));
+            return Err(Span::error(span, "malformed integer literal"));
         }
         let n = BigInt::parse_bytes(ds.as_bytes(), radix).expect("digits checked");
         // Width-prefixed literal: 32'd5, 8'hff, 4'b1010, 16'sd-1 is not supported.
         if radix == 10 && self.peek(0) == Some('\'') {
             let width = u32::try_from(&n).ok().filter(|w| (1..=128).contains(w));
             let Some(width) = width else {
-                return Err(self.err(span, "width of an integer literal must be between 1 and 128"));
+                return Err(span.error("width of an integer literal must be between 1 and 128"));
             };
             self.bump();
             let signed = if self.peek(0) == Some('s') {
@@ -242,17 +263,25 @@ impl<'a> Lexer<'a> {
                 Some('h' | 'H') => 16,
                 Some('b' | 'B') => 2,
                 Some('o' | 'O') => 8,
-                _ => return Err(self.err(span, "malformed width-prefixed integer literal")),
+                _ => {
+                    return Err(Span::error(
+                        span,
+                        "malformed width-prefixed integer literal",
+                    ))
+                }
             };
             let ds = self.digits(r);
             if ds.is_empty() {
-                return Err(self.err(span, "malformed width-prefixed integer literal"));
+                return Err(Span::error(
+                    span,
+                    "malformed width-prefixed integer literal",
+                ));
             }
             let v = BigInt::parse_bytes(ds.as_bytes(), r).expect("digits checked");
             return Ok(Tok::Int(v, Some((signed, width))));
         }
         if self.peek(0).is_some_and(|c| c.is_ascii_alphanumeric()) {
-            return Err(self.err(self.span(), "malformed integer literal"));
+            return Err(Span::error(self.span(), "malformed integer literal"));
         }
         Ok(Tok::Int(n, None))
     }
@@ -263,7 +292,7 @@ impl<'a> Lexer<'a> {
         loop {
             let here = self.span();
             let Some(c) = self.bump() else {
-                return Err(self.err(start, "unterminated string literal"));
+                return Err(Span::error(start, "unterminated string literal"));
             };
             match c {
                 '"' => break,
@@ -283,11 +312,16 @@ impl<'a> Lexer<'a> {
                             let h = self.digits(16);
                             let ch = u32::from_str_radix(&h, 16).ok().and_then(char::from_u32);
                             if self.bump() != Some('}') || ch.is_none() {
-                                return Err(self.err(here, "malformed unicode escape"));
+                                return Err(Span::error(here, "malformed unicode escape"));
                             }
                             cur.push(ch.expect("checked"));
                         }
-                        _ => return Err(self.err(here, "unknown escape sequence in string literal")),
+                        _ => {
+                            return Err(Span::error(
+                                here,
+                                "unknown escape sequence in string literal",
+                            ))
+                        }
                     }
                 }
                 '$' if self.peek(0) == Some('{') => {
@@ -300,10 +334,18 @@ impl<'a> Lexer<'a> {
                     loop {
                         let t = self.next_token()?;
                         match &t.tok {
-                            Tok::Eof => return Err(self.err(here, "unterminated `${` in string literal")),
+                            Tok::Eof => {
+                                return Err(Span::error(
+                                    here,
+                                    "unterminated `${` in string literal",
+                                ))
+                            }
                             Tok::Punct("{") => depth += 1,
                             Tok::Punct("}") if depth == 0 => {
-                                toks.push(Token { tok: Tok::Eof, span: t.span });
+                                toks.push(Token {
+                                    tok: Tok::Eof,
+                                    span: t.span,
+                                });
                                 break;
                             }
                             Tok::Punct("}") => depth -= 1,

@@ -49,7 +49,11 @@ pub fn compile_files<P: AsRef<Path>>(paths: &[P]) -> Result<ir::Program, Compile
             col: 1,
             message: format!("cannot read file: {e}"),
         })?;
-        sources.push((p.display().to_string(), text, p.parent().map(Path::to_path_buf).unwrap_or_default()));
+        sources.push((
+            p.display().to_string(),
+            text,
+            p.parent().map(Path::to_path_buf).unwrap_or_default(),
+        ));
     }
     compile(sources)
 }
@@ -71,7 +75,10 @@ fn compile(mains: Vec<(String, String, PathBuf)>) -> Result<ir::Program, Compile
     r.map_err(|e| resolve_file(e, &files))
 }
 
-fn compile_inner(mains: Vec<(String, String, PathBuf)>, files: &mut Vec<String>) -> Result<ir::Program, CompileError> {
+fn compile_inner(
+    mains: Vec<(String, String, PathBuf)>,
+    files: &mut Vec<String>,
+) -> Result<ir::Program, CompileError> {
     let mut decls: Vec<Decl> = parser::parse_program(PRELUDE, 0)?;
     let roots: Vec<PathBuf> = mains.iter().map(|m| m.2.clone()).collect();
     let mut seen: Vec<PathBuf> = Vec::new();
@@ -89,11 +96,20 @@ fn compile_inner(mains: Vec<(String, String, PathBuf)>, files: &mut Vec<String>)
         qi += 1;
         let file_decls = parser::parse_program(&text, idx as u32)?;
         for d in &file_decls {
-            let Decl::Import { path, span } = d else { continue };
+            let Decl::Import { path, span } = d else {
+                continue;
+            };
             let rel: PathBuf = path.iter().collect::<PathBuf>().with_extension("dl");
-            let found = std::iter::once(&dir).chain(roots.iter()).map(|d| d.join(&rel)).find(|p| p.is_file());
+            let found = std::iter::once(&dir)
+                .chain(roots.iter())
+                .map(|d| d.join(&rel))
+                .find(|p| p.is_file());
             let Some(found) = found else {
-                return Err(span.error(format!("unknown import `{}`: no file `{}` found", path.join("::"), rel.display())));
+                return Err(span.error(format!(
+                    "unknown import `{}`: no file `{}` found",
+                    path.join("::"),
+                    rel.display()
+                )));
             };
             let canon = std::fs::canonicalize(&found).unwrap_or_else(|_| found.clone());
             if seen.contains(&canon) {
@@ -120,5 +136,11 @@ fn compile_inner(mains: Vec<(String, String, PathBuf)>, files: &mut Vec<String>)
     }
     let heads: Vec<usize> = rules.iter().map(|r: &ir::Rule| r.head).collect();
     let strata = strata::stratify(&cx.rels, &heads, &deps)?;
-    Ok(ir::Program { types: cx.types, relations: cx.rels, functions, rules, strata })
+    Ok(ir::Program {
+        types: cx.types,
+        relations: cx.rels,
+        functions,
+        rules,
+        strata,
+    })
 }

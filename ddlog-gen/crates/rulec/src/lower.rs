@@ -134,7 +134,9 @@ impl Ctx {
             };
             if binds {
                 let live = &live_from[i + 1];
-                let keep: Vec<usize> = (0..scope.len()).filter(|&s| live.contains(&scope[s].0)).collect();
+                let keep: Vec<usize> = (0..scope.len())
+                    .filter(|&s| live.contains(&scope[s].0))
+                    .collect();
                 if keep.len() < scope.len() {
                     items.push(ir::BodyItem::Project(keep.clone()));
                     scope = keep.into_iter().map(|s| scope[s].clone()).collect();
@@ -154,18 +156,31 @@ impl Ctx {
                 }
                 head_exprs.push(self.expr(e, &mut scope, Some(t))?.0);
             }
-            out.push(ir::Rule { head: rel, head_exprs, body: items.clone(), source: self.pos(h.span) });
+            out.push(ir::Rule {
+                head: rel,
+                head_exprs,
+                body: items.clone(),
+                source: self.pos(h.span),
+            });
         }
         *self.unbound_note.borrow_mut() = "";
         let deps = heads
             .iter()
-            .flat_map(|&h| deps.iter().map(move |&(b, kind, span)| Dep { head: h, body: b, kind, span }))
+            .flat_map(|&h| {
+                deps.iter().map(move |&(b, kind, span)| Dep {
+                    head: h,
+                    body: b,
+                    kind,
+                    span,
+                })
+            })
             .collect();
         Ok((out, deps))
     }
 
     fn atom_rel(&self, a: &Atom) -> R<RelId> {
-        self.relation(&a.rel).ok_or_else(|| a.span.error(format!("unknown relation `{}`", a.rel)))
+        self.relation(&a.rel)
+            .ok_or_else(|| a.span.error(format!("unknown relation `{}`", a.rel)))
     }
 
     /// One argument expression per column (`None` for omitted named columns).
@@ -198,7 +213,10 @@ impl Ctx {
                 }
                 if !partial {
                     if let Some(i) = out.iter().position(Option::is_none) {
-                        return Err(a.span.error(format!("missing column `{}` of relation `{}`", r.columns[i].0, r.name)));
+                        return Err(a.span.error(format!(
+                            "missing column `{}` of relation `{}`",
+                            r.columns[i].0, r.name
+                        )));
                     }
                 }
                 Ok(out)
@@ -206,7 +224,13 @@ impl Ctx {
         }
     }
 
-    fn lower_atom(&self, a: &Atom, rel: RelId, scope: &mut Scope, items: &mut Vec<ir::BodyItem>) -> R<()> {
+    fn lower_atom(
+        &self,
+        a: &Atom,
+        rel: RelId,
+        scope: &mut Scope,
+        items: &mut Vec<ir::BodyItem>,
+    ) -> R<()> {
         let es = self.atom_args(a, rel, true)?;
         let base = scope.len();
         let mut filters = Vec::new();
@@ -247,7 +271,13 @@ impl Ctx {
         Ok(args)
     }
 
-    fn lower_let(&self, pat: &Expr, value: &Expr, scope: &mut Scope, items: &mut Vec<ir::BodyItem>) -> R<()> {
+    fn lower_let(
+        &self,
+        pat: &Expr,
+        value: &Expr,
+        scope: &mut Scope,
+        items: &mut Vec<ir::BodyItem>,
+    ) -> R<()> {
         let (pat, ann) = match &pat.kind {
             ExprKind::Ascribe(p, t) => (&**p, Some(self.resolve(t)?)),
             _ => (pat, None),
@@ -255,7 +285,10 @@ impl Ctx {
         if let ExprKind::Call(f, args) = &value.kind {
             if f == "FlatMap" {
                 if args.len() != 1 {
-                    return Err(value.span.error(format!("function `FlatMap` expects 1 argument, found {}", args.len())));
+                    return Err(value.span.error(format!(
+                        "function `FlatMap` expects 1 argument, found {}",
+                        args.len()
+                    )));
                 }
                 let (ie, t) = self.expr(&args[0], scope, None)?;
                 let elem = match &t {
@@ -270,10 +303,15 @@ impl Ctx {
                 };
                 if let Some(a) = &ann {
                     if *a != elem {
-                        return Err(pat.span.error(format!("expected {}, found {}", self.show(a), self.show(&elem))));
+                        return Err(pat.span.error(format!(
+                            "expected {}, found {}",
+                            self.show(a),
+                            self.show(&elem)
+                        )));
                     }
                 }
-                let pattern = self.pattern(pat, &elem, scope, PatMode::FreshUnique, &mut Vec::new())?;
+                let pattern =
+                    self.pattern(pat, &elem, scope, PatMode::FreshUnique, &mut Vec::new())?;
                 items.push(ir::BodyItem::FlatMap { expr: ie, pattern });
                 return Ok(());
             }
@@ -294,13 +332,18 @@ impl Ctx {
         items: &mut Vec<ir::BodyItem>,
     ) -> R<()> {
         let ExprKind::Var(g) = &pat.kind else {
-            return Err(pat.span.error("the result of `group_by` must be bound to a variable: `var g = e.group_by(k)`"));
+            return Err(pat.span.error(
+                "the result of `group_by` must be bound to a variable: `var g = e.group_by(k)`",
+            ));
         };
         if scope.iter().any(|(n, _)| n == g) {
             return Err(pat.span.error(format!("variable `{g}` is already defined")));
         }
         let by: Vec<&Expr> = match by {
-            [Expr { kind: ExprKind::Tuple(es), .. }] => es.iter().collect(),
+            [Expr {
+                kind: ExprKind::Tuple(es),
+                ..
+            }] => es.iter().collect(),
             _ => by.iter().collect(),
         };
         let mut slots = Vec::new();
@@ -313,7 +356,9 @@ impl Ctx {
                 return Err(e.span.error(format!("unbound variable `{v}`")));
             };
             if slots.contains(&i) {
-                return Err(e.span.error(format!("variable `{v}` appears twice in `group_by`")));
+                return Err(e
+                    .span
+                    .error(format!("variable `{v}` appears twice in `group_by`")));
             }
             slots.push(i);
             new_scope.push(scope[i].clone());
@@ -325,7 +370,10 @@ impl Ctx {
         };
         let _ = span;
         new_scope.push((g.clone(), Type::Group(Box::new(kt), Box::new(vt))));
-        items.push(ir::BodyItem::GroupBy { by: slots, value: ie });
+        items.push(ir::BodyItem::GroupBy {
+            by: slots,
+            value: ie,
+        });
         *scope = new_scope;
         Ok(())
     }

@@ -35,8 +35,8 @@ fn is_upper(s: &str) -> bool {
 }
 
 const KEYWORDS: &[&str] = &[
-    "and", "or", "not", "var", "if", "else", "match", "as", "true", "false", "function", "relation",
-    "input", "output", "typedef", "import", "extern",
+    "and", "or", "not", "var", "if", "else", "match", "as", "true", "false", "function",
+    "relation", "input", "output", "typedef", "import", "extern",
 ];
 
 impl Parser {
@@ -98,7 +98,8 @@ impl Parser {
     /// An "expected X but found Y" error at the current token.
     pub fn unexpected(&self, what: &str) -> CompileError {
         let t = self.peek();
-        t.span.error(format!("expected {what} but found {}", describe(&t.tok)))
+        t.span
+            .error(format!("expected {what} but found {}", describe(&t.tok)))
     }
 
     /// Consume punctuation `p` or fail.
@@ -167,7 +168,10 @@ impl Parser {
             if self.eat_kw("as") {
                 self.ident("a module alias")?;
             }
-            return Ok(Decl::Import { path: name.split("::").map(str::to_string).collect(), span });
+            return Ok(Decl::Import {
+                path: name.split("::").map(str::to_string).collect(),
+                span,
+            });
         }
         if self.eat_kw("typedef") {
             let (name, _) = self.ident("a type name")?;
@@ -248,7 +252,11 @@ impl Parser {
         let span = self.expect_kw("function")?;
         let (name, _) = self.ident("a function name")?;
         let params = self.params()?;
-        let ret = if self.eat(":") { Some(self.ty()?) } else { None };
+        let ret = if self.eat(":") {
+            Some(self.ty()?)
+        } else {
+            None
+        };
         let body = if self.eat("=") {
             self.expr()?
         } else if self.is("{") {
@@ -256,7 +264,13 @@ impl Parser {
         } else {
             return Err(self.unexpected("`{` or `=`"));
         };
-        Ok(Decl::Function { name, params, ret, body, span })
+        Ok(Decl::Function {
+            name,
+            params,
+            ret,
+            body,
+            span,
+        })
     }
 
     fn relation(&mut self, kind: RelKind, span: Span) -> R<Decl> {
@@ -270,7 +284,13 @@ impl Parser {
             self.expect(")")?;
             key = Some((v, self.expr()?));
         }
-        Ok(Decl::Relation { kind, name, columns, key, span })
+        Ok(Decl::Relation {
+            kind,
+            name,
+            columns,
+            key,
+            span,
+        })
     }
 
     /// A type.
@@ -298,7 +318,9 @@ impl Parser {
                 _ => None,
             };
             let Some(w) = w else {
-                return Err(span.error(format!("width of `{name}` must be an integer between 1 and 128")));
+                return Err(span.error(format!(
+                    "width of `{name}` must be an integer between 1 and 128"
+                )));
             };
             self.close_angle()?;
             return Ok(TypeExpr::Width(name == "signed", w, span));
@@ -375,7 +397,11 @@ impl Parser {
             }
         }
         if !self.eat(".") {
-            return Err(self.unexpected(if body.is_empty() { "`.` or `:-`" } else { "`,` or `.`" }));
+            return Err(self.unexpected(if body.is_empty() {
+                "`.` or `:-`"
+            } else {
+                "`,` or `.`"
+            }));
         }
         Ok(RuleDecl { heads, body, span })
     }
@@ -384,10 +410,16 @@ impl Parser {
         let span = self.peek().span;
         if self.eat_kw("not") {
             if matches!(&self.peek().tok, Tok::Ident(s) if is_upper(s)) {
-                return Ok(BodyItem::Atom { neg: true, atom: self.atom()? });
+                return Ok(BodyItem::Atom {
+                    neg: true,
+                    atom: self.atom()?,
+                });
             }
             let e = self.prefix_operand()?;
-            let e = Expr { kind: ExprKind::Unary(UnOp::Not, Box::new(e)), span };
+            let e = Expr {
+                kind: ExprKind::Unary(UnOp::Not, Box::new(e)),
+                span,
+            };
             return Ok(BodyItem::Cond(self.binary_rest(e, 0)?));
         }
         if self.eat_kw("var") {
@@ -403,7 +435,10 @@ impl Parser {
                     k += 2;
                 }
                 if matches!(self.peek_at(k), Tok::Punct("(")) {
-                    return Ok(BodyItem::Atom { neg: false, atom: self.atom()? });
+                    return Ok(BodyItem::Atom {
+                        neg: false,
+                        atom: self.atom()?,
+                    });
                 }
             }
         }
@@ -411,7 +446,11 @@ impl Parser {
         if self.eat("=") {
             // DDlog's `pattern = expr` binding, e.g. `Some{var x} = f(y)`.
             let value = self.expr()?;
-            return Ok(BodyItem::Let { pat: e, value, span });
+            return Ok(BodyItem::Let {
+                pat: e,
+                value,
+                span,
+            });
         }
         Ok(BodyItem::Cond(e))
     }
@@ -467,9 +506,15 @@ impl Parser {
                 }
             }
             if prec == 4 && matches!(self.binop(), Some((_, 4))) {
-                return Err(self.peek().span.error("comparison operators cannot be chained; use parentheses"));
+                return Err(self
+                    .peek()
+                    .span
+                    .error("comparison operators cannot be chained; use parentheses"));
             }
-            lhs = Expr { kind: ExprKind::Binary(op, Box::new(lhs), Box::new(rhs)), span };
+            lhs = Expr {
+                kind: ExprKind::Binary(op, Box::new(lhs), Box::new(rhs)),
+                span,
+            };
         }
         Ok(lhs)
     }
@@ -488,17 +533,26 @@ impl Parser {
         };
         let mut e = if let Some(op) = op {
             let arg = self.prefix_operand_nocast()?;
-            Expr { kind: ExprKind::Unary(op, Box::new(arg)), span }
+            Expr {
+                kind: ExprKind::Unary(op, Box::new(arg)),
+                span,
+            }
         } else {
             self.postfix()?
         };
         loop {
             let s = self.peek().span;
             if self.eat_kw("as") {
-                e = Expr { kind: ExprKind::Cast(Box::new(e), self.ty()?), span: s };
+                e = Expr {
+                    kind: ExprKind::Cast(Box::new(e), self.ty()?),
+                    span: s,
+                };
             } else if self.is(":") && !matches!(self.peek_at(1), Tok::Punct("-")) {
                 self.bump();
-                e = Expr { kind: ExprKind::Ascribe(Box::new(e), self.ty()?), span: s };
+                e = Expr {
+                    kind: ExprKind::Ascribe(Box::new(e), self.ty()?),
+                    span: s,
+                };
             } else {
                 return Ok(e);
             }
@@ -510,12 +564,18 @@ impl Parser {
         for (p, op) in [("-", UnOp::Neg), ("~", UnOp::BitNot)] {
             if self.eat(p) {
                 let arg = self.prefix_operand_nocast()?;
-                return Ok(Expr { kind: ExprKind::Unary(op, Box::new(arg)), span });
+                return Ok(Expr {
+                    kind: ExprKind::Unary(op, Box::new(arg)),
+                    span,
+                });
             }
         }
         if self.eat_kw("not") {
             let arg = self.prefix_operand_nocast()?;
-            return Ok(Expr { kind: ExprKind::Unary(UnOp::Not, Box::new(arg)), span });
+            return Ok(Expr {
+                kind: ExprKind::Unary(UnOp::Not, Box::new(arg)),
+                span,
+            });
         }
         self.postfix()
     }
@@ -525,7 +585,9 @@ impl Parser {
     fn dot_adjacent(&self) -> bool {
         let dot = self.peek().span;
         let next = &self.toks[(self.pos + 1).min(self.toks.len() - 1)];
-        self.is(".") && next.span.line == dot.line && next.span.col == dot.col + 1
+        self.is(".")
+            && next.span.line == dot.line
+            && next.span.col == dot.col + 1
             && matches!(&next.tok, Tok::Ident(_) | Tok::Int(_, None))
     }
 
@@ -536,8 +598,12 @@ impl Parser {
             let t = self.bump();
             match t.tok {
                 Tok::Int(n, _) => {
-                    let idx = usize::try_from(&n).map_err(|_| t.span.error("tuple index too large"))?;
-                    e = Expr { kind: ExprKind::TupleIndex(Box::new(e), idx), span: t.span };
+                    let idx =
+                        usize::try_from(&n).map_err(|_| t.span.error("tuple index too large"))?;
+                    e = Expr {
+                        kind: ExprKind::TupleIndex(Box::new(e), idx),
+                        span: t.span,
+                    };
                 }
                 Tok::Ident(name) => {
                     if self.eat("(") {
@@ -549,9 +615,15 @@ impl Parser {
                             }
                         }
                         self.expect(")")?;
-                        e = Expr { kind: ExprKind::Method(Box::new(e), name, args), span: t.span };
+                        e = Expr {
+                            kind: ExprKind::Method(Box::new(e), name, args),
+                            span: t.span,
+                        };
                     } else {
-                        e = Expr { kind: ExprKind::Field(Box::new(e), name), span: t.span };
+                        e = Expr {
+                            kind: ExprKind::Field(Box::new(e), name),
+                            span: t.span,
+                        };
                     }
                 }
                 _ => unreachable!("checked by dot_adjacent"),
@@ -560,6 +632,10 @@ impl Parser {
         Ok(e)
     }
 
+    #[allow(
+        clippy::many_single_char_names,
+        reason = "short names mirror the grammar"
+    )]
     fn primary(&mut self) -> R<Expr> {
         let t = self.peek().clone();
         let span = t.span;
@@ -644,7 +720,10 @@ impl Parser {
                 let b = if self.eat_kw("else") {
                     self.expr()?
                 } else {
-                    Expr { kind: ExprKind::Tuple(vec![]), span }
+                    Expr {
+                        kind: ExprKind::Tuple(vec![]),
+                        span,
+                    }
                 };
                 ExprKind::If(Box::new(c), Box::new(a), Box::new(b))
             }
@@ -682,7 +761,11 @@ impl Parser {
                     self.expect(")")?;
                     ExprKind::Call(name, args)
                 } else if is_upper(&last) {
-                    let args = if self.eat("{") { self.args("}")? } else { Args::Pos(vec![]) };
+                    let args = if self.eat("{") {
+                        self.args("}")?
+                    } else {
+                        Args::Pos(vec![])
+                    };
                     ExprKind::Ctor(name, args)
                 } else {
                     ExprKind::Var(name)
@@ -698,7 +781,16 @@ impl Parser {
         loop {
             if self.is("}") {
                 self.bump();
-                return Ok(Expr { kind: ExprKind::Block(stmts, Box::new(Expr { kind: ExprKind::Tuple(vec![]), span })), span });
+                return Ok(Expr {
+                    kind: ExprKind::Block(
+                        stmts,
+                        Box::new(Expr {
+                            kind: ExprKind::Tuple(vec![]),
+                            span,
+                        }),
+                    ),
+                    span,
+                });
             }
             if self.eat_kw("var") {
                 let p = self.prefix_operand()?;
@@ -710,7 +802,10 @@ impl Parser {
             }
             let e = self.expr()?;
             if self.eat(";") {
-                let wild = Expr { kind: ExprKind::Wild, span: e.span };
+                let wild = Expr {
+                    kind: ExprKind::Wild,
+                    span: e.span,
+                };
                 stmts.push((wild, e));
                 continue;
             }
@@ -718,7 +813,10 @@ impl Parser {
             if stmts.is_empty() {
                 return Ok(e);
             }
-            return Ok(Expr { kind: ExprKind::Block(stmts, Box::new(e)), span });
+            return Ok(Expr {
+                kind: ExprKind::Block(stmts, Box::new(e)),
+                span,
+            });
         }
     }
 }

@@ -63,7 +63,11 @@ pub enum Update {
 pub type Located = (Command, String);
 
 /// Parse a whole script. The first syntax or type error is returned with its position.
-pub fn parse_script(program: &Program, file: &str, text: &str) -> Result<Vec<Located>, CompileError> {
+pub fn parse_script(
+    program: &Program,
+    file: &str,
+    text: &str,
+) -> Result<Vec<Located>, CompileError> {
     let files = vec![file.to_string()];
     parse_inner(program, &files, text).map_err(|e| resolve_file(e, &files))
 }
@@ -81,10 +85,18 @@ fn parse_inner(program: &Program, files: &[String], text: &str) -> R<Vec<Located
         let kw = match &first.tok {
             Tok::Eof => return Ok(out),
             Tok::Ident(k) => k.clone(),
-            _ => return Err(span.error(format!("expected a command but found {}", crate::lexer::describe(&first.tok)))),
+            _ => {
+                return Err(span.error(format!(
+                    "expected a command but found {}",
+                    crate::lexer::describe(&first.tok)
+                )))
+            }
         };
         if kw == "echo" {
-            out.push((Command::Echo(lex.raw_until_semicolon()), span_str(span, files)));
+            out.push((
+                Command::Echo(lex.raw_until_semicolon()),
+                span_str(span, files),
+            ));
             continue;
         }
         // Collect the command's tokens up to `;` at nesting depth 0.
@@ -106,7 +118,10 @@ fn parse_inner(program: &Program, files: &[String], text: &str) -> R<Vec<Located
         }
         if toks.last().is_none_or(|t| t.tok != Tok::Eof) {
             let s = toks.last().map_or(span, |t| t.span);
-            toks.push(Token { tok: Tok::Eof, span: s });
+            toks.push(Token {
+                tok: Tok::Eof,
+                span: s,
+            });
         }
         let mut p = Parser::new(toks);
         let cmd = command(program, &mut p, &kw)?;
@@ -174,7 +189,11 @@ fn command(program: &Program, p: &mut Parser, kw: &str) -> R<Command> {
 fn relation(program: &Program, p: &mut Parser, input: bool) -> R<(RelId, Span)> {
     let (name, span) = p.scoped("a relation name")?;
     let id = program.relation_id(&name).or_else(|| {
-        let mut m = program.relations.iter().enumerate().filter(|(_, r)| r.name.rsplit("::").next() == Some(&name));
+        let mut m = program
+            .relations
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.name.rsplit("::").next() == Some(&name));
         let first = m.next().map(|(i, _)| i);
         if m.next().is_some() {
             None
@@ -238,7 +257,9 @@ fn update(program: &Program, p: &mut Parser) -> R<Update> {
             }
             Ok(Update::Modify(rel, key, changes))
         }
-        _ => Err(kspan.error(format!("expected `insert`, `delete`, `delete_key` or `modify` but found `{kw}`"))),
+        _ => Err(kspan.error(format!(
+            "expected `insert`, `delete`, `delete_key` or `modify` but found `{kw}`"
+        ))),
     }
 }
 
@@ -248,9 +269,16 @@ fn row(program: &Program, rel: RelId, span: Span, args: &Args) -> R<Row> {
     match args {
         Args::Pos(es) => {
             if es.len() != n {
-                return Err(span.error(format!("relation `{}` has {n} columns, but {} values are given", r.name, es.len())));
+                return Err(span.error(format!(
+                    "relation `{}` has {n} columns, but {} values are given",
+                    r.name,
+                    es.len()
+                )));
             }
-            es.iter().zip(&r.columns).map(|(e, (_, t))| value(program, e, t)).collect()
+            es.iter()
+                .zip(&r.columns)
+                .map(|(e, (_, t))| value(program, e, t))
+                .collect()
         }
         Args::Named(named) => {
             let mut out: Vec<Option<Value>> = vec![None; n];
@@ -262,7 +290,14 @@ fn row(program: &Program, rel: RelId, span: Span, args: &Args) -> R<Row> {
             }
             out.into_iter()
                 .enumerate()
-                .map(|(i, v)| v.ok_or_else(|| span.error(format!("missing column `{}` of relation `{}`", r.columns[i].0, r.name))))
+                .map(|(i, v)| {
+                    v.ok_or_else(|| {
+                        span.error(format!(
+                            "missing column `{}` of relation `{}`",
+                            r.columns[i].0, r.name
+                        ))
+                    })
+                })
                 .collect()
         }
     }
@@ -284,23 +319,37 @@ pub fn value(program: &Program, e: &Expr, ty: &Type) -> R<Value> {
         if !matches!(ty, Type::Bit(_) | Type::Signed(_) | Type::BigInt) {
             return Err(mismatch("an integer"));
         }
-        return int_value(&n, ty).ok_or_else(|| e.span.error(format!("integer literal {n} does not fit in {}", show(ty))));
+        return int_value(&n, ty).ok_or_else(|| {
+            e.span
+                .error(format!("integer literal {n} does not fit in {}", show(ty)))
+        });
     }
     match (&e.kind, ty) {
         (ExprKind::Str(s), Type::String) => Ok(Value::str(s)),
         (ExprKind::Bool(b), Type::Bool) => Ok(Value::Bool(*b)),
-        (ExprKind::Tuple(es), Type::Tuple(ts)) if es.len() == ts.len() => {
-            Ok(Value::Tuple(es.iter().zip(ts).map(|(e, t)| value(program, e, t)).collect::<R<Vec<_>>>()?.into()))
-        }
-        (ExprKind::VecLit(es), Type::Vec(t)) => {
-            Ok(Value::Vec(es.iter().map(|e| value(program, e, t)).collect::<R<Vec<_>>>()?.into()))
-        }
-        (ExprKind::VecLit(es), Type::Set(t)) => Ok(Value::set_from(es.iter().map(|e| value(program, e, t)).collect::<R<_>>()?)),
+        (ExprKind::Tuple(es), Type::Tuple(ts)) if es.len() == ts.len() => Ok(Value::Tuple(
+            es.iter()
+                .zip(ts)
+                .map(|(e, t)| value(program, e, t))
+                .collect::<R<Vec<_>>>()?
+                .into(),
+        )),
+        (ExprKind::VecLit(es), Type::Vec(t)) => Ok(Value::Vec(
+            es.iter()
+                .map(|e| value(program, e, t))
+                .collect::<R<Vec<_>>>()?
+                .into(),
+        )),
+        (ExprKind::VecLit(es), Type::Set(t)) => Ok(Value::set_from(
+            es.iter().map(|e| value(program, e, t)).collect::<R<_>>()?,
+        )),
         (ExprKind::VecLit(es), Type::Map(k, v)) => {
             let kv = Type::Tuple(vec![(**k).clone(), (**v).clone()]);
             let mut pairs = Vec::new();
             for e in es {
-                let Value::Tuple(t) = value(program, e, &kv)? else { unreachable!("tuple type") };
+                let Value::Tuple(t) = value(program, e, &kv)? else {
+                    unreachable!("tuple type")
+                };
                 pairs.push((t[0].clone(), t[1].clone()));
             }
             Ok(Value::map_from(pairs))
@@ -309,8 +358,12 @@ pub fn value(program: &Program, e: &Expr, ty: &Type) -> R<Value> {
             let last = name.rsplit("::").next().unwrap_or(name);
             match (last, args) {
                 ("None", Args::Pos(a)) if a.is_empty() => Ok(Value::none()),
-                ("Some", Args::Pos(a)) if a.len() == 1 => Ok(Value::some(value(program, &a[0], t)?)),
-                ("Some", Args::Named(a)) if a.len() == 1 && a[0].0 == "x" => Ok(Value::some(value(program, &a[0].2, t)?)),
+                ("Some", Args::Pos(a)) if a.len() == 1 => {
+                    Ok(Value::some(value(program, &a[0], t)?))
+                }
+                ("Some", Args::Named(a)) if a.len() == 1 && a[0].0 == "x" => {
+                    Ok(Value::some(value(program, &a[0].2, t)?))
+                }
                 _ => Err(mismatch(&format!("`{name}`"))),
             }
         }
@@ -324,9 +377,16 @@ pub fn value(program: &Program, e: &Expr, ty: &Type) -> R<Value> {
             let vals = match args {
                 Args::Pos(es) => {
                     if es.len() != fields.len() {
-                        return Err(e.span.error(format!("constructor `{name}` expects {} fields, found {}", fields.len(), es.len())));
+                        return Err(e.span.error(format!(
+                            "constructor `{name}` expects {} fields, found {}",
+                            fields.len(),
+                            es.len()
+                        )));
                     }
-                    es.iter().zip(fields).map(|(e, (_, t))| value(program, e, t)).collect::<R<Vec<_>>>()?
+                    es.iter()
+                        .zip(fields)
+                        .map(|(e, (_, t))| value(program, e, t))
+                        .collect::<R<Vec<_>>>()?
                 }
                 Args::Named(named) => {
                     let mut out: Vec<Option<Value>> = vec![None; fields.len()];
@@ -338,7 +398,14 @@ pub fn value(program: &Program, e: &Expr, ty: &Type) -> R<Value> {
                     }
                     out.into_iter()
                         .enumerate()
-                        .map(|(i, v)| v.ok_or_else(|| e.span.error(format!("missing field `{}` in constructor `{name}`", fields[i].0))))
+                        .map(|(i, v)| {
+                            v.ok_or_else(|| {
+                                e.span.error(format!(
+                                    "missing field `{}` in constructor `{name}`",
+                                    fields[i].0
+                                ))
+                            })
+                        })
                         .collect::<R<Vec<_>>>()?
                 }
             };

@@ -48,7 +48,15 @@ pub fn tarjan(adj: &[Vec<usize>]) -> Vec<Vec<usize>> {
         }
     }
     let n = adj.len();
-    let mut st = St { adj, index: vec![None; n], low: vec![0; n], on_stack: vec![false; n], stack: Vec::new(), next: 0, out: Vec::new() };
+    let mut st = St {
+        adj,
+        index: vec![None; n],
+        low: vec![0; n],
+        on_stack: vec![false; n],
+        stack: Vec::new(),
+        next: 0,
+        out: Vec::new(),
+    };
     for v in 0..n {
         if st.index[v].is_none() {
             visit(&mut st, v);
@@ -59,7 +67,11 @@ pub fn tarjan(adj: &[Vec<usize>]) -> Vec<Vec<usize>> {
 
 /// Compute the strata. `deps[i]` are the edges of rule `rule_of_dep[i]`; `rule_heads[r]`
 /// is the head of rule `r`. Errors if a negative or aggregating edge lies on a cycle.
-pub fn stratify(rels: &[Relation], rule_heads: &[usize], deps: &[Dep]) -> Result<Vec<Stratum>, CompileError> {
+pub fn stratify(
+    rels: &[Relation],
+    rule_heads: &[usize],
+    deps: &[Dep],
+) -> Result<Vec<Stratum>, CompileError> {
     let mut adj = vec![Vec::new(); rels.len()];
     for d in deps {
         if !adj[d.head].contains(&d.body) {
@@ -78,7 +90,9 @@ pub fn stratify(rels: &[Relation], rule_heads: &[usize], deps: &[Dep]) -> Result
         if d.kind != DepKind::Pos && comp_of[d.head] == comp_of[d.body] {
             let (h, b) = (&rels[d.head].name, &rels[d.body].name);
             let msg = if d.kind == DepKind::Neg {
-                format!("relation `{h}` depends negatively on itself through `{b}`: not stratifiable")
+                format!(
+                    "relation `{h}` depends negatively on itself through `{b}`: not stratifiable"
+                )
             } else {
                 format!("relation `{h}` depends on itself through an aggregation over `{b}`: not stratifiable")
             };
@@ -91,8 +105,14 @@ pub fn stratify(rels: &[Relation], rule_heads: &[usize], deps: &[Dep]) -> Result
             continue;
         }
         let recursive = comp.len() > 1 || adj[comp[0]].contains(&comp[0]);
-        let rules = (0..rule_heads.len()).filter(|&i| comp.contains(&rule_heads[i])).collect();
-        strata.push(Stratum { relations: comp, rules, recursive });
+        let rules = (0..rule_heads.len())
+            .filter(|&i| comp.contains(&rule_heads[i]))
+            .collect();
+        strata.push(Stratum {
+            relations: comp,
+            rules,
+            recursive,
+        });
     }
     Ok(strata)
 }

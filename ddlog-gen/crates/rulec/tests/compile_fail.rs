@@ -7,6 +7,7 @@
 //! relative to the repository root. Run with `UPDATE_GOLDEN=1` to rewrite the expected
 //! files, then review the diff.
 
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 fn root() -> PathBuf {
@@ -29,12 +30,23 @@ fn errors_of(rel: &str, text: &str) -> String {
         let snippet: String = lines
             .iter()
             .enumerate()
-            .map(|(i, l)| if (from..to).contains(&i) { (*l).to_string() } else { "\n".to_string() })
+            .map(|(i, l)| {
+                if (from..to).contains(&i) {
+                    (*l).to_string()
+                } else {
+                    "\n".to_string()
+                }
+            })
             .collect();
         match rulec::compile_source(rel, &snippet) {
-            Ok(_) => out.push_str(&format!("{rel}: snippet at line {} compiled without error\n", from + 1)),
-            Err(e) => out.push_str(&format!("{e}\n")),
+            Ok(_) => writeln!(
+                out,
+                "{rel}: snippet at line {} compiled without error",
+                from + 1
+            ),
+            Err(e) => writeln!(out, "{e}"),
         }
+        .expect("write to String");
     }
     out
 }
@@ -51,10 +63,17 @@ fn compile_failures_match_golden() {
         .filter(|p| p.to_string_lossy().ends_with(".fail.dl"))
         .collect();
     names.sort();
-    assert!(names.len() >= 15, "expected at least 15 compile-failure files");
+    assert!(
+        names.len() >= 15,
+        "expected at least 15 compile-failure files"
+    );
     let mut failures = Vec::new();
     for path in names {
-        let file = path.file_name().expect("name").to_string_lossy().to_string();
+        let file = path
+            .file_name()
+            .expect("name")
+            .to_string_lossy()
+            .to_string();
         let rel = format!("rules/tests/compile/{file}");
         let text = std::fs::read_to_string(&path).expect("read");
         let got = errors_of(&rel, &text);
@@ -65,8 +84,15 @@ fn compile_failures_match_golden() {
         }
         let want = std::fs::read_to_string(&expected_path).unwrap_or_default();
         if got != want {
-            failures.push(format!("{}:\n--- expected\n{want}--- got\n{got}", Path::new(&rel).display()));
+            failures.push(format!(
+                "{}:\n--- expected\n{want}--- got\n{got}",
+                Path::new(&rel).display()
+            ));
         }
     }
-    assert!(failures.is_empty(), "golden mismatches (UPDATE_GOLDEN=1 to regenerate):\n{}", failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "golden mismatches (UPDATE_GOLDEN=1 to regenerate):\n{}",
+        failures.join("\n")
+    );
 }

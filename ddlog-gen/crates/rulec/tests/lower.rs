@@ -10,7 +10,9 @@ fn compile(src: &str) -> Program {
 }
 
 fn err(src: &str) -> String {
-    compile_source("t.dl", src).expect_err("should fail").to_string()
+    compile_source("t.dl", src)
+        .expect_err("should fail")
+        .to_string()
 }
 
 fn user_rules(p: &Program, head: &str) -> Vec<rulec::ir::Rule> {
@@ -22,10 +24,24 @@ const GRAPH: &str = "input relation Edge(a: bit<32>, b: bit<32>)\n";
 
 #[test]
 fn bound_variable_becomes_join_key() {
-    let p = compile(&format!("{GRAPH}output relation P(a: bit<32>, c: bit<32>)\nP(a, c) :- Edge(a, b), Edge(b, c)."));
+    let p = compile(&format!(
+        "{GRAPH}output relation P(a: bit<32>, c: bit<32>)\nP(a, c) :- Edge(a, b), Edge(b, c)."
+    ));
     let r = &user_rules(&p, "P")[0];
-    assert_eq!(r.body[0], BodyItem::Atom { rel: 0, args: vec![Pattern::Bind, Pattern::Bind] });
-    assert_eq!(r.body[1], BodyItem::Atom { rel: 0, args: vec![Pattern::Eq(Box::new(Expr::Var(1))), Pattern::Bind] });
+    assert_eq!(
+        r.body[0],
+        BodyItem::Atom {
+            rel: 0,
+            args: vec![Pattern::Bind, Pattern::Bind]
+        }
+    );
+    assert_eq!(
+        r.body[1],
+        BodyItem::Atom {
+            rel: 0,
+            args: vec![Pattern::Eq(Box::new(Expr::Var(1))), Pattern::Bind]
+        }
+    );
     // `b` (slot 1) is dead after the join: projected away.
     assert_eq!(r.body[2], BodyItem::Project(vec![0, 2]));
     assert_eq!(r.head_exprs, vec![Expr::Var(0), Expr::Var(1)]);
@@ -33,20 +49,50 @@ fn bound_variable_becomes_join_key() {
 
 #[test]
 fn literal_argument_is_eq_and_wild_is_wild() {
-    let p = compile(&format!("{GRAPH}output relation P(a: bit<32>)\nP(a) :- Edge(a, 7), Edge(_, a)."));
+    let p = compile(&format!(
+        "{GRAPH}output relation P(a: bit<32>)\nP(a) :- Edge(a, 7), Edge(_, a)."
+    ));
     let r = &user_rules(&p, "P")[0];
-    assert_eq!(r.body[0], BodyItem::Atom { rel: 0, args: vec![Pattern::Bind, Pattern::Eq(Box::new(Expr::Const(Value::Bit(7))))] });
-    assert_eq!(r.body[1], BodyItem::Atom { rel: 0, args: vec![Pattern::Wild, Pattern::Eq(Box::new(Expr::Var(0)))] });
+    assert_eq!(
+        r.body[0],
+        BodyItem::Atom {
+            rel: 0,
+            args: vec![
+                Pattern::Bind,
+                Pattern::Eq(Box::new(Expr::Const(Value::Bit(7))))
+            ]
+        }
+    );
+    assert_eq!(
+        r.body[1],
+        BodyItem::Atom {
+            rel: 0,
+            args: vec![Pattern::Wild, Pattern::Eq(Box::new(Expr::Var(0)))]
+        }
+    );
 }
 
 #[test]
 fn repeated_variable_in_one_atom_filters() {
-    let p = compile(&format!("{GRAPH}output relation L(a: bit<32>)\nL(a) :- Edge(a, a)."));
+    let p = compile(&format!(
+        "{GRAPH}output relation L(a: bit<32>)\nL(a) :- Edge(a, a)."
+    ));
     let r = &user_rules(&p, "L")[0];
-    assert_eq!(r.body[0], BodyItem::Atom { rel: 0, args: vec![Pattern::Bind, Pattern::Bind] });
+    assert_eq!(
+        r.body[0],
+        BodyItem::Atom {
+            rel: 0,
+            args: vec![Pattern::Bind, Pattern::Bind]
+        }
+    );
     assert_eq!(
         r.body[1],
-        BodyItem::Filter(Expr::Binary { op: BinOp::Eq, ty: Type::Bit(32), lhs: Box::new(Expr::Var(1)), rhs: Box::new(Expr::Var(0)) })
+        BodyItem::Filter(Expr::Binary {
+            op: BinOp::Eq,
+            ty: Type::Bit(32),
+            lhs: Box::new(Expr::Var(1)),
+            rhs: Box::new(Expr::Var(0))
+        })
     );
     assert_eq!(r.body[2], BodyItem::Project(vec![0]));
 }
@@ -58,10 +104,30 @@ fn negation_condition_and_let() {
          G(a, n) :- Edge(a, _), not Bad(a), a > 3, var n = a + 1."
     ));
     let r = &user_rules(&p, "G")[0];
-    assert_eq!(r.body[1], BodyItem::Not { rel: 1, args: vec![Pattern::Eq(Box::new(Expr::Var(0)))] });
-    let BodyItem::Filter(Expr::Binary { op: BinOp::Gt, ty: Type::Bit(32), rhs, .. }) = &r.body[2] else { panic!("{:?}", r.body[2]) };
+    assert_eq!(
+        r.body[1],
+        BodyItem::Not {
+            rel: 1,
+            args: vec![Pattern::Eq(Box::new(Expr::Var(0)))]
+        }
+    );
+    let BodyItem::Filter(Expr::Binary {
+        op: BinOp::Gt,
+        ty: Type::Bit(32),
+        rhs,
+        ..
+    }) = &r.body[2]
+    else {
+        panic!("{:?}", r.body[2])
+    };
     assert_eq!(**rhs, Expr::Const(Value::Bit(3)));
-    assert!(matches!(&r.body[3], BodyItem::Let { pattern: Pattern::Bind, .. }));
+    assert!(matches!(
+        &r.body[3],
+        BodyItem::Let {
+            pattern: Pattern::Bind,
+            ..
+        }
+    ));
 }
 
 #[test]
@@ -71,11 +137,38 @@ fn flatmap_and_group_by() {
          S(k, n, m) :- R(k, vs), var v = FlatMap(vs), var g = v.group_by(k), var n = g.count(), var m = g.max().",
     );
     let r = &user_rules(&p, "S")[0];
-    assert!(matches!(&r.body[1], BodyItem::FlatMap { expr: Expr::Var(1), pattern: Pattern::Bind }));
-    let gb = r.body.iter().find(|b| matches!(b, BodyItem::GroupBy { .. })).expect("group_by");
-    let BodyItem::GroupBy { by, .. } = gb else { unreachable!() };
+    assert!(matches!(
+        &r.body[1],
+        BodyItem::FlatMap {
+            expr: Expr::Var(1),
+            pattern: Pattern::Bind
+        }
+    ));
+    let gb = r
+        .body
+        .iter()
+        .find(|b| matches!(b, BodyItem::GroupBy { .. }))
+        .expect("group_by");
+    let BodyItem::GroupBy { by, .. } = gb else {
+        unreachable!()
+    };
     assert_eq!(by.len(), 1);
-    let counts = r.body.iter().filter(|b| matches!(b, BodyItem::Let { expr: Expr::Call { func: Callee::Builtin(Builtin::GroupCount), .. }, .. })).count();
+    let counts = r
+        .body
+        .iter()
+        .filter(|b| {
+            matches!(
+                b,
+                BodyItem::Let {
+                    expr: Expr::Call {
+                        func: Callee::Builtin(Builtin::GroupCount),
+                        ..
+                    },
+                    ..
+                }
+            )
+        })
+        .count();
     assert_eq!(counts, 1);
 }
 
@@ -87,12 +180,20 @@ fn strata_order_and_recursion() {
     ));
     let reach = p.relation_id("Reach").expect("Reach");
     let nr = p.relation_id("NotReach").expect("NotReach");
-    let pos = |r| p.strata.iter().position(|s| s.relations.contains(&r)).expect("stratum");
+    let pos = |r| {
+        p.strata
+            .iter()
+            .position(|s| s.relations.contains(&r))
+            .expect("stratum")
+    };
     assert!(pos(reach) < pos(nr));
     assert!(p.strata[pos(reach)].recursive);
     assert!(!p.strata[pos(nr)].recursive);
     assert_eq!(p.strata[pos(reach)].rules.len(), 2);
-    assert!(p.strata.iter().all(|s| !s.relations.contains(&0)), "inputs belong to no stratum");
+    assert!(
+        p.strata.iter().all(|s| !s.relations.contains(&0)),
+        "inputs belong to no stratum"
+    );
 }
 
 #[test]
@@ -102,7 +203,11 @@ fn mutual_recursion_is_one_stratum() {
          Odd(b) :- Even(a), Edge(a, b).\nEven(b) :- Odd(a), Edge(a, b)."
     ));
     let e = p.relation_id("Even").expect("Even");
-    let s = p.strata.iter().find(|s| s.relations.contains(&e)).expect("stratum");
+    let s = p
+        .strata
+        .iter()
+        .find(|s| s.relations.contains(&e))
+        .expect("stratum");
     assert_eq!(s.relations.len(), 2);
     assert!(s.recursive);
 }
@@ -113,7 +218,13 @@ fn literals_take_context_types() {
     let r = &user_rules(&p, "S")[0];
     assert_eq!(r.head_exprs[0], Expr::Const(Value::Signed(-3)));
     assert!(matches!(&r.head_exprs[1], Expr::Const(Value::BigInt(_))));
-    assert_eq!(r.head_exprs[2], Expr::Struct { ctor: 1, fields: vec![Expr::Const(Value::Bit(2))] });
+    assert_eq!(
+        r.head_exprs[2],
+        Expr::Struct {
+            ctor: 1,
+            fields: vec![Expr::Const(Value::Bit(2))]
+        }
+    );
     assert!(err("output relation S(a: bit<4>)\nS(16).").contains("does not fit in bit<4>"));
 }
 
@@ -126,7 +237,10 @@ fn methods_and_overloads_resolve() {
     );
     let r = &user_rules(&p, "O")[0];
     let callee = |e: &Expr| match e {
-        Expr::Call { func: Callee::Builtin(b), .. } => b.clone(),
+        Expr::Call {
+            func: Callee::Builtin(b),
+            ..
+        } => b.clone(),
         other => panic!("{other:?}"),
     };
     assert_eq!(callee(&r.head_exprs[0]), Builtin::StrLen);
@@ -134,7 +248,13 @@ fn methods_and_overloads_resolve() {
     assert_eq!(callee(&r.head_exprs[2]), Builtin::VecContains);
     assert_eq!(callee(&r.head_exprs[3]), Builtin::SetContains);
     assert_eq!(callee(&r.head_exprs[4]), Builtin::MapGet);
-    assert!(matches!(&r.head_exprs[5], Expr::Binary { op: BinOp::Concat, .. }));
+    assert!(matches!(
+        &r.head_exprs[5],
+        Expr::Binary {
+            op: BinOp::Concat,
+            ..
+        }
+    ));
 }
 
 #[test]
@@ -145,11 +265,29 @@ fn functions_match_and_unions() {
          function twice(x: bit<16>): bit<16> = { var y = x + x; y }\n\
          input relation A(a: Action)\noutput relation P(p: bit<16>)\nP(twice(port_of(a))) :- A(a), a != Drop.",
     );
-    let f = p.functions.iter().find(|f| f.name == "port_of").expect("fn");
-    let Expr::Match { arms, .. } = &f.body else { panic!("{:?}", f.body) };
-    assert_eq!(arms[1].0, Pattern::Struct { ctor: 1, fields: vec![Pattern::Bind] });
+    let f = p
+        .functions
+        .iter()
+        .find(|f| f.name == "port_of")
+        .expect("fn");
+    let Expr::Match { arms, .. } = &f.body else {
+        panic!("{:?}", f.body)
+    };
+    assert_eq!(
+        arms[1].0,
+        Pattern::Struct {
+            ctor: 1,
+            fields: vec![Pattern::Bind]
+        }
+    );
     let g = p.functions.iter().find(|f| f.name == "twice").expect("fn");
-    assert!(matches!(&g.body, Expr::Let { pattern: Pattern::Bind, .. }));
+    assert!(matches!(
+        &g.body,
+        Expr::Let {
+            pattern: Pattern::Bind,
+            ..
+        }
+    ));
 }
 
 #[test]
@@ -171,7 +309,14 @@ fn prelude_helpers_compile_and_are_callable() {
 
 #[test]
 fn type_errors() {
-    assert!(err(&format!("{GRAPH}output relation S(a: string)\nS(a) :- Edge(a, _).")).ends_with("expected string, found bit<32>"));
-    assert!(err("output relation S(a: bit<8>)\nS(x) :- var x = \"a\" + \"b\".").contains("operator `+` cannot be applied to string"));
-    assert!(err("output relation S(a: bool)\nS(x) :- var x = None.").contains("cannot infer the type of `None`"));
+    assert!(err(&format!(
+        "{GRAPH}output relation S(a: string)\nS(a) :- Edge(a, _)."
+    ))
+    .ends_with("expected string, found bit<32>"));
+    assert!(
+        err("output relation S(a: bit<8>)\nS(x) :- var x = \"a\" + \"b\".")
+            .contains("operator `+` cannot be applied to string")
+    );
+    assert!(err("output relation S(a: bool)\nS(x) :- var x = None.")
+        .contains("cannot infer the type of `None`"));
 }

@@ -34,29 +34,40 @@ fn precedence_follows_ddlog() {
     assert_eq!(show(&expr("x << 2 + 1")), "(x Shl (2 Add 1))");
     assert_eq!(show(&expr("-x.f")), "(Neg x.f)");
     assert_eq!(show(&expr("x as bit<8> + 1")), "((x as _) Add 1)");
-    assert_eq!(show(&expr("a | b ^ c & d")), "(a BitOr (b BitXor (c BitAnd d)))");
+    assert_eq!(
+        show(&expr("a | b ^ c & d")),
+        "(a BitOr (b BitXor (c BitAnd d)))"
+    );
     assert_eq!(show(&expr("v.len() + 1")), "(v.len/0 Add 1)");
 }
 
 #[test]
 fn comparisons_do_not_chain() {
-    let toks = rulec::lexer::Lexer::new("a < b < c", 0).tokenize().expect("lex");
+    let toks = rulec::lexer::Lexer::new("a < b < c", 0)
+        .tokenize()
+        .expect("lex");
     assert!(Parser::new(toks).expr().is_err());
 }
 
 #[test]
 fn literals() {
     assert!(matches!(expr("0x1f").kind, ExprKind::Int(ref n, None) if *n == 31.into()));
-    assert!(matches!(expr("8'hff").kind, ExprKind::Int(ref n, Some((false, 8))) if *n == 255.into()));
-    assert!(matches!(expr("32'sd5").kind, ExprKind::Int(ref n, Some((true, 32))) if *n == 5.into()));
+    assert!(
+        matches!(expr("8'hff").kind, ExprKind::Int(ref n, Some((false, 8))) if *n == 255.into())
+    );
+    assert!(
+        matches!(expr("32'sd5").kind, ExprKind::Int(ref n, Some((true, 32))) if *n == 5.into())
+    );
     assert!(matches!(expr(r#""a\n\"b""#).kind, ExprKind::Str(ref s) if s == "a\n\"b"));
-    let ExprKind::Interp(parts) = expr(r#""x=${x + 1}!""#).kind else { panic!("interp") };
+    let ExprKind::Interp(parts) = expr(r#""x=${x + 1}!""#).kind else {
+        panic!("interp")
+    };
     assert_eq!(parts.len(), 3);
 }
 
 #[test]
 fn rules_and_relations() {
-    let src = r#"
+    let src = r"
         import net::addr
         typedef Action = Drop | Output{port: bit<16>}
         input relation R(a: bit<32>, b: Vec<Option<bit<8>>>) primary key (x) x.a
@@ -65,19 +76,30 @@ fn rules_and_relations() {
             var w = FlatMap([1, 2]), Some{var q} = Some{z}.
         S(1).
         function f(x: bit<32>): bit<32> { var y = x; y + 1 }
-    "#;
+    ";
     let decls = parse_program(src, 0).expect("parse");
     assert!(matches!(&decls[0], Decl::Import { path, .. } if path == &["net", "addr"]));
-    let Decl::Relation { key: Some((v, _)), .. } = &decls[2] else { panic!("key") };
+    let Decl::Relation {
+        key: Some((v, _)), ..
+    } = &decls[2]
+    else {
+        panic!("key")
+    };
     assert_eq!(v, "x");
-    let Decl::Rule(r) = &decls[4] else { panic!("rule") };
+    let Decl::Rule(r) = &decls[4] else {
+        panic!("rule")
+    };
     assert_eq!(r.heads.len(), 2);
     assert_eq!(r.body.len(), 7);
-    assert!(matches!(&r.body[1], BodyItem::Atom { neg: false, atom } if matches!(atom.args, Args::Named(_))));
+    assert!(
+        matches!(&r.body[1], BodyItem::Atom { neg: false, atom } if matches!(atom.args, Args::Named(_)))
+    );
     assert!(matches!(&r.body[2], BodyItem::Atom { neg: true, .. }));
     assert!(matches!(&r.body[3], BodyItem::Cond(_)));
     assert!(matches!(&r.body[6], BodyItem::Let { .. }));
-    let Decl::Rule(fact) = &decls[5] else { panic!("fact") };
+    let Decl::Rule(fact) = &decls[5] else {
+        panic!("fact")
+    };
     assert!(fact.body.is_empty());
     assert!(matches!(&decls[6], Decl::Function { .. }));
 }

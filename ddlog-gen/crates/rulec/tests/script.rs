@@ -20,7 +20,11 @@ fn commands() {
     let text = "# a comment\nstart;\ninsert R(1, \"a\"),\ninsert R{.b = \"x;y\", .a = 2}; // trailing\n\
                 delete R(1, \"a\");\ndelete_key R 2;\nmodify R 3 <- R{.b = \"z\"};\nclear R;\n\
                 commit dump_changes;\ncommit;\ndump O;\ndump;\necho hello, world;\nrollback;\nexit;";
-    let cmds: Vec<Command> = parse_script(&p, "t.dat", text).unwrap_or_else(|e| panic!("{e}")).into_iter().map(|c| c.0).collect();
+    let cmds: Vec<Command> = parse_script(&p, "t.dat", text)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .into_iter()
+        .map(|c| c.0)
+        .collect();
     let r = 0;
     assert_eq!(cmds[0], Command::Start);
     assert_eq!(
@@ -30,12 +34,33 @@ fn commands() {
             Update::Insert(r, vec![Value::Bit(2), Value::str("x;y")]),
         ])
     );
-    assert_eq!(cmds[2], Command::Updates(vec![Update::Delete(r, vec![Value::Bit(1), Value::str("a")])]));
-    assert_eq!(cmds[3], Command::Updates(vec![Update::DeleteKey(r, Value::Bit(2))]));
-    assert_eq!(cmds[4], Command::Updates(vec![Update::Modify(r, Value::Bit(3), vec![(1, Value::str("z"))])]));
+    assert_eq!(
+        cmds[2],
+        Command::Updates(vec![Update::Delete(
+            r,
+            vec![Value::Bit(1), Value::str("a")]
+        )])
+    );
+    assert_eq!(
+        cmds[3],
+        Command::Updates(vec![Update::DeleteKey(r, Value::Bit(2))])
+    );
+    assert_eq!(
+        cmds[4],
+        Command::Updates(vec![Update::Modify(
+            r,
+            Value::Bit(3),
+            vec![(1, Value::str("z"))]
+        )])
+    );
     assert_eq!(cmds[5], Command::Updates(vec![Update::Clear(r)]));
     assert_eq!(cmds[6], Command::Commit { dump_changes: true });
-    assert_eq!(cmds[7], Command::Commit { dump_changes: false });
+    assert_eq!(
+        cmds[7],
+        Command::Commit {
+            dump_changes: false
+        }
+    );
     assert_eq!(cmds[8], Command::Dump(Some(2)));
     assert_eq!(cmds[9], Command::Dump(None));
     assert_eq!(cmds[10], Command::Echo("hello, world".into()));
@@ -48,12 +73,25 @@ fn values_follow_column_types() {
     let p = program();
     let text = "insert C(-5, [3, 1, 3], [(\"b\", 2), (\"a\", 1)], Some{Output{.port = 7}}, [(true, -12345678901234567890)]);";
     let cmds = parse_script(&p, "t.dat", text).unwrap_or_else(|e| panic!("{e}"));
-    let Command::Updates(u) = &cmds[0].0 else { panic!("updates") };
-    let Update::Insert(_, row) = &u[0] else { panic!("insert") };
+    let Command::Updates(u) = &cmds[0].0 else {
+        panic!("updates")
+    };
+    let Update::Insert(_, row) = &u[0] else {
+        panic!("insert")
+    };
     assert_eq!(row[0], Value::Signed(-5));
     assert_eq!(row[1], Value::set_from(vec![Value::Bit(1), Value::Bit(3)]));
-    assert_eq!(row[2], Value::map_from(vec![(Value::str("a"), Value::Bit(1)), (Value::str("b"), Value::Bit(2))]));
-    assert_eq!(row[3], Value::some(Value::Struct(1, vec![Value::Bit(7)].into())));
+    assert_eq!(
+        row[2],
+        Value::map_from(vec![
+            (Value::str("a"), Value::Bit(1)),
+            (Value::str("b"), Value::Bit(2))
+        ])
+    );
+    assert_eq!(
+        row[3],
+        Value::some(Value::Struct(1, vec![Value::Bit(7)].into()))
+    );
     assert_eq!(cmds[0].1, "t.dat:1:1");
 }
 
@@ -61,7 +99,10 @@ fn values_follow_column_types() {
 fn errors_have_positions() {
     let p = program();
     let e = parse_script(&p, "t.dat", "start;\ninsert R(\"x\", \"a\");").unwrap_err();
-    assert_eq!(e.to_string(), "t.dat:2:10: error: expected bit<32>, found a string");
+    assert_eq!(
+        e.to_string(),
+        "t.dat:2:10: error: expected bit<32>, found a string"
+    );
     let e = parse_script(&p, "t.dat", "insert Nope(1);").unwrap_err();
     assert_eq!(e.to_string(), "t.dat:1:8: error: unknown relation `Nope`");
     let e = parse_script(&p, "t.dat", "insert O(1);").unwrap_err();
