@@ -19,6 +19,7 @@ pub mod ir;
 pub mod lexer;
 pub mod lower;
 pub mod parser;
+pub mod pattern;
 pub mod script;
 pub mod strata;
 pub mod types;
@@ -123,6 +124,15 @@ fn compile_inner(
         }
         decls.extend(file_decls);
     }
+    // A program's own function replaces a prelude function of the same name.
+    let user_fns: std::collections::HashSet<String> = decls
+        .iter()
+        .filter_map(|d| match d {
+            Decl::Function { name, span, .. } if span.file != 0 => Some(name.clone()),
+            _ => None,
+        })
+        .collect();
+    decls.retain(|d| !matches!(d, Decl::Function { name, span, .. } if span.file == 0 && user_fns.contains(name)));
     let mut cx = check::Ctx::new(files.clone(), &decls)?;
     let functions = cx.functions_and_keys(&decls)?;
     let mut rules = Vec::new();

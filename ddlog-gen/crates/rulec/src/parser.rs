@@ -588,7 +588,11 @@ impl Parser {
         self.is(".")
             && next.span.line == dot.line
             && next.span.col == dot.col + 1
-            && matches!(&next.tok, Tok::Ident(_) | Tok::Int(_, None))
+            && match &next.tok {
+                Tok::Ident(s) => !is_upper(s),
+                Tok::Int(_, None) => true,
+                _ => false,
+            }
     }
 
     fn postfix(&mut self) -> R<Expr> {
