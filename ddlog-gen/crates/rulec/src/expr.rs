@@ -53,6 +53,10 @@ pub fn needs_ctx(e: &Expr) -> bool {
             needs_ctx(a) && needs_ctx(b)
         }
         ExprKind::If(_, a, b) => needs_ctx(a) && needs_ctx(b),
+        ExprKind::Call(f, a) => {
+            a.is_empty() && matches!(f.as_str(), "vec_empty" | "set_empty" | "map_empty")
+        }
+        ExprKind::Method(r, f, _) => returns_first(f) && needs_ctx(r),
         ExprKind::Tuple(es) => !es.is_empty() && es.iter().any(needs_ctx),
         _ => false,
     }
@@ -619,6 +623,9 @@ impl Ctx {
         {
             let t = self.expr(args[1], &mut scope.clone(), None)?.1;
             self.expr(a0, scope, Some(&t))?
+        } else if first.is_none() && needs_ctx(a0) && want.is_some() && returns_first(name) {
+            // `map_empty().insert(k, v)`: the result type is the first argument's.
+            self.expr(a0, scope, want)?
         } else {
             self.expr(a0, scope, first.as_ref())?
         };
@@ -677,4 +684,13 @@ fn empty_collection(
             "cannot infer the type of `{name}()`; add a type annotation"
         ))),
     })
+}
+
+/// Built-ins whose result has the type of their first argument.
+fn returns_first(name: &str) -> bool {
+    matches!(
+        name,
+        "insert" | "push" | "append" | "union" | "intersection" | "difference" | "remove" | "sort"
+            | "min" | "max"
+    )
 }
