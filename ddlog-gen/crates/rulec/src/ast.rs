@@ -258,6 +258,8 @@ pub enum ExprKind {
     Binary(crate::ir::BinOp, Box<Expr>, Box<Expr>),
     /// `e as T`.
     Cast(Box<Expr>, TypeExpr),
+    /// Bit slice `e[hi:lo]`.
+    Slice(Box<Expr>, u32, u32),
     /// `e: T`.
     Ascribe(Box<Expr>, TypeExpr),
     /// `if (c) a else b`.
@@ -301,6 +303,7 @@ impl Expr {
             | ExprKind::TupleIndex(e, _)
             | ExprKind::Unary(_, e)
             | ExprKind::Cast(e, _)
+            | ExprKind::Slice(e, _, _)
             | ExprKind::Ascribe(e, _) => e.vars(f),
             ExprKind::Binary(_, a, b) => {
                 a.vars(f);

@@ -360,6 +360,37 @@ impl Ctx {
                     ty,
                 ))
             }
+            ExprKind::Slice(arg, hi, lo) => {
+                let (ie, t) = self.expr(arg, scope, None)?;
+                let Type::Bit(w) = t else {
+                    return Err(span.error(format!("cannot take a bit slice of {}", self.show(&t))));
+                };
+                if hi < lo || *hi >= w {
+                    return Err(span.error(format!(
+                        "bit slice [{hi}:{lo}] is out of range for {}",
+                        self.show(&t)
+                    )));
+                }
+                let mut out = ie;
+                if *lo > 0 {
+                    let rhs = Box::new(ir::Expr::Const(Value::Bit(u128::from(*lo))));
+                    out = ir::Expr::Binary {
+                        op: BinOp::Shr,
+                        ty: t.clone(),
+                        lhs: Box::new(out),
+                        rhs,
+                    };
+                }
+                let to = Type::Bit(hi - lo + 1);
+                if to != t {
+                    out = ir::Expr::Cast {
+                        from: t,
+                        to: to.clone(),
+                        arg: Box::new(out),
+                    };
+                }
+                Ok((out, self.expect_ty(span, to, want)?))
+            }
             ExprKind::Ascribe(arg, te) => {
                 let t = self.resolve(te)?;
                 let (ie, t) = self.expr(arg, scope, Some(&t))?;
@@ -690,7 +721,15 @@ fn empty_collection(
 fn returns_first(name: &str) -> bool {
     matches!(
         name,
-        "insert" | "push" | "append" | "union" | "intersection" | "difference" | "remove" | "sort"
-            | "min" | "max"
+        "insert"
+            | "push"
+            | "append"
+            | "union"
+            | "intersection"
+            | "difference"
+            | "remove"
+            | "sort"
+            | "min"
+            | "max"
     )
 }

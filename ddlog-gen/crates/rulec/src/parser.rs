@@ -1,7 +1,8 @@
 //! Recursive-descent parser: tokens → [`crate::ast`]. Binary operators use precedence
-//! climbing with DDlog's levels (tightest first): postfix `.f`/`.0`/`.m()`; prefix `-`,
-//! `~`, `not`; `as`/`:`; `*` `/` `%`; `+` `-`; `<<` `>>`; `++`; `&`; `^`; `|`;
-//! comparisons; `and`; `or`; `=>`.
+//! climbing with DDlog's levels (tightest first): postfix `.f`, `.0`, `.m()`, `[h:l]`,
+//! `as T`, `: T`; prefix `-`, `~`, `not`; `*` `/` `%`; `+` `-`; `<<` `>>`; `++`;
+//! comparisons (`==`/`!=` associate left, orderings do not chain); `&`; `^`; `|`; `and`;
+//! `or`; `=>`.
 
 use crate::ast::{
     Args, Atom, BodyItem, CtorDecl, Decl, Expr, ExprKind, InterpPart, RelKind, RuleDecl, Span,
@@ -465,15 +466,15 @@ impl Parser {
         let op = match &self.peek().tok {
             Tok::Punct(p) => match *p {
                 "=>" => (BinOp::Implies, 1),
-                "==" => (BinOp::Eq, 4),
-                "!=" => (BinOp::Neq, 4),
-                "<" => (BinOp::Lt, 4),
-                "<=" => (BinOp::Lte, 4),
-                ">" => (BinOp::Gt, 4),
-                ">=" => (BinOp::Gte, 4),
-                "|" => (BinOp::BitOr, 5),
-                "^" => (BinOp::BitXor, 6),
-                "&" => (BinOp::BitAnd, 7),
+                "|" => (BinOp::BitOr, 4),
+                "^" => (BinOp::BitXor, 5),
+                "&" => (BinOp::BitAnd, 6),
+                "==" => (BinOp::Eq, 7),
+                "!=" => (BinOp::Neq, 7),
+                "<" => (BinOp::Lt, 7),
+                "<=" => (BinOp::Lte, 7),
+                ">" => (BinOp::Gt, 7),
+                ">=" => (BinOp::Gte, 7),
                 "++" => (BinOp::Concat, 8),
                 "<<" => (BinOp::Shl, 9),
                 ">>" => (BinOp::Shr, 9),
@@ -505,11 +506,14 @@ impl Parser {
                     break;
                 }
             }
-            if prec == 4 && matches!(self.binop(), Some((_, 4))) {
-                return Err(self
-                    .peek()
-                    .span
-                    .error("comparison operators cannot be chained; use parentheses"));
+            let ordering = |o: BinOp| matches!(o, BinOp::Lt | BinOp::Lte | BinOp::Gt | BinOp::Gte);
+            if let Some((next, 7)) = self.binop() {
+                if prec == 7 && (ordering(op) || ordering(next)) {
+                    return Err(self
+                        .peek()
+                        .span
+                        .error("comparison operators cannot be chained; use parentheses"));
+                }
             }
             lhs = Expr {
                 kind: ExprKind::Binary(op, Box::new(lhs), Box::new(rhs)),
@@ -519,7 +523,7 @@ impl Parser {
         Ok(lhs)
     }
 
-    /// A prefix-operator expression followed by casts/ascriptions.
+    /// A prefix-operator expression (`-`, `~`, `not` bind looser than postfix operators).
     fn prefix_operand(&mut self) -> R<Expr> {
         let span = self.peek().span;
         let op = if self.eat("-") {
@@ -531,53 +535,23 @@ impl Parser {
         } else {
             None
         };
-        let mut e = if let Some(op) = op {
-            let arg = self.prefix_operand_nocast()?;
-            Expr {
-                kind: ExprKind::Unary(op, Box::new(arg)),
-                span,
-            }
-        } else {
-            self.postfix()?
-        };
-        loop {
-            let s = self.peek().span;
-            if self.eat_kw("as") {
-                e = Expr {
-                    kind: ExprKind::Cast(Box::new(e), self.ty()?),
-                    span: s,
-                };
-            } else if self.is(":") && !matches!(self.peek_at(1), Tok::Punct("-")) {
-                self.bump();
-                e = Expr {
-                    kind: ExprKind::Ascribe(Box::new(e), self.ty()?),
-                    span: s,
-                };
-            } else {
-                return Ok(e);
-            }
-        }
-    }
-
-    fn prefix_operand_nocast(&mut self) -> R<Expr> {
-        let span = self.peek().span;
-        for (p, op) in [("-", UnOp::Neg), ("~", UnOp::BitNot)] {
-            if self.eat(p) {
-                let arg = self.prefix_operand_nocast()?;
-                return Ok(Expr {
-                    kind: ExprKind::Unary(op, Box::new(arg)),
-                    span,
-                });
-            }
-        }
-        if self.eat_kw("not") {
-            let arg = self.prefix_operand_nocast()?;
+        if let Some(op) = op {
+            let arg = self.prefix_operand()?;
             return Ok(Expr {
-                kind: ExprKind::Unary(UnOp::Not, Box::new(arg)),
+                kind: ExprKind::Unary(op, Box::new(arg)),
                 span,
             });
         }
         self.postfix()
+    }
+
+    /// True at `[N:M]` (a bit slice).
+    fn at_slice(&self) -> bool {
+        self.is("[")
+            && matches!(self.peek_at(1), Tok::Int(_, None))
+            && matches!(self.peek_at(2), Tok::Punct(":"))
+            && matches!(self.peek_at(3), Tok::Int(_, None))
+            && matches!(self.peek_at(4), Tok::Punct("]"))
     }
 
     /// True if the current `.` is immediately followed by the next token (field access),
@@ -597,7 +571,43 @@ impl Parser {
 
     fn postfix(&mut self) -> R<Expr> {
         let mut e = self.primary()?;
-        while self.dot_adjacent() {
+        loop {
+            let s = self.peek().span;
+            if self.eat_kw("as") {
+                e = Expr {
+                    kind: ExprKind::Cast(Box::new(e), self.ty()?),
+                    span: s,
+                };
+                continue;
+            }
+            if self.eat(":") {
+                e = Expr {
+                    kind: ExprKind::Ascribe(Box::new(e), self.ty()?),
+                    span: s,
+                };
+                continue;
+            }
+            if self.at_slice() {
+                self.bump();
+                let bound = |t: Token| match t.tok {
+                    Tok::Int(n, _) => {
+                        u32::try_from(&n).map_err(|_| t.span.error("bit index too large"))
+                    }
+                    _ => unreachable!("checked by at_slice"),
+                };
+                let hi = bound(self.bump())?;
+                self.bump();
+                let lo = bound(self.bump())?;
+                self.bump();
+                e = Expr {
+                    kind: ExprKind::Slice(Box::new(e), hi, lo),
+                    span: s,
+                };
+                continue;
+            }
+            if !self.dot_adjacent() {
+                break;
+            }
             self.bump();
             let t = self.bump();
             match t.tok {

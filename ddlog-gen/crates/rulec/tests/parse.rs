@@ -29,7 +29,12 @@ fn show(e: &rulec::ast::Expr) -> String {
 fn precedence_follows_ddlog() {
     assert_eq!(show(&expr("a + b * c")), "(a Add (b Mul c))");
     assert_eq!(show(&expr("a - b - c")), "((a Sub b) Sub c)");
-    assert_eq!(show(&expr("a & 1 == 0")), "((a BitAnd 1) Eq 0)");
+    // As in DDlog, comparisons bind tighter than `&`, `^` and `|`.
+    assert_eq!(show(&expr("a & 1 == 0")), "(a BitAnd (1 Eq 0))");
+    assert_eq!(show(&expr("(a & 1) == 0")), "((a BitAnd 1) Eq 0)");
+    assert_eq!(show(&expr("a == b == c")), "((a Eq b) Eq c)");
+    assert_eq!(show(&expr("-x as bit<8>")), "(Neg (x as _))");
+    assert!(matches!(expr("x[7:0]").kind, ExprKind::Slice(_, 7, 0)));
     assert_eq!(show(&expr("a == 1 and b or c")), "(((a Eq 1) And b) Or c)");
     assert_eq!(show(&expr("x << 2 + 1")), "(x Shl (2 Add 1))");
     assert_eq!(show(&expr("-x.f")), "(Neg x.f)");
