@@ -34,6 +34,9 @@ use ast::{resolve_file, Decl};
 /// The standard library, written in the language itself; compiled into every program.
 pub const PRELUDE: &str = include_str!("prelude.dl");
 
+/// Stack size of the compiler thread.
+pub(crate) const COMPILER_STACK: usize = 256 << 20;
+
 /// Name under which prelude positions are reported.
 pub const PRELUDE_NAME: &str = "<prelude>";
 
@@ -71,9 +74,25 @@ fn dir_of(p: &Path) -> PathBuf {
 
 /// Compile main sources `(name, text, directory)`, following imports.
 fn compile(mains: Vec<(String, String, PathBuf)>) -> Result<ir::Program, CompileError> {
-    let mut files = vec![PRELUDE_NAME.to_string()];
-    let r = compile_inner(mains, &mut files);
-    r.map_err(|e| resolve_file(e, &files))
+    // Deeply nested (but legal) expressions recurse deeply in the parser and checker: run
+    // on a thread with a large stack so they never overflow the caller's.
+    let worker = std::thread::Builder::new()
+        .stack_size(COMPILER_STACK)
+        .spawn(move || {
+            let mut files = vec![PRELUDE_NAME.to_string()];
+            let r = compile_inner(mains, &mut files);
+            r.map_err(|e| resolve_file(e, &files))
+        });
+    match worker.map(std::thread::JoinHandle::join) {
+        Ok(Ok(r)) => r,
+        Ok(Err(panic)) => std::panic::resume_unwind(panic),
+        Err(e) => Err(CompileError {
+            file: String::new(),
+            line: 1,
+            col: 1,
+            message: format!("cannot start the compiler thread: {e}"),
+        }),
+    }
 }
 
 fn compile_inner(

@@ -18,7 +18,11 @@ type R<T> = Result<T, CompileError>;
 pub struct Parser {
     toks: Vec<Token>,
     pos: usize,
+    depth: usize,
 }
+
+/// Deepest nesting of expressions accepted (guards the stack against hostile input).
+const MAX_DEPTH: usize = 1000;
 
 /// Parse a whole program file.
 pub fn parse_program(text: &str, file: u32) -> R<Vec<Decl>> {
@@ -43,7 +47,11 @@ const KEYWORDS: &[&str] = &[
 impl Parser {
     /// A parser over tokens ending with `Eof`.
     pub fn new(toks: Vec<Token>) -> Self {
-        Parser { toks, pos: 0 }
+        Parser {
+            toks,
+            pos: 0,
+            depth: 0,
+        }
     }
 
     /// The current token.
@@ -297,6 +305,18 @@ impl Parser {
     /// A type.
     pub fn ty(&mut self) -> R<TypeExpr> {
         let span = self.peek().span;
+        self.depth += 1;
+        let r = if self.depth > MAX_DEPTH {
+            Err(span.error("type nested too deeply"))
+        } else {
+            self.ty_inner()
+        };
+        self.depth -= 1;
+        r
+    }
+
+    fn ty_inner(&mut self) -> R<TypeExpr> {
+        let span = self.peek().span;
         if self.eat("(") {
             let mut ts = Vec::new();
             while !self.is(")") {
@@ -458,8 +478,14 @@ impl Parser {
 
     /// An expression.
     pub fn expr(&mut self) -> R<Expr> {
-        let lhs = self.prefix_operand()?;
-        self.binary_rest(lhs, 0)
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return Err(self.peek().span.error("expression nested too deeply"));
+        }
+        let lhs = self.prefix_operand();
+        let r = lhs.and_then(|lhs| self.binary_rest(lhs, 0));
+        self.depth -= 1;
+        r
     }
 
     fn binop(&self) -> Option<(BinOp, u8)> {
@@ -493,7 +519,12 @@ impl Parser {
     }
 
     fn binary_rest(&mut self, mut lhs: Expr, min: u8) -> R<Expr> {
+        let mut chain = 0;
         while let Some((op, prec)) = self.binop() {
+            chain += 1;
+            if self.depth + chain > MAX_DEPTH {
+                return Err(self.peek().span.error("expression nested too deeply"));
+            }
             if prec < min {
                 break;
             }
@@ -536,7 +567,13 @@ impl Parser {
             None
         };
         if let Some(op) = op {
-            let arg = self.prefix_operand()?;
+            self.depth += 1;
+            if self.depth > MAX_DEPTH {
+                return Err(span.error("expression nested too deeply"));
+            }
+            let arg = self.prefix_operand();
+            self.depth -= 1;
+            let arg = arg?;
             return Ok(Expr {
                 kind: ExprKind::Unary(op, Box::new(arg)),
                 span,

@@ -69,7 +69,24 @@ pub fn parse_script(
     text: &str,
 ) -> Result<Vec<Located>, CompileError> {
     let files = vec![file.to_string()];
-    parse_inner(program, &files, text).map_err(|e| resolve_file(e, &files))
+    // Nested values recurse in the parser: use a large stack, as the compiler does.
+    std::thread::scope(|scope| {
+        let worker = std::thread::Builder::new()
+            .stack_size(crate::COMPILER_STACK)
+            .spawn_scoped(scope, || {
+                parse_inner(program, &files, text).map_err(|e| resolve_file(e, &files))
+            });
+        match worker.map(std::thread::ScopedJoinHandle::join) {
+            Ok(Ok(r)) => r,
+            Ok(Err(panic)) => std::panic::resume_unwind(panic),
+            Err(e) => Err(CompileError {
+                file: file.to_string(),
+                line: 1,
+                col: 1,
+                message: format!("cannot start the parser thread: {e}"),
+            }),
+        }
+    })
 }
 
 type R<T> = Result<T, CompileError>;
