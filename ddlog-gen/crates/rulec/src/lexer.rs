@@ -113,22 +113,17 @@ impl<'a> Lexer<'a> {
                 Some('/') if self.peek(1) == Some('/') => self.skip_line(),
                 Some('#') if self.hash_comments => self.skip_line(),
                 Some('/') if self.peek(1) == Some('*') => {
+                    // C-style, not nested (as in DDlog).
                     let start = self.span();
                     self.bump();
                     self.bump();
-                    let mut depth = 1;
-                    while depth > 0 {
+                    loop {
                         match self.peek(0) {
-                            None => return Err(Span::error(start, "unterminated comment")),
+                            None => return Err(start.error("unterminated comment")),
                             Some('*') if self.peek(1) == Some('/') => {
                                 self.bump();
                                 self.bump();
-                                depth -= 1;
-                            }
-                            Some('/') if self.peek(1) == Some('*') => {
-                                self.bump();
-                                self.bump();
-                                depth += 1;
+                                break;
                             }
                             _ => {
                                 self.bump();
