@@ -128,7 +128,13 @@ impl Ctx {
                             continue;
                         }
                     }
-                    self.lower_let(pat, value, &mut scope, &mut items)?;
+                    let hint = match &pat.kind {
+                        ExprKind::Var(v) if crate::expr::needs_ctx(value) => {
+                            self.usage_type(v, &r.body[i + 1..], &r.heads)
+                        }
+                        _ => None,
+                    };
+                    self.lower_let(pat, value, hint, &mut scope, &mut items)?;
                     true
                 }
             };
@@ -176,6 +182,33 @@ impl Ctx {
             })
             .collect();
         Ok((out, deps))
+    }
+
+    /// The type a later atom or head gives variable `v` by using it directly as a
+    /// column argument, if any: lets `var x = 5` take its type from `H(x)`, as DDlog's
+    /// rule-wide inference does.
+    fn usage_type(&self, v: &str, later: &[BodyItem], heads: &[Atom]) -> Option<Type> {
+        let atoms = later
+            .iter()
+            .filter_map(|b| match b {
+                BodyItem::Atom { atom, .. } => Some(atom),
+                _ => None,
+            })
+            .chain(heads);
+        for a in atoms {
+            let Some(rel) = self.relation(&a.rel) else {
+                continue;
+            };
+            let Ok(args) = self.atom_args(a, rel, true) else {
+                continue;
+            };
+            for (e, (_, t)) in args.iter().zip(&self.rels[rel].columns) {
+                if matches!(e, Some(Expr { kind: ExprKind::Var(x), .. }) if x == v) {
+                    return Some(t.clone());
+                }
+            }
+        }
+        None
     }
 
     fn atom_rel(&self, a: &Atom) -> R<RelId> {
@@ -275,12 +308,13 @@ impl Ctx {
         &self,
         pat: &Expr,
         value: &Expr,
+        hint: Option<Type>,
         scope: &mut Scope,
         items: &mut Vec<ir::BodyItem>,
     ) -> R<()> {
         let (pat, ann) = match &pat.kind {
             ExprKind::Ascribe(p, t) => (&**p, Some(self.resolve(t)?)),
-            _ => (pat, None),
+            _ => (pat, hint),
         };
         if let ExprKind::Call(f, args) = &value.kind {
             if f == "FlatMap" {

@@ -317,6 +317,13 @@ fn type_errors() {
         err("output relation S(a: bit<8>)\nS(x) :- var x = \"a\" + \"b\".")
             .contains("operator `+` cannot be applied to string")
     );
-    assert!(err("output relation S(a: bool)\nS(x) :- var x = None.")
+    assert!(err("output relation S(a: bool)\nS(true) :- var x = None.")
         .contains("cannot infer the type of `None`"));
+}
+
+#[test]
+fn literal_bound_by_var_takes_type_from_later_use() {
+    let p = compile("output relation S(a: bit<32>, b: string)\nS(x, \"a\") :- var x = 5.");
+    let r = &user_rules(&p, "S")[0];
+    assert_eq!(r.body[0], BodyItem::Let { expr: Expr::Const(Value::Bit(5)), pattern: Pattern::Bind });
 }
