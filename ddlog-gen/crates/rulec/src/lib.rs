@@ -18,6 +18,7 @@ pub mod expr;
 pub mod ir;
 pub mod lexer;
 pub mod lower;
+pub mod parse_expr;
 pub mod parser;
 pub mod pattern;
 pub mod script;

@@ -325,5 +325,11 @@ fn type_errors() {
 fn literal_bound_by_var_takes_type_from_later_use() {
     let p = compile("output relation S(a: bit<32>, b: string)\nS(x, \"a\") :- var x = 5.");
     let r = &user_rules(&p, "S")[0];
-    assert_eq!(r.body[0], BodyItem::Let { expr: Expr::Const(Value::Bit(5)), pattern: Pattern::Bind });
+    assert_eq!(
+        r.body[0],
+        BodyItem::Let {
+            expr: Expr::Const(Value::Bit(5)),
+            pattern: Pattern::Bind
+        }
+    );
 }
