@@ -1,1 +1,302 @@
 //! PyO3 binding of the Loom rule engine (`loom_ddlog._native`).
+//!
+//! Thin on purpose: it converts values ([`convert`]), maps errors ([`error`]) and releases
+//! the GIL (`py.detach`) around compiling, transactions, scripts and naive evaluation.
+//! Compiling lives in `rulec`, evaluation in `engine`; the Pythonic transaction API is
+//! `loom_ddlog.program` on top of this module.
+
+mod convert;
+mod error;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyString, PyTuple};
+use rulec::ir::{Program, RelId, Role};
+use rulec::script::Update;
+use rulec::value::Row;
+
+use crate::convert::{from_py, row_from_py, row_to_py, type_name, Site};
+use crate::error::{CompileError, EngineError, Result};
+
+/// Relation metadata as Python sees it: `(name, role, [(column, type)], key type or None)`.
+type RelationInfo = (String, &'static str, Vec<(String, String)>, Option<String>);
+
+/// A compiled rule program (immutable; shareable between engines).
+#[pyclass(frozen, module = "loom_ddlog._native")]
+pub struct CompiledProgram {
+    program: Arc<Program>,
+}
+
+#[pymethods]
+impl CompiledProgram {
+    /// Relation metadata: `(name, role, [(column, type)], key type or None)`, in
+    /// declaration order; role is `"input"`, `"output"` or `"internal"`.
+    fn relations(&self) -> Vec<RelationInfo> {
+        relation_infos(&self.program)
+    }
+}
+
+fn relation_infos(prog: &Program) -> Vec<RelationInfo> {
+    prog.relations
+        .iter()
+        .map(|r| {
+            let role = match r.role {
+                Role::Input => "input",
+                Role::Output => "output",
+                Role::Internal => "internal",
+            };
+            let cols = r
+                .columns
+                .iter()
+                .map(|(n, t)| (n.clone(), type_name(prog, t)))
+                .collect();
+            let key = r.primary_key.as_ref().map(|k| type_name(prog, &k.ty));
+            (r.name.clone(), role, cols, key)
+        })
+        .collect()
+}
+
+/// Compile rule files (imports resolve relative to each file).
+#[pyfunction]
+fn compile_files(py: Python<'_>, paths: Vec<PathBuf>) -> Result<CompiledProgram> {
+    let program = py.detach(|| rulec::compile_files(&paths))?;
+    Ok(CompiledProgram {
+        program: Arc::new(program),
+    })
+}
+
+/// Compile a program given as text; `name` is used in error positions.
+#[pyfunction]
+#[pyo3(signature = (source, name = "<string>"))]
+fn compile_source(py: Python<'_>, source: &str, name: &str) -> Result<CompiledProgram> {
+    let program = py.detach(|| rulec::compile_source(name, source))?;
+    Ok(CompiledProgram {
+        program: Arc::new(program),
+    })
+}
+
+/// A running program: the incremental engine and its worker threads.
+#[pyclass(frozen, module = "loom_ddlog._native")]
+pub struct Engine {
+    engine: Arc<engine::Engine>,
+    ids: HashMap<String, RelId>,
+}
+
+impl Engine {
+    fn program(&self) -> &Program {
+        self.engine.program()
+    }
+
+    fn rel(&self, name: &str) -> Result<RelId> {
+        self.ids
+            .get(name)
+            .copied()
+            .ok_or_else(|| engine::Error::UnknownRelation(name.to_string()).into())
+    }
+
+    /// Convert one Python update tuple `(op, relation, args...)`.
+    fn update(&self, obj: &Bound<'_, PyAny>) -> Result<Update> {
+        let t = obj
+            .cast::<PyTuple>()
+            .map_err(|_| PyTypeError::new_err("an update must be a tuple (op, relation, ...)"))?;
+        let arity_error = || PyValueError::new_err(format!("malformed update {t}"));
+        if t.len() < 2 {
+            return Err(arity_error().into());
+        }
+        let op = t.get_item(0)?;
+        let op = op.cast::<PyString>().map_err(|_| arity_error())?.to_str()?;
+        let rel_name = t.get_item(1)?;
+        let rel = self.rel(rel_name.cast::<PyString>().map_err(|_| arity_error())?.to_str()?)?;
+        let prog = self.program();
+        let arg = |i: usize| t.get_item(i).map_err(|_| arity_error());
+        Ok(match (op, t.len()) {
+            ("insert", 3) => Update::Insert(rel, row_from_py(prog, rel, &arg(2)?)?),
+            ("insert_or_update", 3) => Update::InsertOrUpdate(rel, row_from_py(prog, rel, &arg(2)?)?),
+            ("delete", 3) => Update::Delete(rel, row_from_py(prog, rel, &arg(2)?)?),
+            ("delete_key", 3) => Update::DeleteKey(rel, self.key(rel, &arg(2)?)?),
+            ("modify", 4) => {
+                let key = self.key(rel, &arg(2)?)?;
+                let r = &prog.relations[rel];
+                let changes = arg(3)?;
+                let changes = changes
+                    .cast::<PyDict>()
+                    .map_err(|_| PyTypeError::new_err("modify takes a dict {column: value}"))?;
+                let mut cols = Vec::with_capacity(changes.len());
+                for (k, v) in changes.iter() {
+                    let k = k.cast::<PyString>().map_err(|_| arity_error())?.to_str()?.to_owned();
+                    let Some(ix) = r.columns.iter().position(|(n, _)| *n == k) else {
+                        return Err(PyValueError::new_err(format!(
+                            "relation {} has no column {k}",
+                            r.name
+                        ))
+                        .into());
+                    };
+                    let site = Site {
+                        relation: &r.name,
+                        column: &k,
+                    };
+                    cols.push((ix, from_py(prog, &r.columns[ix].1, &v, site)?));
+                }
+                Update::Modify(rel, key, cols)
+            }
+            ("clear", 2) => Update::Clear(rel),
+            _ => return Err(arity_error().into()),
+        })
+    }
+
+    fn key(&self, rel: RelId, obj: &Bound<'_, PyAny>) -> Result<rulec::value::Value> {
+        let r = &self.program().relations[rel];
+        let Some(pk) = &r.primary_key else {
+            return Err(engine::Error::NoPrimaryKey {
+                relation: r.name.clone(),
+            }
+            .into());
+        };
+        let site = Site {
+            relation: &r.name,
+            column: "key",
+        };
+        Ok(from_py(self.program(), &pk.ty, obj, site)?)
+    }
+
+    fn rows_to_py<'py>(&self, py: Python<'py>, rel: RelId, rows: &[Row]) -> PyResult<Bound<'py, PyList>> {
+        let prog = self.program();
+        let objs = rows
+            .iter()
+            .map(|r| row_to_py(py, prog, rel, r))
+            .collect::<PyResult<Vec<_>>>()?;
+        PyList::new(py, objs)
+    }
+}
+
+#[pymethods]
+impl Engine {
+    /// Build the dataflow for `program` and start `workers` worker threads.
+    #[new]
+    #[pyo3(signature = (program, workers = 1))]
+    fn new(py: Python<'_>, program: &CompiledProgram, workers: usize) -> Result<Self> {
+        if workers == 0 {
+            return Err(PyValueError::new_err("workers must be at least 1").into());
+        }
+        let prog = program.program.clone();
+        let ids = prog
+            .relations
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (r.name.clone(), i))
+            .collect();
+        let options = engine::Options { workers };
+        let engine = py.detach(|| engine::Engine::new(prog, &options))?;
+        Ok(Engine {
+            engine: Arc::new(engine),
+            ids,
+        })
+    }
+
+    /// Apply updates atomically; return `{output relation: [(+1 | -1, row), ...]}`.
+    ///
+    /// Each update is `(op, relation, ...)`: `("insert" | "insert_or_update" | "delete",
+    /// rel, row)`, `("delete_key", rel, key)`, `("modify", rel, key, {column: value})` or
+    /// `("clear", rel)`.
+    fn apply<'py>(&self, py: Python<'py>, updates: &Bound<'py, PyAny>) -> Result<Bound<'py, PyDict>> {
+        let mut ups = Vec::new();
+        for obj in updates.try_iter()? {
+            ups.push(self.update(&obj?)?);
+        }
+        let eng = self.engine.clone();
+        let delta = py.detach(move || eng.apply(ups))?;
+        let prog = self.program();
+        let out = PyDict::new(py);
+        for (rel, rows) in &delta {
+            let objs = rows
+                .iter()
+                .map(|(row, d)| PyTuple::new(py, [d.into_pyobject(py)?.into_any(), row_to_py(py, prog, *rel, row)?.into_any()]))
+                .collect::<PyResult<Vec<_>>>()?;
+            out.set_item(&prog.relations[*rel].name, PyList::new(py, objs)?)?;
+        }
+        Ok(out)
+    }
+
+    /// Current rows of any relation, sorted.
+    fn dump<'py>(&self, py: Python<'py>, relation: &str) -> Result<Bound<'py, PyList>> {
+        let rel = self.rel(relation)?;
+        let eng = self.engine.clone();
+        let rows = py.detach(move || eng.dump(rel))?;
+        Ok(self.rows_to_py(py, rel, &rows)?)
+    }
+
+    /// Relation metadata, as `CompiledProgram.relations`.
+    fn relations(&self) -> Vec<RelationInfo> {
+        relation_infos(self.program())
+    }
+
+    /// Run a `.dat` command script against this engine; return `(output, runtime errors)`.
+    /// A script that does not parse raises `CompileError` before anything runs.
+    #[pyo3(signature = (text, name = "<script>"))]
+    fn run_script(&self, py: Python<'_>, text: &str, name: &str) -> Result<(String, usize)> {
+        let eng = self.engine.clone();
+        let (out, outcome) = py.detach(move || -> std::result::Result<_, engine::Error> {
+            let mut out = Vec::new();
+            let outcome = engine::script::run_script(&eng, name, text, &mut out)?;
+            Ok((out, outcome))
+        })?;
+        Ok((String::from_utf8_lossy(&out).into_owned(), outcome.errors))
+    }
+
+    /// Record every committed transaction to `path` as a `.dat` script (truncating it);
+    /// `None` stops recording.
+    #[pyo3(signature = (path))]
+    fn record(&self, path: Option<PathBuf>) -> Result<()> {
+        let sink: Option<Box<dyn std::io::Write + Send>> = match path {
+            Some(p) => {
+                let file = std::fs::File::create(&p).map_err(engine::Error::Io)?;
+                Some(Box::new(std::io::BufWriter::new(file)))
+            }
+            None => None,
+        };
+        self.engine.set_recorder(sink);
+        Ok(())
+    }
+
+    /// Counters: `{"commits": n, "runtime_errors": n}`.
+    fn stats(&self) -> HashMap<&'static str, u64> {
+        let s = self.engine.stats();
+        HashMap::from([("commits", s.commits), ("runtime_errors", s.runtime_errors)])
+    }
+
+    /// Evaluate every relation from scratch (naively) from the current input rows; return
+    /// `{relation: sorted rows}`. Not atomic with respect to concurrent transactions.
+    fn naive_evaluate<'py>(&self, py: Python<'py>) -> Result<Bound<'py, PyDict>> {
+        let eng = self.engine.clone();
+        let all = py.detach(move || -> std::result::Result<_, engine::Error> {
+            let prog = eng.program();
+            let mut inputs: BTreeMap<RelId, BTreeSet<Row>> = BTreeMap::new();
+            for (id, r) in prog.relations.iter().enumerate() {
+                if r.role == Role::Input {
+                    inputs.insert(id, eng.dump(id)?.into_iter().collect());
+                }
+            }
+            Ok(engine::naive::evaluate(prog, &inputs))
+        })?;
+        let prog = self.program();
+        let out = PyDict::new(py);
+        for (rel, rows) in all {
+            let rows: Vec<Row> = rows.into_iter().collect();
+            out.set_item(&prog.relations[rel].name, self.rows_to_py(py, rel, &rows)?)?;
+        }
+        Ok(out)
+    }
+}
+
+/// The native module.
+#[pymodule]
+mod _native {
+    #[pymodule_export]
+    use super::{
+        compile_files, compile_source, CompileError, CompiledProgram, Engine, EngineError,
+    };
+}

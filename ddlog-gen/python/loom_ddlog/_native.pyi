@@ -1,0 +1,58 @@
+"""Type stubs of the native binding (checked by `python -m mypy.stubtest loom_ddlog._native`)."""
+
+from collections.abc import Iterable, Sequence
+from os import PathLike
+from typing import Any, final
+
+RelationInfo = tuple[str, str, list[tuple[str, str]], str | None]
+Row = tuple[Any, ...]
+
+class EngineError(Exception):
+    """A transaction or script failed in the engine; the engine's state is unchanged."""
+
+class CompileError(EngineError):
+    """A rule program or script did not compile."""
+
+    file: str
+    line: int
+    col: int
+    message: str
+
+@final
+class CompiledProgram:
+    """A compiled rule program."""
+
+    def relations(self) -> list[RelationInfo]:
+        """Relation metadata: (name, role, [(column, type)], key type or None)."""
+
+@final
+class Engine:
+    """A running program."""
+
+    def __new__(cls, program: CompiledProgram, workers: int = 1) -> Engine: ...
+    def apply(self, updates: Iterable[tuple[Any, ...]]) -> dict[str, list[tuple[int, Row]]]:
+        """Apply updates atomically; return the output deltas."""
+
+    def dump(self, relation: str) -> list[Row]:
+        """Current rows of a relation, sorted."""
+
+    def relations(self) -> list[RelationInfo]:
+        """Relation metadata."""
+
+    def run_script(self, text: str, name: str = "<script>") -> tuple[str, int]:
+        """Run a `.dat` script; return (output, runtime errors)."""
+
+    def record(self, path: str | PathLike[str] | None) -> None:
+        """Record committed transactions to `path`; None stops."""
+
+    def stats(self) -> dict[str, int]:
+        """Counters: commits and runtime_errors."""
+
+    def naive_evaluate(self) -> dict[str, list[Row]]:
+        """Evaluate every relation from scratch from the current inputs."""
+
+def compile_files(paths: Sequence[str | PathLike[str]]) -> CompiledProgram:
+    """Compile rule files."""
+
+def compile_source(source: str, name: str = "<string>") -> CompiledProgram:
+    """Compile a program given as text."""
