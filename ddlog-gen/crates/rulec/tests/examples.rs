@@ -1,9 +1,37 @@
-//! The example programs under `rules/examples/` and the benchmark program compile.
+//! Every rule program in the repository compiles: `rules/**/*.dl` (except the
+//! compile-failure snippets under `rules/tests/compile/`) and the benchmark program.
 
 use std::path::PathBuf;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../..")
+}
+
+fn dl_files(dir: &std::path::Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries {
+        let path = entry.expect("entry").path();
+        if path.is_dir() {
+            if !path.ends_with("tests/compile") {
+                dl_files(&path, out);
+            }
+        } else if path.extension().is_some_and(|e| e == "dl") {
+            out.push(path);
+        }
+    }
+}
+
+#[test]
+fn all_rule_files_compile() {
+    let mut files = Vec::new();
+    dl_files(&root().join("rules"), &mut files);
+    let errors: Vec<String> = files
+        .iter()
+        .filter_map(|f| rulec::compile_files(&[f]).err().map(|e| e.to_string()))
+        .collect();
+    assert!(errors.is_empty(), "{}", errors.join("\n"));
 }
 
 #[test]
