@@ -14,6 +14,9 @@ use crate::lexer::{describe, Lexer, Tok, Token};
 
 type R<T> = Result<T, CompileError>;
 
+/// Column name of a relation declared `relation R[T]` (its only column).
+pub const RECORD_COLUMN: &str = "value";
+
 /// A parser over a token vector.
 pub struct Parser {
     pub(crate) toks: Vec<Token>,
@@ -284,7 +287,15 @@ impl Parser {
 
     fn relation(&mut self, kind: RelKind, span: Span) -> R<Decl> {
         let (name, _) = self.scoped("a relation name")?;
-        let columns = self.params()?;
+        let columns = if self.is("[") {
+            // `relation R[T]`: one column, holding the whole record.
+            let s = self.bump().span;
+            let t = self.ty()?;
+            self.expect("]")?;
+            vec![(RECORD_COLUMN.to_string(), t, s)]
+        } else {
+            self.params()?
+        };
         let mut key = None;
         if self.eat_kw("primary") {
             self.expect_kw("key")?;
@@ -371,7 +382,20 @@ impl Parser {
 
     fn atom(&mut self) -> R<Atom> {
         let (rel, span) = self.scoped("a relation name")?;
-        self.expect("(")?;
+        if self.eat("[") {
+            // `R[e]`: the whole record of a relation declared `relation R[T]`.
+            let e = self.expr()?;
+            self.expect("]")?;
+            return Ok(Atom {
+                rel,
+                args: Args::Pos(vec![e]),
+                span,
+            });
+        }
+        if !self.is("(") {
+            return Err(self.unexpected("`(` or `[`"));
+        }
+        self.bump();
         let args = self.args(")")?;
         Ok(Atom { rel, args, span })
     }
@@ -455,7 +479,7 @@ impl Parser {
                 while matches!(self.peek_at(k), Tok::Punct("::")) {
                     k += 2;
                 }
-                if matches!(self.peek_at(k), Tok::Punct("(")) {
+                if matches!(self.peek_at(k), Tok::Punct("(" | "[")) {
                     return Ok(BodyItem::Atom {
                         neg: false,
                         atom: self.atom()?,

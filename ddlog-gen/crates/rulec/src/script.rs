@@ -233,6 +233,17 @@ fn update(program: &Program, p: &mut Parser) -> R<Update> {
     let r = &program.relations[rel];
     match kw.as_str() {
         "insert" | "insert_or_update" | "delete" => {
+            if p.eat("[") {
+                // `R[v]` for a relation declared `relation R[T]`.
+                let e = p.expr()?;
+                p.expect("]")?;
+                let row = row(program, rel, rspan, &Args::Pos(vec![e]))?;
+                return Ok(match kw.as_str() {
+                    "insert" => Update::Insert(rel, row),
+                    "delete" => Update::Delete(rel, row),
+                    _ => Update::InsertOrUpdate(rel, row),
+                });
+            }
             let close = if p.eat("(") {
                 ")"
             } else {

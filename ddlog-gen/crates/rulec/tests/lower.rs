@@ -333,3 +333,25 @@ fn literal_bound_by_var_takes_type_from_later_use() {
         }
     );
 }
+
+#[test]
+fn record_relations_have_one_column() {
+    let p = compile(
+        "input relation Port(id: bit<32>, sw: bit<32>)\nrelation Warning[string]\n\
+         Warning[\"port ${p} is on switches ${a} and ${b}\"] :- Port(p, a), Port(p, b), a < b.\n\
+         output relation Warned(w: string)\nWarned(w) :- Warning[w], not Warning[\"x\"].",
+    );
+    let w = p.relation_id("Warning").expect("Warning");
+    assert_eq!(
+        p.relations[w].columns,
+        vec![(rulec::parser::RECORD_COLUMN.to_string(), Type::String)]
+    );
+    let r = &user_rules(&p, "Warned")[0];
+    assert_eq!(
+        r.body[0],
+        BodyItem::Atom {
+            rel: w,
+            args: vec![Pattern::Bind]
+        }
+    );
+}
