@@ -1,12 +1,19 @@
 //! `rulec`: the compiler of Loom's rule language, a subset of DDlog.
 //!
-//! Pipeline: `parser` (text → AST with positions) → `check` (name resolution, type
-//! checking, method/overload resolution) → `strata` (dependency graph, SCCs,
-//! stratification) → `lower` (AST → [`ir::Program`]). The IR in [`ir`] is the only thing
-//! the engine sees. [`script`] parses DDlog's `.dat` command scripts against a compiled
-//! program, so rows in scripts are checked against relation types exactly like rules.
+//! Pipeline: [`lexer`] and [`parser`]/[`parse_expr`] (text → [`ast`] with positions) →
+//! [`check`] (declarations: types, constructors, relations, function signatures) →
+//! [`expr`]/[`pattern`]/[`builtins`] (type checking and overload resolution, producing
+//! typed IR expressions) → [`lower`] (rules → IR bodies, dependency edges) → [`strata`]
+//! (SCCs, stratification checks). The IR in [`ir`] is the only thing the engine sees.
+//! [`script`] parses DDlog's `.dat` command scripts against a compiled program, so rows
+//! in scripts are checked against relation types exactly like rules.
 //!
-//! Errors are [`CompileError`]s that name `file:line:col` and say what is wrong.
+//! Entry points: [`compile_files`], [`compile_source`], [`script::parse_script`]. Every
+//! program also contains the [`PRELUDE`] (IPv4/IPv6 prefix and MAC helpers written in
+//! the language); a program's own function of the same name replaces a prelude one.
+//!
+//! Errors are [`CompileError`]s that name `file:line:col` and say what is wrong; the
+//! first error wins.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
