@@ -56,7 +56,7 @@ pub struct Lexer<'a> {
     /// Treat `#` as a comment to end of line (command scripts).
     pub hash_comments: bool,
     last_end: Span,
-    _text: &'a str,
+    _text: std::marker::PhantomData<&'a str>,
 }
 
 impl<'a> Lexer<'a> {
@@ -74,7 +74,7 @@ impl<'a> Lexer<'a> {
                 line: 1,
                 col: 1,
             },
-            _text: text,
+            _text: std::marker::PhantomData,
         }
     }
 

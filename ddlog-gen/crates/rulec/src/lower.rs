@@ -116,10 +116,10 @@ impl Ctx {
                     items.push(ir::BodyItem::Filter(ie));
                     false
                 }
-                BodyItem::Let { pat, value, span } => {
+                BodyItem::Let { pat, value, .. } => {
                     if let ExprKind::Method(recv, m, args) = &value.kind {
                         if m == "group_by" {
-                            self.lower_group_by(pat, recv, args, *span, &mut scope, &mut items)?;
+                            self.lower_group_by(pat, recv, args, &mut scope, &mut items)?;
                             for d in &mut deps {
                                 if d.1 == DepKind::Pos {
                                     d.1 = DepKind::Agg;
@@ -361,7 +361,6 @@ impl Ctx {
         pat: &Expr,
         value: &Expr,
         by: &[Expr],
-        span: Span,
         scope: &mut Scope,
         items: &mut Vec<ir::BodyItem>,
     ) -> R<()> {
@@ -402,7 +401,6 @@ impl Ctx {
             1 => new_scope[0].1.clone(),
             _ => Type::Tuple(new_scope.iter().map(|(_, t)| t.clone()).collect()),
         };
-        let _ = span;
         new_scope.push((g.clone(), Type::Group(Box::new(kt), Box::new(vt))));
         items.push(ir::BodyItem::GroupBy {
             by: slots,

@@ -117,5 +117,8 @@ fn errors_have_positions() {
 fn record_relation_rows() {
     let p = rulec::compile_source("t.dl", "input relation W[string]").expect("compile");
     let cmds = parse_script(&p, "t.dat", "insert W[\"a\"];").unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(cmds[0].0, Command::Updates(vec![Update::Insert(0, vec![Value::str("a")])]));
+    assert_eq!(
+        cmds[0].0,
+        Command::Updates(vec![Update::Insert(0, vec![Value::str("a")])])
+    );
 }
