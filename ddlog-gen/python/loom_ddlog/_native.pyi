@@ -4,8 +4,17 @@ from collections.abc import Iterable, Sequence
 from os import PathLike
 from typing import Any, final
 
-RelationInfo = tuple[str, str, list[tuple[str, str]], str | None]
-Row = tuple[Any, ...]
+__all__ = [
+    "CompileError",
+    "CompiledProgram",
+    "Engine",
+    "EngineError",
+    "compile_files",
+    "compile_source",
+]
+
+_RelationInfo = tuple[str, str, list[tuple[str, str]], str | None]
+_Row = tuple[Any, ...]
 
 class EngineError(Exception):
     """A transaction or script failed in the engine; the engine's state is unchanged."""
@@ -22,7 +31,7 @@ class CompileError(EngineError):
 class CompiledProgram:
     """A compiled rule program."""
 
-    def relations(self) -> list[RelationInfo]:
+    def relations(self) -> list[_RelationInfo]:
         """Relation metadata: (name, role, [(column, type)], key type or None)."""
 
 @final
@@ -30,13 +39,13 @@ class Engine:
     """A running program."""
 
     def __new__(cls, program: CompiledProgram, workers: int = 1) -> Engine: ...
-    def apply(self, updates: Iterable[tuple[Any, ...]]) -> dict[str, list[tuple[int, Row]]]:
+    def apply(self, updates: Iterable[tuple[Any, ...]]) -> dict[str, list[tuple[int, _Row]]]:
         """Apply updates atomically; return the output deltas."""
 
-    def dump(self, relation: str) -> list[Row]:
+    def dump(self, relation: str) -> list[_Row]:
         """Current rows of a relation, sorted."""
 
-    def relations(self) -> list[RelationInfo]:
+    def relations(self) -> list[_RelationInfo]:
         """Relation metadata."""
 
     def run_script(self, text: str, name: str = "<script>") -> tuple[str, int]:
@@ -48,7 +57,7 @@ class Engine:
     def stats(self) -> dict[str, int]:
         """Counters: commits and runtime_errors."""
 
-    def naive_evaluate(self) -> dict[str, list[Row]]:
+    def naive_evaluate(self) -> dict[str, list[_Row]]:
         """Evaluate every relation from scratch from the current inputs."""
 
 def compile_files(paths: Sequence[str | PathLike[str]]) -> CompiledProgram:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType, TracebackType
 from typing import Any, Literal, cast
@@ -211,15 +211,15 @@ class Transaction:
             raise RuntimeError("transaction is closed")
         self._updates.append(update)
 
-    def insert(self, relation: str, row: Row | Mapping[str, Any]) -> None:
+    def insert(self, relation: str, row: Sequence[Any] | Mapping[str, Any]) -> None:
         """Insert `row` (a tuple, or a dict by column name) into an input relation."""
         self._add(("insert", relation, row))
 
-    def insert_or_update(self, relation: str, row: Row | Mapping[str, Any]) -> None:
+    def insert_or_update(self, relation: str, row: Sequence[Any] | Mapping[str, Any]) -> None:
         """Insert `row`, replacing the row with the same primary key if there is one."""
         self._add(("insert_or_update", relation, row))
 
-    def delete(self, relation: str, row: Row | Mapping[str, Any]) -> None:
+    def delete(self, relation: str, row: Sequence[Any] | Mapping[str, Any]) -> None:
         """Delete `row` (no-op if absent)."""
         self._add(("delete", relation, row))
 

@@ -1,0 +1,68 @@
+# Loom developer and CI entry points (pydantic-core style: `make help` lists the targets).
+.DEFAULT_GOAL := help
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+
+VENV := .venv
+UV ?= $(shell command -v uv >/dev/null 2>&1 && echo uv || echo python3 -m uv)
+CARGO_MANIFEST := ddlog-gen/Cargo.toml
+EXAMPLE := rules/examples/l2switch
+
+.PHONY: help
+help: ## Show this help
+	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | \
+		awk 'BEGIN {FS = ":.*?## "}; {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}'
+
+.PHONY: .uv
+.uv: ## Make sure uv is installed (pip-installs it if missing)
+	@command -v $(UV) >/dev/null 2>&1 || python3 -m pip install --quiet uv
+
+.PHONY: install
+install: .uv ## Install system packages and the workspace (with the Rust extension, release) into .venv
+	@# ---- system packages: later issues add `apt-get install -y openvswitch-switch zookeeper`
+	@# ---- here (needed by the ovs/zk integration tests; CI machines start fresh).
+	$(UV) sync --all-packages --locked
+
+.PHONY: build-dev
+build-dev: .uv ## Rebuild the Rust extension in place (release) after editing Rust code
+	$(UV) run --no-sync maturin develop --uv --release -m ddlog-gen/pyproject.toml
+
+.PHONY: run
+run: install ## Run the example rule program on its script with loom-ddlog and print the result
+	@echo "== $(EXAMPLE).dl  <  $(EXAMPLE).dat"
+	$(VENV)/bin/loom-ddlog run $(EXAMPLE).dl < $(EXAMPLE).dat
+
+.PHONY: format
+format: ## Format Python and Rust code
+	$(UV) run --no-sync ruff check --fix .
+	$(UV) run --no-sync ruff format .
+	cargo fmt --all --manifest-path $(CARGO_MANIFEST)
+
+.PHONY: lint-python
+lint-python: ## Lint Python (ruff check, ruff format --check)
+	$(UV) run --no-sync ruff check .
+	$(UV) run --no-sync ruff format --check .
+
+.PHONY: lint-rust
+lint-rust: ## Lint Rust (cargo fmt --check, clippy -D warnings)
+	cargo fmt --all --manifest-path $(CARGO_MANIFEST) -- --check
+	cargo clippy --manifest-path $(CARGO_MANIFEST) --workspace --all-targets -- -D warnings
+
+.PHONY: lint
+lint: lint-python lint-rust ## Lint everything
+
+.PHONY: typecheck
+typecheck: ## mypy (strict) and stubtest of the native module
+	$(UV) run --no-sync mypy
+	$(UV) run --no-sync python -m mypy.stubtest loom_ddlog._native
+
+.PHONY: test-rust
+test-rust: ## cargo test, release
+	cargo test --manifest-path $(CARGO_MANIFEST) --workspace --release
+
+.PHONY: test-python
+test-python: ## pytest (exit code 5, "no tests collected", counts as a failure)
+	$(UV) run --no-sync pytest
+
+.PHONY: test
+test: install lint typecheck test-rust test-python ## Everything CI runs: install, lint, typecheck, cargo test, pytest last

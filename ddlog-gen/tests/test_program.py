@@ -1,0 +1,218 @@
+"""The Program/Transaction API: errors, atomicity, rollback, context managers, threads."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from loom_ddlog import CompileError, EngineError, Program, Struct
+from loom_ddlog.program import Delta, Row
+
+
+def port(sw: str, name: str, ofport: int, vlan: int | None = None) -> Row:
+    return (sw, name, ofport, vlan)
+
+
+def test_relations_metadata(l2switch: Program) -> None:
+    rels = l2switch.relations
+    assert rels["Port"].role == "input"
+    assert rels["Port"].key == "(string, string)"
+    assert rels["Port"].columns[3] == ("vlan", "Option<bit<12>>")
+    assert rels["MacBinding"].key is None
+    assert rels["Forward"].role == "output"
+    assert rels["KnownMac"].role == "internal"
+    assert rels["Forward"].column_names == ("sw", "dst", "action", "descr")
+
+
+def test_commit_returns_output_deltas(l2switch: Program) -> None:
+    with l2switch.transaction() as txn:
+        txn.insert("Port", port("sw", "p1", 1, 10))
+        txn.insert("MacBinding", ("sw", "p1", "00:00:00:00:00:01"))
+        delta = txn.commit()
+    assert txn.delta is delta
+    assert delta["PortVlan"] == [(1, ("sw", "p1", 10))]
+    assert (1, ("sw", 1, Struct("Output", port=1), "to 00:00:00:00:00:01 via 1")) in delta[
+        "Forward"
+    ]
+    assert "KnownMac" not in delta  # internal relations are not reported
+    assert l2switch.dump("KnownMac") == [("sw", 1, 1)]  # ... but can be dumped
+    with l2switch.transaction() as txn:
+        txn.delete_key("Port", ("sw", "p1"))
+    assert txn.delta is not None
+    assert txn.delta["PortVlan"] == [(-1, ("sw", "p1", 10))]
+    assert l2switch.stats().commits == 2
+
+
+def test_insert_or_update_and_modify(l2switch: Program) -> None:
+    with l2switch.transaction() as txn:
+        txn.insert("Port", port("sw", "p1", 1, 10))
+    with l2switch.transaction() as txn:
+        txn.insert_or_update("Port", port("sw", "p1", 1, 20))
+    assert l2switch.dump("PortVlan") == [("sw", "p1", 20)]
+    with l2switch.transaction() as txn:
+        txn.modify("Port", ("sw", "p1"), {"vlan": None, "ofport": 5})
+    assert l2switch.dump("Port") == [port("sw", "p1", 5)]
+    assert l2switch.dump("PortVlan") == []
+
+
+def test_primary_key_violation_leaves_state_unchanged(l2switch: Program) -> None:
+    with l2switch.transaction() as txn:
+        txn.insert("Port", port("sw", "p1", 1))
+    before = {name: l2switch.dump(name) for name in l2switch.relations}
+    stats = l2switch.stats()
+    txn = l2switch.transaction()
+    txn.insert("Port", port("sw", "p2", 2))  # fine on its own ...
+    txn.insert("Port", port("sw", "p1", 9))  # ... but this key exists with another row
+    with pytest.raises(EngineError, match="duplicate key"):
+        txn.commit()
+    assert txn.closed
+    assert {name: l2switch.dump(name) for name in l2switch.relations} == before
+    assert l2switch.stats() == stats
+    with l2switch.transaction() as txn:  # the program is usable (and unlocked) afterwards
+        txn.insert("Port", port("sw", "p2", 2))
+
+
+@pytest.mark.parametrize(
+    ("update", "message"),
+    [
+        (lambda t: t.delete_key("Port", ("sw", "nope")), "no row with key"),
+        (lambda t: t.delete_key("MacBinding", "x"), "has no primary key"),
+        (lambda t: t.insert("Forward", ("sw", 1, Struct("Drop"), "")), "not an input"),
+        (lambda t: t.insert("Nope", ()), "unknown relation Nope"),
+    ],
+)
+def test_engine_errors(l2switch: Program, update: object, message: str) -> None:
+    txn = l2switch.transaction()
+    update(txn)  # type: ignore[operator]
+    with pytest.raises(EngineError, match=message):
+        txn.commit()
+    assert l2switch.stats().commits == 0
+
+
+def test_unknown_relation_in_dump(l2switch: Program) -> None:
+    with pytest.raises(EngineError, match="unknown relation"):
+        l2switch.dump("Nope")
+
+
+def test_rollback(l2switch: Program) -> None:
+    txn = l2switch.transaction()
+    txn.insert("Port", port("sw", "p1", 1))
+    txn.rollback()
+    assert txn.closed
+    assert l2switch.dump("Port") == []
+    with pytest.raises(RuntimeError, match="closed"):
+        txn.insert("Port", port("sw", "p1", 1))
+    with pytest.raises(RuntimeError, match="closed"):
+        txn.commit()
+
+
+def test_context_manager_commits_or_rolls_back(l2switch: Program) -> None:
+    opened = []
+
+    def fail() -> None:
+        with l2switch.transaction() as t:
+            opened.append(t)
+            t.insert("Port", port("sw", "p1", 1))
+            raise KeyError("boom")
+
+    with pytest.raises(KeyError):
+        fail()
+    [txn] = opened
+    assert txn.closed
+    assert txn.delta is None
+    assert l2switch.dump("Port") == []
+    with l2switch.transaction() as txn:
+        txn.insert("Port", port("sw", "p1", 1))
+    assert l2switch.dump("Port") == [port("sw", "p1", 1)]
+    with l2switch.transaction() as txn:  # explicit commit inside: leaving does nothing more
+        txn.insert("Port", port("sw", "p2", 2))
+        txn.commit()
+    assert len(l2switch.dump("Port")) == 2
+
+
+def test_one_transaction_per_thread(l2switch: Program) -> None:
+    with l2switch.transaction(), pytest.raises(RuntimeError, match="already has a transaction"):
+        l2switch.transaction()
+
+
+def test_compile_error_attributes(tmp_path: object) -> None:
+    src = "input relation R(x: bit<8>)\noutput relation S(x: bit<8>)\nS(y) :- R(x).\n"
+    with pytest.raises(CompileError) as info:
+        Program.compile(src, name="bad.dl")
+    e = info.value
+    assert isinstance(e, EngineError)
+    assert e.file == "bad.dl"
+    assert e.line == 3
+    assert isinstance(e.col, int)
+    assert e.col >= 1
+    assert e.message
+    assert str(e) == f"bad.dl:3:{e.col}: error: {e.message}"
+
+
+def test_load_reports_missing_file() -> None:
+    with pytest.raises(CompileError, match="cannot read file") as info:
+        Program.load(["/nonexistent/x.dl"])
+    assert info.value.file == "/nonexistent/x.dl"
+
+
+def test_other_threads_block_while_a_transaction_is_open(reach: Program) -> None:
+    events: list[str] = []
+    txn = reach.transaction()
+    txn.insert("Edge", (1, 2))
+
+    def other() -> None:
+        with reach.transaction() as t:
+            events.append("other")
+            t.insert("Edge", (2, 3))
+
+    th = threading.Thread(target=other)
+    th.start()
+    time.sleep(0.1)
+    events.append("first")
+    txn.commit()
+    th.join(timeout=10)
+    assert events == ["first", "other"]
+    assert (1, 3) in reach.dump("Reach")
+
+
+def accumulate(acc: dict[str, set[Row]], delta: Delta) -> None:
+    for rel, rows in delta.items():
+        for weight, row in rows:
+            if weight > 0:
+                assert row not in acc.setdefault(rel, set())
+                acc[rel].add(row)
+            else:
+                acc.setdefault(rel, set()).remove(row)
+
+
+def test_concurrent_transactions_are_consistent(reach: Program) -> None:
+    n_threads, n_txns = 4, 30
+    per_thread: list[dict[str, set[Row]]] = [{} for _ in range(n_threads)]
+    errors: list[BaseException] = []
+
+    def work(i: int) -> None:
+        base = 100 * i  # each thread owns its own nodes, so its deltas are its own
+        try:
+            for k in range(n_txns):
+                with reach.transaction() as txn:
+                    txn.insert("Edge", (base + k % 10, base + (k + 1) % 10))
+                    if k % 3 == 2:
+                        txn.delete("Edge", (base + (k - 1) % 10, base + k % 10))
+                assert txn.delta is not None
+                accumulate(per_thread[i], txn.delta)
+        except BaseException as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(n_threads)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout=30)
+    assert not errors
+    assert reach.stats().commits == n_threads * n_txns
+    naive = reach.naive_evaluate()
+    for rel in ("Reach", "OnCycle", "Acyclic"):
+        combined: set[Row] = set().union(*(acc.get(rel, set()) for acc in per_thread))
+        assert combined == set(reach.dump(rel)) == set(naive[rel])
