@@ -331,6 +331,16 @@ impl Parser {
                 self.expect("}")?;
                 ExprKind::Match(Box::new(scrut), arms)
             }
+            Tok::Ident(ref s)
+                if matches!(
+                    s.as_str(),
+                    "for" | "return" | "break" | "continue" | "loop" | "while"
+                ) =>
+            {
+                return Err(span.error(format!(
+                    "`{s}` is not supported: functions here are single expressions"
+                )));
+            }
             Tok::Ident(ref s) if !KEYWORDS.contains(&s.as_str()) => {
                 let (name, _) = self.scoped("a name")?;
                 let last = name.rsplit("::").next().unwrap_or(&name).to_string();
@@ -386,6 +396,12 @@ impl Parser {
                 continue;
             }
             let e = self.expr()?;
+            if self.is("=") {
+                return Err(self
+                    .peek()
+                    .span
+                    .error("assignment is not supported; bind a new name with `var`"));
+            }
             if self.eat(";") {
                 let wild = Expr {
                     kind: ExprKind::Wild,

@@ -355,3 +355,9 @@ fn record_relations_have_one_column() {
         }
     );
 }
+
+#[test]
+fn imperative_constructs_are_rejected_clearly() {
+    assert!(err("function f(x: bit<8>): bit<8> { var y = x; y = y + 1; y }").contains("assignment is not supported"));
+    assert!(err("function f(v: Vec<bit<8>>): bit<8> { for (x in v) { x }; 0 }").contains("`for` is not supported"));
+}
