@@ -358,6 +358,48 @@ fn record_relations_have_one_column() {
 
 #[test]
 fn imperative_constructs_are_rejected_clearly() {
-    assert!(err("function f(x: bit<8>): bit<8> { var y = x; y = y + 1; y }").contains("assignment is not supported"));
-    assert!(err("function f(v: Vec<bit<8>>): bit<8> { for (x in v) { x }; 0 }").contains("`for` is not supported"));
+    assert!(
+        err("function f(x: bit<8>): bit<8> { var y = x; y = y + 1; y }")
+            .contains("assignment is not supported")
+    );
+    assert!(
+        err("function f(v: Vec<bit<8>>): bit<8> { for (x in v) { x }; 0 }")
+            .contains("`for` is not supported")
+    );
+}
+
+#[test]
+fn group_by_resets_the_row_to_keys_and_group() {
+    let p = compile(
+        "input relation P(sw: bit<32>, port: bit<16>, name: string)\noutput relation C(sw: bit<32>, n: bit<64>, k: bit<32>)\n\
+         C(sw, n, k) :- P(sw, port, _), var g = port.group_by(sw), var n = g.count(), var k = g.key().",
+    );
+    let r = &user_rules(&p, "C")[0];
+    assert_eq!(
+        r.body[1],
+        BodyItem::GroupBy {
+            by: vec![0],
+            value: Expr::Var(1)
+        }
+    );
+    let count = Expr::Call {
+        func: Callee::Builtin(Builtin::GroupCount),
+        args: vec![Expr::Var(1)],
+    };
+    assert_eq!(
+        r.body[2],
+        BodyItem::Let {
+            expr: count,
+            pattern: Pattern::Bind
+        }
+    );
+    let key = Expr::Call {
+        func: Callee::Builtin(Builtin::GroupKey),
+        args: vec![Expr::Var(1)],
+    };
+    assert!(r.body.contains(&BodyItem::Let {
+        expr: key,
+        pattern: Pattern::Bind
+    }));
+    assert_eq!(r.head_exprs[0], Expr::Var(0));
 }
