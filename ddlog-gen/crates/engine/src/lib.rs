@@ -25,7 +25,7 @@ pub mod script;
 mod txn;
 mod worker;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -34,6 +34,7 @@ pub use error::Error;
 use rulec::ir::{Program, RelId, Role};
 pub use rulec::script::Update;
 use rulec::value::Row;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 /// The changes of one commit: for each relation that changed, its rows with `+1`
 /// (inserted) or `-1` (deleted), sorted by row. A row appears at most once.
@@ -73,7 +74,7 @@ struct State {
     workers: worker::Workers,
     inputs: txn::Inputs,
     /// Current contents of every derived relation (empty sets for inputs).
-    derived: Vec<HashSet<Row>>,
+    derived: Vec<FxHashSet<Row>>,
     recorder: Option<Box<dyn Write + Send>>,
     commits: u64,
 }
@@ -86,7 +87,7 @@ impl Engine {
         let state = State {
             workers,
             inputs: txn::Inputs::new(&program),
-            derived: vec![HashSet::new(); program.relations.len()],
+            derived: vec![FxHashSet::default(); program.relations.len()],
             recorder: None,
             commits: 0,
         };
@@ -125,28 +126,39 @@ impl Engine {
         }
         let changes = st.workers.commit(diffs)?;
         st.commits += 1;
-        let mut net: HashMap<(RelId, Row), isize> = HashMap::with_capacity(changes.len());
+        let mut net: Vec<FxHashMap<Row, isize>> = vec![FxHashMap::default(); self.program.relations.len()];
         for (rel, row, d) in changes {
-            *net.entry((rel, row)).or_insert(0) += d;
+            *net[rel].entry(row).or_insert(0) += d;
         }
         let mut delta = Delta::new();
-        for ((rel, row), d) in net {
-            if d == 0 {
+        for (rel, rows) in net.into_iter().enumerate() {
+            if rows.is_empty() {
                 continue;
             }
+            let output = self.program.relations[rel].role == Role::Output;
             let set = &mut st.derived[rel];
-            if d > 0 {
-                set.insert(row.clone());
-            } else {
-                set.remove(&row);
+            let mut out = Vec::new();
+            for (row, d) in rows {
+                if d == 0 {
+                    continue;
+                }
+                if d > 0 {
+                    set.insert(row.clone());
+                } else {
+                    set.remove(&row);
+                }
+                if output {
+                    out.push((row, d.signum()));
+                }
             }
-            if self.program.relations[rel].role == Role::Output {
-                delta.entry(rel).or_default().push((row, d.signum()));
+            if !out.is_empty() {
+                delta.insert(rel, out);
             }
         }
         for rows in delta.values_mut() {
             rows.sort();
         }
+
         Ok(delta)
     }
 

@@ -5,14 +5,14 @@
 //! failing update leaves everything untouched; [`Inputs::commit`] then applies the net
 //! per-row changes and returns them for the dataflow.
 
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use rulec::ir::{Program, RelId, Role};
 use rulec::script::Update;
 use rulec::value::{Row, Value};
 
-use crate::eval::eval;
+use crate::body::eval_ro;
 use crate::format::{format_record, format_value};
 use crate::Error;
 
@@ -29,12 +29,11 @@ pub struct Inputs {
 }
 
 /// A validated transaction: net row changes and the key index changes.
-#[derive(Default)]
 pub struct Overlay {
-    /// Net change per row: +1 inserted, -1 deleted (0 = cancelled).
-    net: HashMap<(RelId, Row), isize>,
+    /// Net change per relation and row: +1 inserted, -1 deleted (0 = cancelled).
+    net: Vec<HashMap<Row, isize>>,
     /// Key → row (or `None` if deleted) per relation with a primary key.
-    keys: HashMap<(RelId, Value), Option<Row>>,
+    keys: Vec<HashMap<Value, Option<Row>>>,
 }
 
 impl Inputs {
@@ -45,8 +44,8 @@ impl Inputs {
             .iter()
             .map(|r| {
                 (r.role == Role::Input).then(|| Table {
-                    rows: HashSet::new(),
-                    index: r.primary_key.as_ref().map(|_| HashMap::new()),
+                    rows: HashSet::default(),
+                    index: r.primary_key.as_ref().map(|_| HashMap::default()),
                 })
             })
             .collect();
@@ -71,7 +70,10 @@ impl Inputs {
         let mut tx = Tx {
             prog,
             inputs: self,
-            ov: Overlay::default(),
+            ov: Overlay {
+                net: vec![HashMap::default(); prog.relations.len()],
+                keys: vec![HashMap::default(); prog.relations.len()],
+            },
             errors,
         };
         for u in updates {
@@ -86,8 +88,8 @@ impl Inputs {
         let (mut changes, inserts): (Vec<_>, Vec<_>) = ov
             .net
             .into_iter()
-            .filter(|(_, d)| *d != 0)
-            .map(|((rel, row), d)| (rel, row, d))
+            .enumerate()
+            .flat_map(|(rel, rows)| rows.into_iter().filter(|(_, d)| *d != 0).map(move |(row, d)| (rel, row, d)))
             .partition(|c| c.2 < 0);
         changes.extend(inserts);
         for (rel, row, d) in &changes {
@@ -99,12 +101,14 @@ impl Inputs {
                 }
             }
         }
-        for ((rel, key), row) in ov.keys {
+        for (rel, keys) in ov.keys.into_iter().enumerate() {
             if let Some(index) = self.tables[rel].as_mut().and_then(|t| t.index.as_mut()) {
-                match row {
-                    Some(r) => index.insert(key, r),
-                    None => index.remove(&key),
-                };
+                for (key, row) in keys {
+                    match row {
+                        Some(r) => index.insert(key, r),
+                        None => index.remove(&key),
+                    };
+                }
             }
         }
         changes
@@ -148,7 +152,7 @@ impl Tx<'_> {
     }
 
     fn contains(&self, rel: RelId, row: &Row) -> bool {
-        match self.ov.net.get(&(rel, row.clone())) {
+        match self.ov.net[rel].get(row) {
             Some(d) if *d > 0 => true,
             Some(d) if *d < 0 => false,
             _ => self.inputs.tables[rel]
@@ -161,7 +165,7 @@ impl Tx<'_> {
         let Some(pk) = &self.prog.relations[rel].primary_key else {
             return Ok(None);
         };
-        match eval(self.prog, &pk.expr, &mut row.clone()) {
+        match eval_ro(self.prog, &pk.expr, row) {
             Ok(k) => Ok(Some(k)),
             Err(e) => {
                 self.errors.fetch_add(1, Ordering::Relaxed);
@@ -174,7 +178,7 @@ impl Tx<'_> {
     }
 
     fn by_key(&self, rel: RelId, key: &Value) -> Option<Row> {
-        if let Some(r) = self.ov.keys.get(&(rel, key.clone())) {
+        if let Some(r) = self.ov.keys[rel].get(key) {
             return r.clone();
         }
         self.inputs.tables[rel]
@@ -192,16 +196,16 @@ impl Tx<'_> {
 
     fn add(&mut self, rel: RelId, row: Row, key: Option<Value>) {
         if let Some(k) = key {
-            self.ov.keys.insert((rel, k), Some(row.clone()));
+            self.ov.keys[rel].insert(k, Some(row.clone()));
         }
-        *self.ov.net.entry((rel, row)).or_insert(0) += 1;
+        *self.ov.net[rel].entry(row).or_insert(0) += 1;
     }
 
     fn remove(&mut self, rel: RelId, row: Row, key: Option<Value>) {
         if let Some(k) = key {
-            self.ov.keys.insert((rel, k), None);
+            self.ov.keys[rel].insert(k, None);
         }
-        *self.ov.net.entry((rel, row)).or_insert(0) -= 1;
+        *self.ov.net[rel].entry(row).or_insert(0) -= 1;
     }
 
     fn require_key(&self, rel: RelId) -> Result<(), Error> {
@@ -306,11 +310,10 @@ impl Tx<'_> {
                     .cloned()
                     .collect();
                 present.extend(
-                    self.ov
-                        .net
+                    self.ov.net[*rel]
                         .iter()
-                        .filter(|((r, row), d)| *r == *rel && **d > 0 && !table.rows.contains(row))
-                        .map(|((_, row), _)| row.clone()),
+                        .filter(|(row, d)| **d > 0 && !table.rows.contains(*row))
+                        .map(|(row, _)| row.clone()),
                 );
                 for row in present {
                     let key = self.key_of(*rel, &row)?;
