@@ -67,13 +67,13 @@ pub fn compile_files<P: AsRef<Path>>(paths: &[P]) -> Result<ir::Program, Compile
             p.parent().map(Path::to_path_buf).unwrap_or_default(),
         ));
     }
-    compile(sources)
+    compile(&sources)
 }
 
 /// Compile a program given as text. `name` is used in error positions; imports resolve
 /// relative to the current directory.
 pub fn compile_source(name: &str, text: &str) -> Result<ir::Program, CompileError> {
-    compile(vec![(name.to_string(), text.to_string(), PathBuf::new())])
+    compile(&[(name.to_string(), text.to_string(), PathBuf::new())])
 }
 
 fn dir_of(p: &Path) -> PathBuf {
@@ -81,26 +81,27 @@ fn dir_of(p: &Path) -> PathBuf {
 }
 
 /// Compile main sources `(name, text, directory)`, following imports.
-fn compile(mains: Vec<(String, String, PathBuf)>) -> Result<ir::Program, CompileError> {
+fn compile(mains: &[(String, String, PathBuf)]) -> Result<ir::Program, CompileError> {
     // Deeply nested (but legal) expressions recurse deeply in the parser and checker: run
     // on a thread with a large stack so they never overflow the caller's.
-    let worker = std::thread::Builder::new()
-        .stack_size(COMPILER_STACK)
-        .spawn(move || {
-            let mut files = vec![PRELUDE_NAME.to_string()];
-            let r = compile_inner(mains, &mut files);
-            r.map_err(|e| resolve_file(e, &files))
-        });
-    match worker.map(std::thread::JoinHandle::join) {
-        Ok(Ok(r)) => r,
-        Ok(Err(panic)) => std::panic::resume_unwind(panic),
-        Err(e) => Err(CompileError {
-            file: String::new(),
-            line: 1,
-            col: 1,
-            message: format!("cannot start the compiler thread: {e}"),
-        }),
-    }
+    let run = |mains: &[(String, String, PathBuf)]| {
+        let mut files = vec![PRELUDE_NAME.to_string()];
+        let r = compile_inner(mains.to_vec(), &mut files);
+        r.map_err(|e| resolve_file(e, &files))
+    };
+    std::thread::scope(|scope| {
+        let worker = std::thread::Builder::new()
+            .stack_size(COMPILER_STACK)
+            .spawn_scoped(scope, || run(mains));
+        if let Ok(handle) = worker {
+            handle
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+        } else {
+            // No thread available (e.g. a tight address-space limit): compile on this one.
+            run(mains)
+        }
+    })
 }
 
 fn compile_inner(

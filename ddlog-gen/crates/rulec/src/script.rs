@@ -76,15 +76,12 @@ pub fn parse_script(
             .spawn_scoped(scope, || {
                 parse_inner(program, &files, text).map_err(|e| resolve_file(e, &files))
             });
-        match worker.map(std::thread::ScopedJoinHandle::join) {
-            Ok(Ok(r)) => r,
-            Ok(Err(panic)) => std::panic::resume_unwind(panic),
-            Err(e) => Err(CompileError {
-                file: file.to_string(),
-                line: 1,
-                col: 1,
-                message: format!("cannot start the parser thread: {e}"),
-            }),
+        if let Ok(handle) = worker {
+            handle
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+        } else {
+            parse_inner(program, &files, text).map_err(|e| resolve_file(e, &files))
         }
     })
 }
