@@ -455,7 +455,15 @@ impl Ctx {
         let Some(((p, v), rest)) = stmts.split_first() else {
             return self.expr(result, scope, want);
         };
-        let (iv, vt) = self.expr(v, scope, None)?;
+        let hint = match &p.kind {
+            ExprKind::Var(name) if needs_ctx(v) => {
+                let mut later: Vec<&Expr> = rest.iter().flat_map(|(a, b)| [a, b]).collect();
+                later.push(result);
+                self.literal_hint(name, &later, scope)
+            }
+            _ => None,
+        };
+        let (iv, vt) = self.expr(v, scope, hint.as_ref())?;
         let len = scope.len();
         let r = self
             .pattern(p, &vt, scope, PatMode::Fresh, &mut Vec::new())

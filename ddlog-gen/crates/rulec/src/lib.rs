@@ -22,6 +22,7 @@ pub mod builtins;
 pub mod check;
 pub mod error;
 pub mod expr;
+pub mod infer;
 pub mod ir;
 pub mod lexer;
 pub mod lower;

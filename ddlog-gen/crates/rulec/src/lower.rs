@@ -130,7 +130,17 @@ impl Ctx {
                     }
                     let hint = match &pat.kind {
                         ExprKind::Var(v) if crate::expr::needs_ctx(value) => {
-                            self.usage_type(v, &r.body[i + 1..], &r.heads)
+                            self.usage_type(v, &r.body[i + 1..], &r.heads).or_else(|| {
+                                let later: Vec<&Expr> = r.body[i + 1..]
+                                    .iter()
+                                    .filter_map(|b| match b {
+                                        BodyItem::Cond(e) => Some(e),
+                                        BodyItem::Let { value, .. } => Some(value),
+                                        BodyItem::Atom { .. } => None,
+                                    })
+                                    .collect();
+                                self.literal_hint(v, &later, &scope)
+                            })
                         }
                         _ => None,
                     };

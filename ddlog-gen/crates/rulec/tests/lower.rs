@@ -403,3 +403,24 @@ fn group_by_resets_the_row_to_keys_and_group() {
     }));
     assert_eq!(r.head_exprs[0], Expr::Var(0));
 }
+
+#[test]
+fn literal_vars_take_types_from_later_operators() {
+    let p = compile("function f(x: bit<32>): bit<32> { var base = 100; x + base }");
+    let f = p.functions.iter().find(|f| f.name == "f").expect("f");
+    let Expr::Let { value, .. } = &f.body else {
+        panic!("{:?}", f.body)
+    };
+    assert_eq!(**value, Expr::Const(Value::Bit(100)));
+    let p = compile(&format!(
+        "{GRAPH}output relation S(a: bit<32>)\nS(a) :- Edge(a, _), var lim = 10, a < lim."
+    ));
+    let r = &user_rules(&p, "S")[0];
+    assert!(r.body.iter().any(|b| matches!(
+        b,
+        BodyItem::Let {
+            expr: Expr::Const(Value::Bit(10)),
+            ..
+        }
+    )));
+}
