@@ -349,49 +349,46 @@ impl Ctx {
         }
     }
 
-    /// Check function bodies and primary keys; returns the IR functions.
-    pub fn functions_and_keys(&mut self, decls: &[Decl]) -> R<Vec<Function>> {
-        let mut out = Vec::new();
-        for d in decls {
-            if let Decl::Function { name, body, .. } = d {
-                let sig = self.funcs[self.func_index[name]].clone();
-                let mut scope = sig.params.clone();
-                *self.unbound_note.borrow_mut() = "";
-                let (e, _) = self.expr(body, &mut scope, Some(&sig.ret))?;
-                out.push(Function {
-                    name: sig.name,
-                    params: sig.params,
-                    ret: sig.ret,
-                    body: e,
-                });
-            }
+    /// Check a function body; returns the IR function.
+    pub fn function_body(&self, name: &str, body: &crate::ast::Expr) -> R<Function> {
+        let sig = self.funcs[self.func_index[name]].clone();
+        let mut scope = sig.params.clone();
+        *self.unbound_note.borrow_mut() = "";
+        let (e, _) = self.expr(body, &mut scope, Some(&sig.ret))?;
+        Ok(Function {
+            name: sig.name,
+            params: sig.params,
+            ret: sig.ret,
+            body: e,
+        })
+    }
+
+    /// Check the primary key of relation `name` and record it.
+    pub fn primary_key(
+        &mut self,
+        name: &str,
+        var: &str,
+        e: &crate::ast::Expr,
+        span: Span,
+        input: bool,
+    ) -> R<()> {
+        if !input {
+            return Err(span.error(format!(
+                "relation `{name}` is not an input relation; only input relations have primary keys"
+            )));
         }
-        for d in decls {
-            if let Decl::Relation {
-                name,
-                key: Some((var, e)),
-                span,
-                kind,
-                ..
-            } = d
-            {
-                if *kind != crate::ast::RelKind::Input {
-                    return Err(span.error(format!("relation `{name}` is not an input relation; only input relations have primary keys")));
-                }
-                let id = self.rel_index[name];
-                *self.pk_row.borrow_mut() = Some((var.clone(), self.rels[id].columns.clone()));
-                let mut scope = self.rels[id]
-                    .columns
-                    .iter()
-                    .map(|(_, t)| ("#col".to_string(), t.clone()))
-                    .collect();
-                let r = self.expr(e, &mut scope, None);
-                *self.pk_row.borrow_mut() = None;
-                let (expr, ty) = r?;
-                self.rels[id].primary_key = Some(PrimaryKey { expr, ty });
-            }
-        }
-        Ok(out)
+        let id = self.rel_index[name];
+        *self.pk_row.borrow_mut() = Some((var.to_string(), self.rels[id].columns.clone()));
+        let mut scope = self.rels[id]
+            .columns
+            .iter()
+            .map(|(_, t)| ("#col".to_string(), t.clone()))
+            .collect();
+        let r = self.expr(e, &mut scope, None);
+        *self.pk_row.borrow_mut() = None;
+        let (expr, ty) = r?;
+        self.rels[id].primary_key = Some(PrimaryKey { expr, ty });
+        Ok(())
     }
 }
 

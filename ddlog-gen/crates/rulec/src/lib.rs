@@ -163,14 +163,28 @@ fn compile_inner(
         .collect();
     decls.retain(|d| !matches!(d, Decl::Function { name, span, .. } if span.file == 0 && user_fns.contains(name)));
     let mut cx = check::Ctx::new(files.clone(), &decls)?;
-    let functions = cx.functions_and_keys(&decls)?;
+    // Bodies, keys and rules in source order, so the first error in the text wins.
+    let mut functions = Vec::new();
     let mut rules = Vec::new();
     let mut deps = Vec::new();
     for d in &decls {
-        if let Decl::Rule(r) = d {
-            let (rs, ds) = cx.lower_rule(r)?;
-            rules.extend(rs);
-            deps.extend(ds);
+        match d {
+            Decl::Function { name, body, .. } => functions.push(cx.function_body(name, body)?),
+            Decl::Relation {
+                name,
+                key: Some((var, e)),
+                span,
+                kind,
+                ..
+            } => {
+                cx.primary_key(name, var, e, *span, *kind == ast::RelKind::Input)?;
+            }
+            Decl::Rule(r) => {
+                let (rs, ds) = cx.lower_rule(r)?;
+                rules.extend(rs);
+                deps.extend(ds);
+            }
+            _ => {}
         }
     }
     let heads: Vec<usize> = rules.iter().map(|r: &ir::Rule| r.head).collect();

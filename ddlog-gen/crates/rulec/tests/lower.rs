@@ -424,3 +424,13 @@ fn literal_vars_take_types_from_later_operators() {
         }
     )));
 }
+
+#[test]
+fn first_error_in_source_order_wins() {
+    let e = compile_source(
+        "t.dl",
+        "output relation S(a: bit<8>)\nS(\"x\").\nfunction f(): bit<8> = \"y\"",
+    )
+    .unwrap_err();
+    assert_eq!((e.line, e.col), (2, 3));
+}
