@@ -132,7 +132,7 @@ pub fn flat_map(
         Ok(())
     };
     match &coll {
-        Value::Vec(items) | Value::Set(items) => {
+        Value::Vec(items) | Value::Set(items) | Value::Group(_, items) => {
             for v in items.iter() {
                 one(v, &mut b)?;
             }
@@ -140,11 +140,6 @@ pub fn flat_map(
         Value::Map(pairs) => {
             for (k, v) in pairs.iter() {
                 one(&Value::Tuple(vec![k.clone(), v.clone()].into()), &mut b)?;
-            }
-        }
-        Value::Group(_, items) => {
-            for v in items.iter() {
-                one(v, &mut b)?;
             }
         }
         v => return mismatch("Vec, Set or Map", v),
@@ -175,7 +170,8 @@ pub fn group_all(
     rows: &BTreeSet<Row>,
     errors: &mut u64,
 ) -> BTreeSet<Row> {
-    let mut groups: std::collections::BTreeMap<Row, BTreeSet<Value>> = Default::default();
+    let mut groups: std::collections::BTreeMap<Row, BTreeSet<Value>> =
+        std::collections::BTreeMap::default();
     for b in rows {
         match eval_ro(prog, value, b) {
             Ok(v) => {

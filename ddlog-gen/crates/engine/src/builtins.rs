@@ -1,5 +1,10 @@
 //! The built-in functions of [`rulec::ir::Builtin`], over [`Value`]s.
 
+#![allow(
+    clippy::many_single_char_names,
+    reason = "short names for short-lived arguments"
+)]
+
 use std::hash::Hasher;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
@@ -66,7 +71,7 @@ fn usize_val(n: usize) -> Value {
 }
 
 /// Call built-in `b` on evaluated arguments.
-pub fn call(prog: &Program, b: &Builtin, args: Vec<Value>) -> EvalResult<Value> {
+pub fn call(prog: &Program, b: &Builtin, args: &[Value]) -> EvalResult<Value> {
     let arg = |i: usize| -> EvalResult<&Value> {
         match args.get(i) {
             Some(v) => Ok(v),
@@ -449,8 +454,9 @@ mod tests {
         }
     }
 
+    #[allow(clippy::needless_pass_by_value, reason = "terser call sites")]
     fn c(b: Builtin, args: Vec<Value>) -> Value {
-        call(&prog(), &b, args).unwrap()
+        call(&prog(), &b, &args).unwrap()
     }
 
     fn vs(items: &[&str]) -> Value {
@@ -609,7 +615,7 @@ mod tests {
             c(Builtin::Ipv4Mask, vec![Value::Bit(24)]),
             Value::Bit(0xffff_ff00)
         );
-        assert!(call(&prog(), &Builtin::Ipv4Mask, vec![Value::Bit(33)]).is_err());
+        assert!(call(&prog(), &Builtin::Ipv4Mask, &[Value::Bit(33)]).is_err());
         let v6 = c(Builtin::Ipv6Parse, vec![Value::str("2001:DB8:0:0:0:0:0:1")]);
         assert_eq!(v6, Value::some(Value::Bit(0x2001_0db8_u128 << 96 | 1)));
         assert_eq!(

@@ -59,13 +59,7 @@ struct Ctx<'s, T: Timestamp + Lattice> {
 
 /// Count a runtime error and turn the result into an option.
 fn ok<X>(errors: &AtomicU64, r: crate::eval::EvalResult<X>) -> Option<X> {
-    match r {
-        Ok(x) => Some(x),
-        Err(_) => {
-            errors.fetch_add(1, Ordering::Relaxed);
-            None
-        }
-    }
+    r.map_err(|_| errors.fetch_add(1, Ordering::Relaxed)).ok()
 }
 
 impl<'s, T: Timestamp + Lattice + Ord> Ctx<'s, T> {

@@ -5,6 +5,11 @@
 //! call leaves the environment as long as it found it. Failures are [`EvalError`]s, never
 //! panics; the rule pipeline drops the binding row that caused one and counts it.
 
+#![allow(
+    clippy::many_single_char_names,
+    reason = "arithmetic reads best as x op y"
+)]
+
 use std::fmt;
 use std::sync::Arc;
 
@@ -97,7 +102,7 @@ pub fn eval(prog: &Program, e: &Expr, env: &mut Vec<Value>) -> EvalResult<Value>
                     };
                     eval(prog, &func.body, &mut vals)
                 }
-                Callee::Builtin(b) => builtins::call(prog, b, vals),
+                Callee::Builtin(b) => builtins::call(prog, b, &vals),
             }
         }
         Expr::Tuple(items) => Ok(Value::Tuple(eval_all(prog, items, env)?.into())),
@@ -306,8 +311,8 @@ pub fn binary(op: BinOp, ty: &Type, a: &Value, b: &Value) -> EvalResult<Value> {
         }
         (Value::BigInt(x), _) => bigint_op(op, x, b),
         (Value::Bool(x), Value::Bool(y)) => match op {
-            BinOp::BitAnd => Ok(Value::Bool(*x & *y)),
-            BinOp::BitOr => Ok(Value::Bool(*x | *y)),
+            BinOp::BitAnd => Ok(Value::Bool(*x && *y)),
+            BinOp::BitOr => Ok(Value::Bool(*x || *y)),
             BinOp::BitXor => Ok(Value::Bool(*x ^ *y)),
             _ => mismatch("numbers", a),
         },

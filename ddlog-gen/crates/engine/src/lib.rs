@@ -126,7 +126,8 @@ impl Engine {
         }
         let changes = st.workers.commit(diffs)?;
         st.commits += 1;
-        let mut net: Vec<FxHashMap<Row, isize>> = vec![FxHashMap::default(); self.program.relations.len()];
+        let mut net: Vec<FxHashMap<Row, isize>> =
+            vec![FxHashMap::default(); self.program.relations.len()];
         for (rel, row, d) in changes {
             *net[rel].entry(row).or_insert(0) += d;
         }

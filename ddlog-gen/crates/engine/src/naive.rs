@@ -124,10 +124,10 @@ fn eval_rule(
                 }
             }
             BodyItem::GroupBy { by, value } => {
-                next = body::group_all(prog, by, value, &rows, errors)
+                next = body::group_all(prog, by, value, &rows, errors);
             }
             BodyItem::Project(slots) => {
-                next = rows.iter().map(|b| body::project(b, slots)).collect()
+                next = rows.iter().map(|b| body::project(b, slots)).collect();
             }
         }
         rows = next;

@@ -89,7 +89,11 @@ impl Inputs {
             .net
             .into_iter()
             .enumerate()
-            .flat_map(|(rel, rows)| rows.into_iter().filter(|(_, d)| *d != 0).map(move |(row, d)| (rel, row, d)))
+            .flat_map(|(rel, rows)| {
+                rows.into_iter()
+                    .filter(|(_, d)| *d != 0)
+                    .map(move |(row, d)| (rel, row, d))
+            })
             .partition(|c| c.2 < 0);
         changes.extend(inserts);
         for (rel, row, d) in &changes {

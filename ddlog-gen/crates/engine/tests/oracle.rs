@@ -1,5 +1,5 @@
 //! Incremental == from scratch: random transactions (with cancellations) on a program with
-//! joins, negation, recursion, group_by and FlatMap. After every commit, the accumulated
+//! joins, negation, recursion, `group_by` and FlatMap. After every commit, the accumulated
 //! deltas, `naive::evaluate` on the accumulated inputs, and `dump` must all agree.
 
 mod common;
@@ -17,8 +17,8 @@ use rulec::value::{Row, Value};
 #[derive(Clone, Debug)]
 enum Op {
     Switch(u8, u8, bool),
-    /// Port `p` on switch `sw` with mac `m`; kind 0 = insert_or_update, 1 = delete row,
-    /// 2 = delete_key (if present), 3 = insert (if no other row has the key).
+    /// Port `p` on switch `sw` with mac `m`; kind 0 = `insert_or_update`, 1 = delete row,
+    /// 2 = `delete_key` (if present), 3 = insert (if no other row has the key).
     Port(u8, u8, u8, u8),
     Link(u8, u8, bool),
     Acl(u8, u8, u8, bool),
@@ -56,9 +56,12 @@ fn to_update(op: &Op, model: &mut BTreeMap<RelId, BTreeSet<Row>>) -> Update {
     match *op {
         Op::Switch(sw, key, ins) => set_op(model, n::SWITCH, vec![bit(sw), bit(key)], ins),
         Op::Link(a, b, ins) => set_op(model, n::LINK, vec![bit(a), bit(b)], ins),
-        Op::Acl(sw, prio, t, ins) => {
-            set_op(model, n::ACL, vec![bit(sw), bit(prio), Value::str(TEXTS[t as usize])], ins)
-        }
+        Op::Acl(sw, prio, t, ins) => set_op(
+            model,
+            n::ACL,
+            vec![bit(sw), bit(prio), Value::str(TEXTS[t as usize])],
+            ins,
+        ),
         Op::Start(x, ins) => set_op(model, n::START, vec![bit(x)], ins),
         Op::Port(p, sw, mac, kind) => {
             let row = vec![bit(p), bit(sw), bit(mac)];
@@ -105,16 +108,30 @@ fn check(workers: usize, txns: &[Vec<Op>]) -> Result<(), TestCaseError> {
         let updates: Vec<Update> = ops.iter().map(|o| to_update(o, &mut model)).collect();
         let delta = eng.apply(updates).expect("transaction applies");
         for rows in delta.values() {
-            prop_assert!(rows.windows(2).all(|w| w[0].0 < w[1].0), "delta rows sorted and unique");
+            prop_assert!(
+                rows.windows(2).all(|w| w[0].0 < w[1].0),
+                "delta rows sorted and unique"
+            );
             prop_assert!(rows.iter().all(|(_, d)| *d == 1 || *d == -1));
         }
         accumulate(&mut acc, &delta);
         acc.retain(|_, rows| !rows.is_empty());
         let expected = naive::evaluate(&prog, &model);
-        prop_assert_eq!(&acc, &outputs(&prog, &expected), "deltas after commit {}", i);
+        prop_assert_eq!(
+            &acc,
+            &outputs(&prog, &expected),
+            "deltas after commit {}",
+            i
+        );
         for rel in 0..prog.relations.len() {
             let dumped: BTreeSet<Row> = eng.dump(rel).expect("dump").into_iter().collect();
-            prop_assert_eq!(&dumped, &expected[&rel], "dump of {} after commit {}", prog.relations[rel].name, i);
+            prop_assert_eq!(
+                &dumped,
+                &expected[&rel],
+                "dump of {} after commit {}",
+                prog.relations[rel].name,
+                i
+            );
         }
     }
     Ok(())
@@ -139,7 +156,10 @@ fn facts_appear_at_first_commit() {
     let prog = Arc::new(common::network());
     let eng = Engine::new(prog, &Options::default()).unwrap();
     let delta = eng.apply(vec![]).unwrap();
-    assert_eq!(delta.get(&n::FACT), Some(&vec![(vec![bit(7), Value::str("seven")], 1)]));
+    assert_eq!(
+        delta.get(&n::FACT),
+        Some(&vec![(vec![bit(7), Value::str("seven")], 1)])
+    );
     assert_eq!(eng.apply(vec![]).unwrap(), BTreeMap::new());
     assert_eq!(eng.stats().commits, 2);
 }
@@ -149,8 +169,14 @@ fn runtime_errors_drop_rows_and_are_counted() {
     let prog = Arc::new(common::network());
     let eng = Engine::new(prog, &Options::default()).unwrap();
     let delta = eng
-        .apply(vec![Update::Insert(n::SWITCH, vec![bit(3), bit(9)]), Update::Insert(n::SWITCH, vec![bit(4), bit(9)])])
+        .apply(vec![
+            Update::Insert(n::SWITCH, vec![bit(3), bit(9)]),
+            Update::Insert(n::SWITCH, vec![bit(4), bit(9)]),
+        ])
         .unwrap();
-    assert_eq!(delta.get(&n::OUT_DIV), Some(&vec![(vec![bit(4), bit(9)], 1)]));
+    assert_eq!(
+        delta.get(&n::OUT_DIV),
+        Some(&vec![(vec![bit(4), bit(9)], 1)])
+    );
     assert!(eng.stats().runtime_errors >= 1);
 }

@@ -22,7 +22,7 @@ impl Write for Sink {
     }
 }
 
-const PROGRAM: &str = r#"
+const PROGRAM: &str = r"
 typedef Kind = Access{vlan: bit<12>} | Trunk{vlans: Set<bit<12>>}
 input relation Port(name: string, kind: Kind, peer: Option<string>, tags: Map<string, signed<32>>)
     primary key (p) p.name
@@ -31,7 +31,7 @@ output relation Out(name: string, kind: Kind, n: usize)
 Out(name, kind, tags.len()) :- Port(name, kind, _, tags).
 output relation Notes(text: string)
 Notes(t) :- Note(t, _).
-"#;
+";
 
 #[test]
 fn replaying_a_recording_reproduces_the_state() {
@@ -55,14 +55,24 @@ fn replaying_a_recording_reproduces_the_state() {
         start; commit;\n";
     let mut out = Vec::new();
     let outcome = run_script(&eng, "live.dat", text, &mut out).unwrap();
-    assert_eq!(outcome.errors, 1, "the duplicate key fails: {}", String::from_utf8_lossy(&out));
-    eng.apply(vec![Update::DeleteKey(port, Value::str("p\"2\n"))]).unwrap();
+    assert_eq!(
+        outcome.errors,
+        1,
+        "the duplicate key fails: {}",
+        String::from_utf8_lossy(&out)
+    );
+    eng.apply(vec![Update::DeleteKey(port, Value::str("p\"2\n"))])
+        .unwrap();
     eng.set_recorder(None);
     eng.apply(vec![Update::Clear(note)]).unwrap();
 
     let recording = String::from_utf8(sink.0.lock().unwrap().clone()).unwrap();
     assert!(recording.starts_with("start;\n"), "{recording}");
-    assert_eq!(recording.matches("commit;").count(), 4, "failed transactions are not recorded: {recording}");
+    assert_eq!(
+        recording.matches("commit;").count(),
+        4,
+        "failed transactions are not recorded: {recording}"
+    );
 
     let replay = Engine::new(prog.clone(), &Options::default()).unwrap();
     let mut out = Vec::new();
@@ -71,7 +81,12 @@ fn replaying_a_recording_reproduces_the_state() {
     // The live engine cleared Note after recording stopped; do the same.
     replay.apply(vec![Update::Clear(note)]).unwrap();
     for rel in 0..prog.relations.len() {
-        assert_eq!(eng.dump(rel).unwrap(), replay.dump(rel).unwrap(), "relation {}", prog.relations[rel].name);
+        assert_eq!(
+            eng.dump(rel).unwrap(),
+            replay.dump(rel).unwrap(),
+            "relation {}",
+            prog.relations[rel].name
+        );
     }
     assert_eq!(replay.dump(port).unwrap().len(), 1);
 }

@@ -44,7 +44,10 @@ fn golden_scripts() {
         }
         let expected = std::fs::read_to_string(&expected_path).unwrap_or_default();
         if got != expected {
-            failures.push(format!("{}:\n--- expected\n{expected}\n--- got\n{got}", dat.display()));
+            failures.push(format!(
+                "{}:\n--- expected\n{expected}\n--- got\n{got}",
+                dat.display()
+            ));
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
