@@ -10,7 +10,7 @@ use crate::ast::{Args, Expr, ExprKind, InterpPart, Span};
 use crate::builtins;
 use crate::check::Ctx;
 use crate::error::CompileError;
-use crate::ir::{self, BinOp, Builtin, Callee, UnOp};
+use crate::ir::{self, BinOp, Builtin, Callee, Pattern, UnOp};
 use crate::types::Type;
 use crate::value::Value;
 
@@ -433,6 +433,13 @@ impl Ctx {
                 let Some(t) = want else {
                     return Err(span.error("a `match` needs at least one arm"));
                 };
+                let pats: Vec<Pattern> = out.iter().map(|(p, _)| p.clone()).collect();
+                if !crate::pattern::exhaustive(&self.types, &pats, &st) {
+                    return Err(span.error(format!(
+                        "this `match` on {} does not cover every value; add a `_ -> ...` arm",
+                        self.show(&st)
+                    )));
+                }
                 Ok((
                     ir::Expr::Match {
                         arg: Box::new(is),

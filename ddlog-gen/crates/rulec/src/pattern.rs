@@ -237,3 +237,96 @@ impl Ctx {
         }
     }
 }
+
+/// True if `pats` (the arms of a `match` on a value of type `ty`) cover every value.
+/// Integers and strings are covered only by an irrefutable arm; structs, unions, tuples,
+/// `Option` and `bool` by their constructors (usefulness matrix, as in ML compilers).
+pub fn exhaustive(types: &[crate::types::TypeDef], pats: &[Pattern], ty: &Type) -> bool {
+    let rows: Vec<Vec<&Pattern>> = pats.iter().map(|p| vec![p]).collect();
+    // The check is exponential on adversarial inputs: past a budget, give the benefit of
+    // the doubt (an uncovered value is then a runtime error, not a crash).
+    let mut budget = 100_000u32;
+    covers(types, &rows, std::slice::from_ref(ty), &mut budget)
+}
+
+fn covers(
+    defs: &[crate::types::TypeDef],
+    rows: &[Vec<&Pattern>],
+    tys: &[Type],
+    budget: &mut u32,
+) -> bool {
+    if *budget == 0 {
+        return true;
+    }
+    *budget -= 1;
+    let Some((t0, rest_tys)) = tys.split_first() else {
+        return !rows.is_empty();
+    };
+    // Constructors of t0: (match test, field types).
+    let ctors: Option<Vec<(Ctor, Vec<Type>)>> = match t0 {
+        Type::Bool => Some(vec![
+            (Ctor::Bool(false), vec![]),
+            (Ctor::Bool(true), vec![]),
+        ]),
+        Type::Option(a) => Some(vec![
+            (Ctor::Index(0), vec![]),
+            (Ctor::Index(1), vec![(**a).clone()]),
+        ]),
+        Type::Named(id) => defs.get(*id).map(|d| {
+            d.ctors
+                .iter()
+                .enumerate()
+                .map(|(i, c)| {
+                    (
+                        Ctor::Index(i as u32),
+                        c.fields.iter().map(|f| f.1.clone()).collect(),
+                    )
+                })
+                .collect()
+        }),
+        Type::Tuple(ts) => Some(vec![(Ctor::Tuple, ts.clone())]),
+        _ => None,
+    };
+    let irrefutable = |p: &Pattern| matches!(p, Pattern::Wild | Pattern::Bind);
+    let Some(ctors) = ctors else {
+        let default: Vec<Vec<&Pattern>> = rows
+            .iter()
+            .filter(|r| irrefutable(r[0]))
+            .map(|r| r[1..].to_vec())
+            .collect();
+        return covers(defs, &default, rest_tys, budget);
+    };
+    ctors.iter().all(|(c, fields)| {
+        let wild = Pattern::Wild;
+        let mut spec: Vec<Vec<&Pattern>> = Vec::new();
+        for r in rows {
+            let head: Option<Vec<&Pattern>> = match (r[0], c) {
+                (p, _) if irrefutable(p) => Some(vec![&wild; fields.len()]),
+                (Pattern::Struct { ctor, fields: fs }, Ctor::Index(i)) if ctor == i => {
+                    Some(fs.iter().collect())
+                }
+                (Pattern::Tuple(ps), Ctor::Tuple) => Some(ps.iter().collect()),
+                (Pattern::Eq(e), Ctor::Bool(b))
+                    if **e == ir::Expr::Const(crate::value::Value::Bool(*b)) =>
+                {
+                    Some(vec![])
+                }
+                _ => None,
+            };
+            if let Some(mut h) = head {
+                h.extend_from_slice(&r[1..]);
+                spec.push(h);
+            }
+        }
+        let mut tys = fields.clone();
+        tys.extend_from_slice(rest_tys);
+        covers(defs, &spec, &tys, budget)
+    })
+}
+
+/// A constructor in the exhaustiveness check.
+enum Ctor {
+    Bool(bool),
+    Index(u32),
+    Tuple,
+}

@@ -434,3 +434,22 @@ fn first_error_in_source_order_wins() {
     .unwrap_err();
     assert_eq!((e.line, e.col), (2, 3));
 }
+
+#[test]
+fn match_must_be_exhaustive() {
+    let act = "typedef Action = Drop | Output{port: bit<16>}\n";
+    compile(&format!(
+        "{act}function f(a: Action): bit<16> = match (a) {{ Drop -> 0, Output{{p}} -> p }}"
+    ));
+    compile(&format!("{act}function f(a: Option<(bool, Action)>): bit<16> = match (a) {{ None -> 0, Some{{(true, _)}} -> 1, Some{{(false, Drop)}} -> 2, Some{{(_, Output{{p}})}} -> p }}"));
+    compile("function f(x: bit<8>): bool = match (x) { 0 -> true, _ -> false }");
+    let e = err(&format!(
+        "{act}function f(a: Action): bit<16> = match (a) {{ Output{{p}} -> p }}"
+    ));
+    assert!(e.contains("does not cover every value"), "{e}");
+    let e = err("function f(a: Option<bool>): bit<8> = match (a) { None -> 0, Some{true} -> 1 }");
+    assert!(e.contains("does not cover every value"), "{e}");
+    assert!(
+        err("function f(x: string): bool = match (x) { \"a\" -> true }").contains("does not cover")
+    );
+}
