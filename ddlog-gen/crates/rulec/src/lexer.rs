@@ -63,7 +63,11 @@ impl<'a> Lexer<'a> {
     /// A lexer over `text`, reporting positions in file number `file`.
     pub fn new(text: &'a str, file: u32) -> Self {
         Lexer {
-            chars: text.chars().collect(),
+            chars: text
+                .strip_prefix('\u{feff}')
+                .unwrap_or(text)
+                .chars()
+                .collect(),
             pos: 0,
             line: 1,
             col: 1,

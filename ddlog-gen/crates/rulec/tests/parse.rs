@@ -123,3 +123,9 @@ fn syntax_error_position() {
     assert_eq!(e.message, "expected `)` but found `2`");
     let _ = BinOp::Add;
 }
+
+#[test]
+fn byte_order_mark_and_crlf_are_accepted() {
+    let src = "\u{feff}input relation R(a: bit<32>)\r\noutput relation S(a: bit<32>)\r\nS(x) :- R(x). // done\r\n";
+    assert_eq!(parse_program(src, 0).expect("parse").len(), 3);
+}
