@@ -47,7 +47,7 @@ const PUNCTS: &[&str] = &[
 ];
 
 /// An on-demand lexer over one text.
-pub struct Lexer<'a> {
+pub struct Lexer {
     chars: Vec<char>,
     pos: usize,
     line: u32,
@@ -56,12 +56,11 @@ pub struct Lexer<'a> {
     /// Treat `#` as a comment to end of line (command scripts).
     pub hash_comments: bool,
     last_end: Span,
-    _text: std::marker::PhantomData<&'a str>,
 }
 
-impl<'a> Lexer<'a> {
+impl Lexer {
     /// A lexer over `text`, reporting positions in file number `file`.
-    pub fn new(text: &'a str, file: u32) -> Self {
+    pub fn new(text: &str, file: u32) -> Self {
         Lexer {
             chars: text
                 .strip_prefix('\u{feff}')
@@ -78,7 +77,6 @@ impl<'a> Lexer<'a> {
                 line: 1,
                 col: 1,
             },
-            _text: std::marker::PhantomData,
         }
     }
 
