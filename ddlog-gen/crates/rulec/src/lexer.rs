@@ -55,6 +55,9 @@ pub struct Lexer {
     file: u32,
     /// Treat `#` as a comment to end of line (command scripts).
     pub hash_comments: bool,
+    /// Read `${...}` in strings as interpolation (off in command scripts, whose strings
+    /// are plain literals).
+    pub interpolation: bool,
     last_end: Span,
 }
 
@@ -72,6 +75,7 @@ impl Lexer {
             col: 1,
             file,
             hash_comments: false,
+            interpolation: true,
             last_end: Span {
                 file,
                 line: 1,
@@ -321,7 +325,7 @@ impl Lexer {
                         }
                     }
                 }
-                '$' if self.peek(0) == Some('{') => {
+                '$' if self.interpolation && self.peek(0) == Some('{') => {
                     self.bump();
                     if !cur.is_empty() {
                         parts.push(Part::Lit(std::mem::take(&mut cur)));

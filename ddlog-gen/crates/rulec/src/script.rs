@@ -91,6 +91,7 @@ type R<T> = Result<T, CompileError>;
 fn parse_inner(program: &Program, files: &[String], text: &str) -> R<Vec<Located>> {
     let mut lex = Lexer::new(text, 0);
     lex.hash_comments = true;
+    lex.interpolation = false;
     let mut out = Vec::new();
     loop {
         lex.skip_trivia()?;

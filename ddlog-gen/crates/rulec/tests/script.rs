@@ -122,3 +122,17 @@ fn record_relation_rows() {
         Command::Updates(vec![Update::Insert(0, vec![Value::str("a")])])
     );
 }
+
+#[test]
+fn script_strings_are_not_interpolated() {
+    let p = program();
+    let cmds = parse_script(&p, "t.dat", r#"insert R(1, "a${b}\"c\u{1}");"#)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        cmds[0].0,
+        Command::Updates(vec![Update::Insert(
+            0,
+            vec![Value::Bit(1), Value::str("a${b}\"c\u{1}")]
+        )])
+    );
+}
