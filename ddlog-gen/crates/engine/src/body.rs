@@ -190,3 +190,69 @@ pub fn group_all(
 pub fn head(prog: &Program, exprs: &[Expr], mut b: Row) -> EvalResult<Row> {
     exprs.iter().map(|e| eval(prog, e, &mut b)).collect()
 }
+
+/// A row-local step of a rule body, fused with its neighbours into one operator.
+#[derive(Clone, Debug)]
+pub enum Step {
+    /// The first atom of a body: the incoming row is a relation row, matched against an
+    /// empty binding row.
+    First(AtomPlan),
+    /// `Filter`.
+    Filter(Expr),
+    /// `Let`.
+    Let(Expr, Pattern),
+    /// `FlatMap`.
+    FlatMap(Expr, Pattern),
+    /// `Project`.
+    Project(Vec<usize>),
+    /// The head tuple (always last).
+    Head(Vec<Expr>),
+}
+
+impl Step {
+    /// The step for a row-local body item, if it is one.
+    pub fn local(item: &rulec::ir::BodyItem) -> Option<Step> {
+        use rulec::ir::BodyItem;
+        match item {
+            BodyItem::Filter(e) => Some(Step::Filter(e.clone())),
+            BodyItem::Let { expr, pattern } => Some(Step::Let(expr.clone(), pattern.clone())),
+            BodyItem::FlatMap { expr, pattern } => {
+                Some(Step::FlatMap(expr.clone(), pattern.clone()))
+            }
+            BodyItem::Project(slots) => Some(Step::Project(slots.clone())),
+            _ => None,
+        }
+    }
+}
+
+/// Run `steps` on `row`, pushing every resulting row to `out`; each runtime error drops
+/// its row and adds one to `errors`.
+pub fn run_steps(prog: &Program, steps: &[Step], row: Row, out: &mut Vec<Row>, errors: &mut u64) {
+    let Some((step, rest)) = steps.split_first() else {
+        out.push(row);
+        return;
+    };
+    let next = match step {
+        Step::First(plan) => plan.first(prog, &row),
+        Step::Filter(cond) => filter(prog, cond, row),
+        Step::Let(expr, pattern) => let_bind(prog, expr, pattern, row),
+        Step::Project(slots) => Ok(Some(project(&row, slots))),
+        Step::Head(exprs) => head(prog, exprs, row).map(Some),
+        Step::FlatMap(expr, pattern) => {
+            match flat_map(prog, expr, pattern, row) {
+                Ok(rows) => {
+                    for r in rows {
+                        run_steps(prog, rest, r, out, errors);
+                    }
+                }
+                Err(_) => *errors += 1,
+            }
+            return;
+        }
+    };
+    match next {
+        Ok(Some(r)) => run_steps(prog, rest, r, out, errors),
+        Ok(None) => {}
+        Err(_) => *errors += 1,
+    }
+}

@@ -26,7 +26,7 @@ use timely::dataflow::Scope;
 use timely::order::Product;
 use timely::progress::Timestamp;
 
-use crate::body::{self, AtomPlan};
+use crate::body::{self, AtomPlan, Step};
 
 /// A collection of rows in a scope with timestamp `T`.
 type Coll<'s, T> = VecCollection<'s, T, Row>;
@@ -99,91 +99,111 @@ impl<'s, T: Timestamp + Lattice + Ord> Ctx<'s, T> {
         a
     }
 
-    /// The head rows of one rule.
+    /// A closure running `steps` on a row (fused row-local body items).
+    fn stepper(&self, steps: Vec<Step>) -> impl Fn(Row) -> Vec<Row> + 'static {
+        let (prog, errors) = (self.prog.clone(), self.errors.clone());
+        move |row| {
+            let mut out = Vec::new();
+            let mut n = 0;
+            body::run_steps(&prog, &steps, row, &mut out, &mut n);
+            if n > 0 {
+                errors.fetch_add(n, Ordering::Relaxed);
+            }
+            out
+        }
+    }
+
+    /// The head rows of one rule. Row-local items (conditions, `var`, `FlatMap`, projections,
+    /// the head, and the first atom's matching) are fused into the operator before or after
+    /// them, so a rule costs one operator plus one per join, antijoin or `group_by`.
     fn rule(&mut self, rule: &Rule) -> Coll<'s, T> {
-        let mut cur: Option<Coll<'s, T>> = None;
-        for item in &rule.body {
+        let items = &rule.body;
+        // Steps after each item up to the next join/not/group (or the head at the end).
+        let steps_after = |start: usize| -> (Vec<Step>, usize) {
+            let mut steps = Vec::new();
+            let mut i = start;
+            while let Some(s) = items.get(i).and_then(Step::local) {
+                steps.push(s);
+                i += 1;
+            }
+            if i == items.len() {
+                steps.push(Step::Head(rule.head_exprs.clone()));
+            }
+            (steps, i)
+        };
+        let (mut cur, mut i) = if let Some(BodyItem::Atom { rel, args }) = items.first() {
+            let (mut steps, next) = steps_after(1);
+            steps.insert(0, Step::First(AtomPlan::new(args)));
+            let f = self.stepper(steps);
+            (self.rel(*rel).flat_map(f), next)
+        } else {
+            let (steps, next) = steps_after(0);
+            let f = self.stepper(steps);
+            (self.unit.clone().flat_map(f), next)
+        };
+        while let Some(item) = items.get(i) {
+            let (post, next) = steps_after(i + 1);
             let prog = self.prog.clone();
             let errors = self.errors.clone();
-            let next = match (item, cur.take()) {
-                (BodyItem::Atom { rel, args }, None) => {
-                    let plan = AtomPlan::new(args);
-                    self.rel(*rel)
-                        .flat_map(move |r| ok(&errors, plan.first(&prog, &r)).flatten())
-                }
-                (BodyItem::Atom { rel, args }, Some(b)) => {
+            cur = match item {
+                BodyItem::Atom { rel, args } => {
                     let plan = AtomPlan::new(args);
                     let arr = self.arrangement(*rel, &plan.key_cols);
                     let (p1, e1) = (prog.clone(), errors.clone());
                     let plan1 = plan.clone();
-                    b.flat_map(move |b| ok(&e1, plan1.key_of_binding(&p1, &b)).map(|k| (k, b)))
+                    let f = self.stepper(post);
+                    cur.flat_map(move |b| ok(&e1, plan1.key_of_binding(&p1, &b)).map(|k| (k, b)))
                         .join_core(arr, move |_k, b: &Row, r: &Row| {
-                            ok(&errors, plan.extend(&prog, b, r)).flatten()
+                            ok(&errors, plan.extend(&prog, b, r))
+                                .flatten()
+                                .map(&f)
+                                .unwrap_or_default()
                         })
                 }
-                (BodyItem::Not { rel, args }, b) => {
-                    let b = b.unwrap_or_else(|| self.unit.clone());
+                BodyItem::Not { rel, args } => {
                     let plan = AtomPlan::new(args);
                     let keys = self.key_set(*rel, &plan.key_cols);
-                    let matched = b
+                    let matched = cur
                         .clone()
                         .flat_map(move |b| {
                             ok(&errors, plan.key_of_binding(&prog, &b)).map(|k| (k, b))
                         })
                         .join_core(keys, |_k, b: &Row, &()| Some(b.clone()));
-                    b.concat(matched.negate())
+                    let both = cur.concat(matched.negate());
+                    if post.is_empty() {
+                        both
+                    } else {
+                        both.flat_map(self.stepper(post))
+                    }
                 }
-                (BodyItem::Filter(cond), b) => {
-                    let cond = cond.clone();
-                    b.unwrap_or_else(|| self.unit.clone())
-                        .flat_map(move |b| ok(&errors, body::filter(&prog, &cond, b)).flatten())
-                }
-                (BodyItem::Let { expr, pattern }, b) => {
-                    let (expr, pattern) = (expr.clone(), pattern.clone());
-                    b.unwrap_or_else(|| self.unit.clone()).flat_map(move |b| {
-                        ok(&errors, body::let_bind(&prog, &expr, &pattern, b)).flatten()
-                    })
-                }
-                (BodyItem::FlatMap { expr, pattern }, b) => {
-                    let (expr, pattern) = (expr.clone(), pattern.clone());
-                    b.unwrap_or_else(|| self.unit.clone()).flat_map(move |b| {
-                        ok(&errors, body::flat_map(&prog, &expr, &pattern, b)).unwrap_or_default()
-                    })
-                }
-                (BodyItem::GroupBy { by, value }, b) => {
+                BodyItem::GroupBy { by, value } => {
                     let (by, value) = (by.clone(), value.clone());
-                    b.unwrap_or_else(|| self.unit.clone())
-                        .flat_map(move |b| {
-                            ok(&errors, body::eval_ro(&prog, &value, &b))
-                                .map(|v| (body::project(&b, &by), v))
-                        })
-                        .reduce(
-                            |k: &Row, vals: &[(&Value, isize)], out: &mut Vec<(Value, isize)>| {
-                                let values: Vec<Value> =
-                                    vals.iter().map(|(v, _)| (*v).clone()).collect();
-                                let row = body::group_row(k, values);
-                                if let Some(g) = row.last() {
-                                    out.push((g.clone(), 1));
-                                }
-                            },
-                        )
-                        .map(|(mut k, g): (Row, Value)| {
-                            k.push(g);
-                            k
-                        })
+                    let f = self.stepper(post);
+                    cur.flat_map(move |b| {
+                        ok(&errors, body::eval_ro(&prog, &value, &b))
+                            .map(|v| (body::project(&b, &by), v))
+                    })
+                    .reduce(
+                        |k: &Row, vals: &[(&Value, isize)], out: &mut Vec<(Value, isize)>| {
+                            let values: Vec<Value> =
+                                vals.iter().map(|(v, _)| (*v).clone()).collect();
+                            let row = body::group_row(k, values);
+                            if let Some(g) = row.last() {
+                                out.push((g.clone(), 1));
+                            }
+                        },
+                    )
+                    .flat_map(move |(mut k, g): (Row, Value)| {
+                        k.push(g);
+                        f(k)
+                    })
                 }
-                (BodyItem::Project(slots), b) => {
-                    let slots = slots.clone();
-                    b.unwrap_or_else(|| self.unit.clone())
-                        .map(move |b| body::project(&b, &slots))
-                }
+                // Row-local items were consumed by `steps_after`.
+                _ => cur,
             };
-            cur = Some(next);
+            i = next.max(i + 1);
         }
-        let b = cur.unwrap_or_else(|| self.unit.clone());
-        let (prog, errors) = (self.prog.clone(), self.errors.clone());
-        let exprs = rule.head_exprs.clone();
-        b.flat_map(move |b| ok(&errors, body::head(&prog, &exprs, b)))
+        cur
     }
 
     /// The distinct union of the given rules' heads.

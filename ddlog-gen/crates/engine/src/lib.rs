@@ -119,12 +119,15 @@ impl Engine {
         let mut st = self.lock();
         let overlay = st.inputs.prepare(&self.program, &updates, &self.errors)?;
         drop(updates);
-        let diffs = st.inputs.commit(overlay);
+        let diffs = overlay.changes();
         if let Some(rec) = st.recorder.as_mut() {
             // The recording is best effort: a failing sink must not fail the transaction.
             let _ = recorder::write_transaction(&self.program, &diffs, rec.as_mut());
         }
-        let changes = st.workers.commit(diffs)?;
+        st.workers.send(diffs)?;
+        // Update the input sets while the workers compute.
+        st.inputs.commit(overlay);
+        let changes = st.workers.receive()?;
         st.commits += 1;
         let mut net: Vec<FxHashMap<Row, isize>> =
             vec![FxHashMap::default(); self.program.relations.len()];

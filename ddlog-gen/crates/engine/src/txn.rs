@@ -82,26 +82,18 @@ impl Inputs {
         Ok(tx.ov)
     }
 
-    /// Apply a prepared overlay; returns the net changes, deletions first (so a replay
-    /// never sees two rows with one key).
-    pub fn commit(&mut self, ov: Overlay) -> Vec<(RelId, Row, isize)> {
-        let (mut changes, inserts): (Vec<_>, Vec<_>) = ov
-            .net
-            .into_iter()
-            .enumerate()
-            .flat_map(|(rel, rows)| {
-                rows.into_iter()
-                    .filter(|(_, d)| *d != 0)
-                    .map(move |(row, d)| (rel, row, d))
-            })
-            .partition(|c| c.2 < 0);
-        changes.extend(inserts);
-        for (rel, row, d) in &changes {
-            if let Some(t) = self.tables[*rel].as_mut() {
-                if *d > 0 {
-                    t.rows.insert(row.clone());
-                } else {
-                    t.rows.remove(row);
+    /// Apply a prepared overlay (see [`Overlay::changes`] for what it changes).
+    pub fn commit(&mut self, ov: Overlay) {
+        for (rel, rows) in ov.net.into_iter().enumerate() {
+            let Some(t) = self.tables[rel].as_mut() else {
+                continue;
+            };
+            t.rows.reserve(rows.len());
+            for (row, d) in rows {
+                if d > 0 {
+                    t.rows.insert(row);
+                } else if d < 0 {
+                    t.rows.remove(&row);
                 }
             }
         }
@@ -115,6 +107,23 @@ impl Inputs {
                 }
             }
         }
+    }
+}
+
+impl Overlay {
+    /// The net changes, deletions first (so a replay never sees two rows with one key).
+    pub fn changes(&self) -> Vec<(RelId, Row, isize)> {
+        let (mut changes, inserts): (Vec<_>, Vec<_>) = self
+            .net
+            .iter()
+            .enumerate()
+            .flat_map(|(rel, rows)| {
+                rows.iter()
+                    .filter(|(_, d)| **d != 0)
+                    .map(move |(row, d)| (rel, row.clone(), *d))
+            })
+            .partition(|c| c.2 < 0);
+        changes.extend(inserts);
         changes
     }
 }

@@ -104,8 +104,8 @@ impl Workers {
         })
     }
 
-    /// Run one epoch with `updates` and return every derived relation's changes.
-    pub fn commit(&mut self, updates: Changes) -> Result<Changes, Error> {
+    /// Start one epoch with `updates`; [`Workers::receive`] waits for its results.
+    pub fn send(&mut self, updates: Changes) -> Result<(), Error> {
         let epoch = self.epoch;
         let mut updates = Some(updates);
         for (i, tx) in self.txs.iter().enumerate() {
@@ -118,6 +118,12 @@ impl Workers {
                 .map_err(|_| Error::WorkerGone("worker exited".into()))?;
             self.unpark(i);
         }
+        Ok(())
+    }
+
+    /// Wait for the epoch started by [`Workers::send`]; returns every derived relation's
+    /// changes (not consolidated).
+    pub fn receive(&mut self) -> Result<Changes, Error> {
         let mut all = Vec::new();
         for _ in 0..self.txs.len() {
             match self.rx.recv() {
