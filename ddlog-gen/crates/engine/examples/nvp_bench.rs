@@ -1,7 +1,7 @@
 //! Engine-only benchmark on the synthetic NVP-sized program of
-//! `python/loom_ddlog/benchdata/nvp_synthetic.dl`, with its IR built by hand (so it runs
-//! without the front end): cold load, single-port insert/delete latency, churn RSS, and a
-//! naive from-scratch recompute for comparison.
+//! `python/loom_ddlog/benchdata/nvp_synthetic.dl`: cold load, single-port insert/delete
+//! latency, link (recursion) changes, churn RSS, and a naive from-scratch recompute for
+//! comparison at small scales.
 //!
 //! `cargo run --release -p loom-engine --example nvp_bench -- [scale] [txns] [workers]`
 #![allow(clippy::print_stdout, reason = "a benchmark prints its figures")]
@@ -12,271 +12,30 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use engine::{naive, Engine, Options, Update};
-use rulec::ir::{
-    BinOp, BodyItem, Builtin, Callee, Expr, Pattern, PrimaryKey, Program, Relation, Role, Rule,
-    Stratum,
-};
-use rulec::types::Type;
+use rulec::ir::Program;
 use rulec::value::{Row, Value};
 
-const PORT: usize = 0;
-const SWITCH: usize = 1;
+const PORT: usize = 1;
+const SWITCH: usize = 0;
 const ACL: usize = 2;
 const LINK: usize = 3;
 const FLOW: usize = 4;
-const HAS_PORT: usize = 5;
-const REACH: usize = 6;
 
-fn c(v: Value) -> Expr {
-    Expr::Const(v)
-}
-fn s(x: &str) -> Expr {
-    c(Value::str(x))
-}
-fn v(i: usize) -> Expr {
-    Expr::Var(i)
-}
-fn call(b: Builtin, args: Vec<Expr>) -> Expr {
-    Expr::Call {
-        func: Callee::Builtin(b),
-        args,
-    }
-}
-fn cat(parts: Vec<Expr>) -> Expr {
-    let mut it = parts.into_iter();
-    let first = it.next().expect("non-empty");
-    it.fold(first, |acc, e| Expr::Binary {
-        op: BinOp::Concat,
-        ty: Type::String,
-        lhs: Box::new(acc),
-        rhs: Box::new(e),
-    })
-}
-fn show(e: Expr, ty: Type) -> Expr {
-    call(Builtin::ToString(ty), vec![e])
-}
-fn rel(name: &str, role: Role, cols: &[(&str, Type)]) -> Relation {
-    Relation {
-        name: name.into(),
-        role,
-        columns: cols
-            .iter()
-            .map(|(n, t)| ((*n).to_string(), t.clone()))
-            .collect(),
-        primary_key: None,
-        source: String::new(),
-    }
-}
-fn atom(rel: usize, args: Vec<Pattern>) -> BodyItem {
-    BodyItem::Atom { rel, args }
-}
-fn rule(head: usize, head_exprs: Vec<Expr>, body: Vec<BodyItem>) -> Rule {
-    Rule {
-        head,
-        head_exprs,
-        body,
-        source: String::new(),
-    }
-}
-fn flow(sw: Expr, table: u128, prio: Expr, m: Expr, a: Expr) -> Vec<Expr> {
-    vec![sw, c(Value::Bit(table)), prio, m, a]
-}
-
+/// The benchmark program, compiled from source, with the relation ids used here checked.
 fn program() -> Program {
-    let (b32, b16, b8, b48) = (Type::Bit(32), Type::Bit(16), Type::Bit(8), Type::Bit(48));
-    let (bind, wild) = (Pattern::Bind, Pattern::Wild);
-    let eqv = |i: usize| Pattern::Eq(Box::new(v(i)));
-    let mut port = rel(
-        "Port",
-        Role::Input,
-        &[
-            ("port_id", b32.clone()),
-            ("switch_id", b32.clone()),
-            ("mac", b48.clone()),
-        ],
-    );
-    port.primary_key = Some(PrimaryKey {
-        expr: v(0),
-        ty: b32.clone(),
-    });
-    let relations = vec![
-        port,
-        rel(
-            "Switch",
-            Role::Input,
-            &[("switch_id", b32.clone()), ("tunnel_key", b32.clone())],
-        ),
-        rel(
-            "Acl",
-            Role::Input,
-            &[
-                ("switch_id", b32.clone()),
-                ("priority", b16.clone()),
-                ("matches", Type::String),
-            ],
-        ),
-        rel(
-            "Link",
-            Role::Input,
-            &[("a", b32.clone()), ("b", b32.clone())],
-        ),
-        rel(
-            "Flow",
-            Role::Output,
-            &[
-                ("switch_id", b32.clone()),
-                ("table", b8),
-                ("priority", b16.clone()),
-                ("matches", Type::String),
-                ("actions", Type::String),
-            ],
-        ),
-        rel(
-            "SwitchHasPort",
-            Role::Internal,
-            &[("switch_id", b32.clone())],
-        ),
-        rel(
-            "Reach",
-            Role::Internal,
-            &[("a", b32.clone()), ("b", b32.clone())],
-        ),
-    ];
-    let rules = vec![
-        rule(
-            HAS_PORT,
-            vec![v(0)],
-            vec![atom(PORT, vec![wild.clone(), bind.clone(), wild.clone()])],
-        ),
-        rule(
-            REACH,
-            vec![v(0), v(1)],
-            vec![atom(LINK, vec![bind.clone(), bind.clone()])],
-        ),
-        rule(
-            REACH,
-            vec![v(0), v(2)],
-            vec![
-                atom(REACH, vec![bind.clone(), bind.clone()]),
-                atom(LINK, vec![eqv(1), bind.clone()]),
-            ],
-        ),
-        rule(
-            FLOW,
-            flow(
-                v(1),
-                0,
-                c(Value::Bit(100)),
-                cat(vec![
-                    s("in_port="),
-                    show(v(0), b32.clone()),
-                    s(",dl_src="),
-                    call(Builtin::MacFormat, vec![v(2)]),
-                ]),
-                cat(vec![
-                    s("set_field:"),
-                    show(v(3), b32.clone()),
-                    s("->tun_id,resubmit(,1)"),
-                ]),
-            ),
-            vec![
-                atom(PORT, vec![bind.clone(), bind.clone(), bind.clone()]),
-                atom(SWITCH, vec![eqv(1), bind.clone()]),
-            ],
-        ),
-        rule(
-            FLOW,
-            flow(v(0), 1, v(1), v(3), s("resubmit(,2)")),
-            vec![
-                atom(ACL, vec![bind.clone(), bind.clone(), bind.clone()]),
-                atom(SWITCH, vec![eqv(0), wild.clone()]),
-                BodyItem::FlatMap {
-                    expr: call(Builtin::StrSplit, vec![v(2), s(";")]),
-                    pattern: bind.clone(),
-                },
-            ],
-        ),
-        rule(
-            FLOW,
-            flow(v(0), 0, c(Value::Bit(1)), s(""), s("drop")),
-            vec![
-                atom(SWITCH, vec![bind.clone(), wild.clone()]),
-                BodyItem::Not {
-                    rel: HAS_PORT,
-                    args: vec![eqv(0)],
-                },
-            ],
-        ),
-        rule(
-            FLOW,
-            flow(
-                v(0),
-                3,
-                c(Value::Bit(10)),
-                cat(vec![s("reach="), show(v(1), b32.clone())]),
-                s("output"),
-            ),
-            vec![
-                atom(REACH, vec![bind.clone(), bind.clone()]),
-                BodyItem::Filter(Expr::Binary {
-                    op: BinOp::Neq,
-                    ty: b32.clone(),
-                    lhs: Box::new(v(0)),
-                    rhs: Box::new(v(1)),
-                }),
-            ],
-        ),
-        rule(
-            FLOW,
-            flow(
-                v(0),
-                4,
-                c(Value::Bit(0)),
-                s("n_ports"),
-                show(v(2), Type::USIZE),
-            ),
-            vec![
-                atom(PORT, vec![bind.clone(), bind, wild]),
-                BodyItem::GroupBy {
-                    by: vec![1],
-                    value: v(0),
-                },
-                BodyItem::Let {
-                    expr: call(Builtin::GroupCount, vec![v(1)]),
-                    pattern: Pattern::Bind,
-                },
-            ],
-        ),
-    ];
-    let strata = vec![
-        Stratum {
-            relations: vec![HAS_PORT],
-            rules: vec![0],
-            recursive: false,
-        },
-        Stratum {
-            relations: vec![REACH],
-            rules: vec![1, 2],
-            recursive: true,
-        },
-        Stratum {
-            relations: vec![FLOW],
-            rules: vec![3, 4, 5, 6, 7],
-            recursive: false,
-        },
-    ];
-    let mut strata = strata;
-    if let Ok(keep) = std::env::var("BENCH_FLOW_RULES") {
-        let keep: Vec<usize> = keep.split(',').filter_map(|x| x.parse().ok()).collect();
-        strata[2].rules.retain(|r| keep.contains(r));
+    let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../python/loom_ddlog/benchdata/nvp_synthetic.dl");
+    let prog = rulec::compile_files(&[path]).unwrap_or_else(|e| panic!("{e}"));
+    for (id, name) in [
+        (PORT, "Port"),
+        (SWITCH, "Switch"),
+        (ACL, "Acl"),
+        (LINK, "Link"),
+        (FLOW, "Flow"),
+    ] {
+        assert_eq!(prog.relation_id(name), Some(id), "relation {name}");
     }
-    Program {
-        types: vec![],
-        relations,
-        functions: vec![],
-        rules,
-        strata,
-    }
+    prog
 }
 
 fn b(x: u64) -> Value {
