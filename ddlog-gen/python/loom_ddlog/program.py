@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections.abc import Iterable, Mapping, Sequence
@@ -286,4 +287,5 @@ class Transaction:
     def __del__(self) -> None:
         # A transaction dropped while open must not keep the program locked forever.
         if getattr(self, "_prog", None) is not None:
-            self.rollback()
+            with contextlib.suppress(RuntimeError):  # lock already released elsewhere
+                self.rollback()
