@@ -121,7 +121,12 @@ fn wrap(prog: &Program, name: &str, args: &[&Type], out: &mut String) {
 // ---------------------------------------------------------------- Python → Value
 
 /// Convert `obj` to a value of type `ty`.
-pub fn from_py(prog: &Program, ty: &Type, obj: &Bound<'_, PyAny>, site: Site<'_>) -> PyResult<Value> {
+pub fn from_py(
+    prog: &Program,
+    ty: &Type,
+    obj: &Bound<'_, PyAny>,
+    site: Site<'_>,
+) -> PyResult<Value> {
     match ty {
         Type::Bool => match obj.cast::<PyBool>() {
             Ok(b) => Ok(Value::Bool(b.is_true())),
@@ -129,7 +134,11 @@ pub fn from_py(prog: &Program, ty: &Type, obj: &Bound<'_, PyAny>, site: Site<'_>
         },
         Type::Bit(n) => {
             let x = int_of(obj, site, ty, prog)?;
-            let max = if *n >= 128 { u128::MAX } else { (1u128 << n) - 1 };
+            let max = if *n >= 128 {
+                u128::MAX
+            } else {
+                (1u128 << n) - 1
+            };
             match x {
                 Int::Small(v) if v >= 0 && (v as u128) <= max => Ok(Value::Bit(v as u128)),
                 Int::Small(v) => Err(out_of_range(site, &v, prog, ty)),
@@ -213,7 +222,10 @@ pub fn from_py(prog: &Program, ty: &Type, obj: &Bound<'_, PyAny>, site: Site<'_>
 /// Convert a row given as a sequence (or a mapping by column name) for relation `rel`.
 pub fn row_from_py(prog: &Program, rel: usize, obj: &Bound<'_, PyAny>) -> PyResult<Row> {
     let r = &prog.relations[rel];
-    let site = |column: &'static str| Site { relation: &r.name, column };
+    let site = |column: &'static str| Site {
+        relation: &r.name,
+        column,
+    };
     if let Ok(map) = obj.cast::<PyDict>() {
         if map.len() != r.columns.len() {
             return Err(PyValueError::new_err(format!(
@@ -227,7 +239,10 @@ pub fn row_from_py(prog: &Program, rel: usize, obj: &Bound<'_, PyAny>) -> PyResu
             .columns
             .iter()
             .map(|(name, ty)| {
-                let s = Site { relation: &r.name, column: name };
+                let s = Site {
+                    relation: &r.name,
+                    column: name,
+                };
                 match map.get_item(name)? {
                     Some(x) => from_py(prog, ty, &x, s),
                     None => Err(s.value_error("missing from the row")),
@@ -238,9 +253,9 @@ pub fn row_from_py(prog: &Program, rel: usize, obj: &Bound<'_, PyAny>) -> PyResu
     if obj.is_instance_of::<PyString>() || obj.is_instance_of::<PyBytes>() {
         return Err(site("*").type_error(format!("a row must be a tuple, got {}", type_of(obj))));
     }
-    let seq = obj
-        .cast::<PySequence>()
-        .map_err(|_| site("*").type_error(format!("a row must be a tuple, got {}", type_of(obj))))?;
+    let seq = obj.cast::<PySequence>().map_err(|_| {
+        site("*").type_error(format!("a row must be a tuple, got {}", type_of(obj)))
+    })?;
     let n = seq.len()?;
     if n != r.columns.len() {
         return Err(PyValueError::new_err(format!(
@@ -252,7 +267,15 @@ pub fn row_from_py(prog: &Program, rel: usize, obj: &Bound<'_, PyAny>) -> PyResu
     let mut row = Vec::with_capacity(n);
     for (i, (name, ty)) in r.columns.iter().enumerate() {
         let item = seq.get_item(i)?;
-        row.push(from_py(prog, ty, &item, Site { relation: &r.name, column: name })?);
+        row.push(from_py(
+            prog,
+            ty,
+            &item,
+            Site {
+                relation: &r.name,
+                column: name,
+            },
+        )?);
     }
     Ok(row)
 }
@@ -365,7 +388,12 @@ fn map_from_py(
     Ok(Value::map_from(pairs))
 }
 
-fn named_from_py(prog: &Program, id: usize, obj: &Bound<'_, PyAny>, site: Site<'_>) -> PyResult<Value> {
+fn named_from_py(
+    prog: &Program,
+    id: usize,
+    obj: &Bound<'_, PyAny>,
+    site: Site<'_>,
+) -> PyResult<Value> {
     let py = obj.py();
     let Some(def) = prog.types.get(id) else {
         return Err(site.type_error(format!("unknown type {id}")));
@@ -373,14 +401,15 @@ fn named_from_py(prog: &Program, id: usize, obj: &Bound<'_, PyAny>, site: Site<'
     let (ctor_ix, fields): (usize, Bound<'_, PyAny>) = if obj.is_instance(struct_class(py)?)? {
         let name: String = obj.getattr("ctor")?.extract()?;
         let Some(ix) = def.ctors.iter().position(|c| c.name == name) else {
-            return Err(site.value_error(format!(
-                "type {} has no constructor {name}",
-                def.name
-            )));
+            return Err(site.value_error(format!("type {} has no constructor {name}", def.name)));
         };
         (ix, obj.getattr("fields")?)
     } else if let Ok(d) = obj.cast::<PyDict>() {
-        let keys: Vec<String> = d.keys().iter().map(|k| k.extract()).collect::<PyResult<_>>()?;
+        let keys: Vec<String> = d
+            .keys()
+            .iter()
+            .map(|k| k.extract())
+            .collect::<PyResult<_>>()?;
         let matches: Vec<usize> = if def.ctors.len() == 1 {
             vec![0]
         } else {
@@ -423,14 +452,8 @@ fn named_from_py(prog: &Program, id: usize, obj: &Bound<'_, PyAny>, site: Site<'
     }
     let mut vals = Vec::with_capacity(ctor.fields.len());
     for (fname, fty) in &ctor.fields {
-        let item = match fields.get_item(fname) {
-            Ok(x) => x,
-            Err(_) => {
-                return Err(site.value_error(format!(
-                    "constructor {} needs field {fname}",
-                    ctor.name
-                )))
-            }
+        let Ok(item) = fields.get_item(fname) else {
+            return Err(site.value_error(format!("constructor {} needs field {fname}", ctor.name)));
         };
         vals.push(from_py(prog, fty, &item, site)?);
     }
@@ -440,7 +463,12 @@ fn named_from_py(prog: &Program, id: usize, obj: &Bound<'_, PyAny>, site: Site<'
 // ---------------------------------------------------------------- Value → Python
 
 /// Convert `v`, of type `ty`, to a Python object.
-pub fn to_py<'py>(py: Python<'py>, prog: &Program, ty: &Type, v: &Value) -> PyResult<Bound<'py, PyAny>> {
+pub fn to_py<'py>(
+    py: Python<'py>,
+    prog: &Program,
+    ty: &Type,
+    v: &Value,
+) -> PyResult<Bound<'py, PyAny>> {
     match (ty, v) {
         (Type::Option(inner), Value::Struct(c, fields)) => {
             if *c == 0 || fields.is_empty() {
@@ -520,11 +548,17 @@ fn untyped<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py, PyAny>> {
         Value::BigInt(b) => b.as_ref().into_pyobject(py)?.into_any(),
         Value::Str(s) => PyString::new(py, s).into_any(),
         Value::Tuple(items) | Value::Vec(items) | Value::Struct(_, items) => {
-            let objs = items.iter().map(|x| untyped(py, x)).collect::<PyResult<Vec<_>>>()?;
+            let objs = items
+                .iter()
+                .map(|x| untyped(py, x))
+                .collect::<PyResult<Vec<_>>>()?;
             PyTuple::new(py, objs)?.into_any()
         }
         Value::Set(items) => {
-            let objs = items.iter().map(|x| untyped(py, x)).collect::<PyResult<Vec<_>>>()?;
+            let objs = items
+                .iter()
+                .map(|x| untyped(py, x))
+                .collect::<PyResult<Vec<_>>>()?;
             PyFrozenSet::new(py, &objs)?.into_any()
         }
         Value::Map(pairs) => {
@@ -535,14 +569,22 @@ fn untyped<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py, PyAny>> {
             PyTuple::new(py, objs)?.into_any()
         }
         Value::Group(k, vals) => {
-            let objs = vals.iter().map(|x| untyped(py, x)).collect::<PyResult<Vec<_>>>()?;
+            let objs = vals
+                .iter()
+                .map(|x| untyped(py, x))
+                .collect::<PyResult<Vec<_>>>()?;
             PyTuple::new(py, [untyped(py, k)?, PyTuple::new(py, objs)?.into_any()])?.into_any()
         }
     })
 }
 
 /// Convert a row of relation `rel` to a tuple.
-pub fn row_to_py<'py>(py: Python<'py>, prog: &Program, rel: usize, row: &Row) -> PyResult<Bound<'py, PyTuple>> {
+pub fn row_to_py<'py>(
+    py: Python<'py>,
+    prog: &Program,
+    rel: usize,
+    row: &Row,
+) -> PyResult<Bound<'py, PyTuple>> {
     let cols = &prog.relations[rel].columns;
     let objs = row
         .iter()

@@ -62,6 +62,7 @@ fn relation_infos(prog: &Program) -> Vec<RelationInfo> {
 
 /// Compile rule files (imports resolve relative to each file).
 #[pyfunction]
+#[allow(clippy::needless_pass_by_value)] // PyO3 extracts arguments by value
 fn compile_files(py: Python<'_>, paths: Vec<PathBuf>) -> Result<CompiledProgram> {
     let program = py.detach(|| rulec::compile_files(&paths))?;
     Ok(CompiledProgram {
@@ -110,12 +111,19 @@ impl Engine {
         let op = t.get_item(0)?;
         let op = op.cast::<PyString>().map_err(|_| arity_error())?.to_str()?;
         let rel_name = t.get_item(1)?;
-        let rel = self.rel(rel_name.cast::<PyString>().map_err(|_| arity_error())?.to_str()?)?;
+        let rel = self.rel(
+            rel_name
+                .cast::<PyString>()
+                .map_err(|_| arity_error())?
+                .to_str()?,
+        )?;
         let prog = self.program();
         let arg = |i: usize| t.get_item(i).map_err(|_| arity_error());
         Ok(match (op, t.len()) {
             ("insert", 3) => Update::Insert(rel, row_from_py(prog, rel, &arg(2)?)?),
-            ("insert_or_update", 3) => Update::InsertOrUpdate(rel, row_from_py(prog, rel, &arg(2)?)?),
+            ("insert_or_update", 3) => {
+                Update::InsertOrUpdate(rel, row_from_py(prog, rel, &arg(2)?)?)
+            }
             ("delete", 3) => Update::Delete(rel, row_from_py(prog, rel, &arg(2)?)?),
             ("delete_key", 3) => Update::DeleteKey(rel, self.key(rel, &arg(2)?)?),
             ("modify", 4) => {
@@ -127,7 +135,11 @@ impl Engine {
                     .map_err(|_| PyTypeError::new_err("modify takes a dict {column: value}"))?;
                 let mut cols = Vec::with_capacity(changes.len());
                 for (k, v) in changes.iter() {
-                    let k = k.cast::<PyString>().map_err(|_| arity_error())?.to_str()?.to_owned();
+                    let k = k
+                        .cast::<PyString>()
+                        .map_err(|_| arity_error())?
+                        .to_str()?
+                        .to_owned();
                     let Some(ix) = r.columns.iter().position(|(n, _)| *n == k) else {
                         return Err(PyValueError::new_err(format!(
                             "relation {} has no column {k}",
@@ -163,7 +175,12 @@ impl Engine {
         Ok(from_py(self.program(), &pk.ty, obj, site)?)
     }
 
-    fn rows_to_py<'py>(&self, py: Python<'py>, rel: RelId, rows: &[Row]) -> PyResult<Bound<'py, PyList>> {
+    fn rows_to_py<'py>(
+        &self,
+        py: Python<'py>,
+        rel: RelId,
+        rows: &[Row],
+    ) -> PyResult<Bound<'py, PyList>> {
         let prog = self.program();
         let objs = rows
             .iter()
@@ -202,7 +219,11 @@ impl Engine {
     /// Each update is `(op, relation, ...)`: `("insert" | "insert_or_update" | "delete",
     /// rel, row)`, `("delete_key", rel, key)`, `("modify", rel, key, {column: value})` or
     /// `("clear", rel)`.
-    fn apply<'py>(&self, py: Python<'py>, updates: &Bound<'py, PyAny>) -> Result<Bound<'py, PyDict>> {
+    fn apply<'py>(
+        &self,
+        py: Python<'py>,
+        updates: &Bound<'py, PyAny>,
+    ) -> Result<Bound<'py, PyDict>> {
         let mut ups = Vec::new();
         for obj in updates.try_iter()? {
             ups.push(self.update(&obj?)?);
@@ -214,7 +235,15 @@ impl Engine {
         for (rel, rows) in &delta {
             let objs = rows
                 .iter()
-                .map(|(row, d)| PyTuple::new(py, [d.into_pyobject(py)?.into_any(), row_to_py(py, prog, *rel, row)?.into_any()]))
+                .map(|(row, d)| {
+                    PyTuple::new(
+                        py,
+                        [
+                            d.into_pyobject(py)?.into_any(),
+                            row_to_py(py, prog, *rel, row)?.into_any(),
+                        ],
+                    )
+                })
                 .collect::<PyResult<Vec<_>>>()?;
             out.set_item(&prog.relations[*rel].name, PyList::new(py, objs)?)?;
         }
