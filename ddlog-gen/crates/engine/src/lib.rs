@@ -66,6 +66,8 @@ pub struct Stats {
 pub struct Engine {
     program: Arc<Program>,
     errors: Arc<AtomicU64>,
+    /// Per relation: derived in a recursive stratum.
+    recursive: Vec<bool>,
     state: Mutex<State>,
 }
 
@@ -91,9 +93,16 @@ impl Engine {
             recorder: None,
             commits: 0,
         };
+        let mut recursive = vec![false; program.relations.len()];
+        for s in program.strata.iter().filter(|s| s.recursive) {
+            for r in &s.relations {
+                recursive[*r] = true;
+            }
+        }
         Ok(Engine {
             program,
             errors,
+            recursive,
             state: Mutex::new(state),
         })
     }
@@ -129,41 +138,67 @@ impl Engine {
         st.inputs.commit(overlay);
         let changes = st.workers.receive()?;
         st.commits += 1;
-        let mut net: Vec<FxHashMap<Row, isize>> =
-            vec![FxHashMap::default(); self.program.relations.len()];
+        Ok(self.absorb(&mut st, changes))
+    }
+
+    /// Fold one commit's derived changes into the materialized relations and return the
+    /// output delta. Relations of non-recursive strata end in `distinct`, whose output has
+    /// each row at most once per commit, so their changes apply directly; relations of
+    /// recursive strata collect contributions from several iterations and are netted first.
+    fn absorb(&self, st: &mut State, changes: worker::Changes) -> Delta {
+        let n = self.program.relations.len();
+        let mut added = vec![0usize; n];
+        for (rel, _, d) in &changes {
+            if *d > 0 {
+                added[*rel] += 1;
+            }
+        }
+        for (set, extra) in st.derived.iter_mut().zip(&added) {
+            set.reserve(*extra);
+        }
+        let mut net: Vec<FxHashMap<Row, isize>> = vec![FxHashMap::default(); n];
+        let mut out: Vec<Vec<(Row, isize)>> = vec![Vec::new(); n];
+        let mut apply = |rel: RelId, row: Row, d: isize, set: &mut FxHashSet<Row>| {
+            let output = self.program.relations[rel].role == Role::Output;
+            if d > 0 {
+                if output {
+                    set.insert(row.clone());
+                    out[rel].push((row, 1));
+                } else {
+                    set.insert(row);
+                }
+            } else {
+                set.remove(&row);
+                if output {
+                    out[rel].push((row, -1));
+                }
+            }
+        };
         for (rel, row, d) in changes {
-            *net[rel].entry(row).or_insert(0) += d;
+            if self.recursive[rel] {
+                *net[rel].entry(row).or_insert(0) += d;
+            } else if d != 0 {
+                debug_assert!(d == 1 || d == -1, "distinct emits +1/-1");
+                apply(rel, row, d, &mut st.derived[rel]);
+            }
+        }
+        for (rel, rows) in net.into_iter().enumerate() {
+            for (row, d) in rows {
+                if d != 0 {
+                    apply(rel, row, d, &mut st.derived[rel]);
+                }
+            }
         }
         let mut delta = Delta::new();
-        for (rel, rows) in net.into_iter().enumerate() {
-            if rows.is_empty() {
-                continue;
-            }
-            let output = self.program.relations[rel].role == Role::Output;
-            let set = &mut st.derived[rel];
-            let mut out = Vec::new();
-            for (row, d) in rows {
-                if d == 0 {
-                    continue;
-                }
-                if d > 0 {
-                    set.insert(row.clone());
-                } else {
-                    set.remove(&row);
-                }
-                if output {
-                    out.push((row, d.signum()));
-                }
-            }
-            if !out.is_empty() {
-                delta.insert(rel, out);
+        for (rel, rows) in out.into_iter().enumerate() {
+            if !rows.is_empty() {
+                delta.insert(rel, rows);
             }
         }
         for rows in delta.values_mut() {
             rows.sort();
         }
-
-        Ok(delta)
+        delta
     }
 
     /// Current contents of any relation (input, internal or output), sorted.
