@@ -76,6 +76,20 @@ impl Inputs {
             },
             errors,
         };
+        let mut per_rel = vec![0usize; prog.relations.len()];
+        for u in updates {
+            let (Update::Insert(rel, _) | Update::InsertOrUpdate(rel, _) | Update::Delete(rel, _)) =
+                u
+            else {
+                continue;
+            };
+            if let Some(n) = per_rel.get_mut(*rel) {
+                *n += 1;
+            }
+        }
+        for (net, n) in tx.ov.net.iter_mut().zip(per_rel) {
+            net.reserve(n);
+        }
         for u in updates {
             tx.update(u)?;
         }
