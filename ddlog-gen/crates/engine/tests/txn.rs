@@ -1,0 +1,183 @@
+//! Transaction semantics: set semantics, primary keys, atomic failure, errors by kind.
+
+use std::sync::Arc;
+
+use engine::{Engine, Error, Options, Update};
+use rulec::value::{Row, Value};
+
+const PROGRAM: &str = r"
+input relation Kv(k: bit<8>, v: string) primary key (r) r.k
+input relation Tag(t: string)
+output relation Out(k: bit<8>, v: string)
+Out(k, v) :- Kv(k, v).
+output relation Tags(t: string)
+Tags(t) :- Tag(t).
+";
+
+struct Fixture {
+    eng: Engine,
+    kv: usize,
+    tag: usize,
+    out: usize,
+}
+
+fn fixture() -> Fixture {
+    let prog = Arc::new(rulec::compile_source("txn.dl", PROGRAM).unwrap_or_else(|e| panic!("{e}")));
+    let id = |n: &str| prog.relation_id(n).unwrap();
+    let (kv, tag, out) = (id("Kv"), id("Tag"), id("Out"));
+    Fixture {
+        eng: Engine::new(prog, &Options::default()).unwrap(),
+        kv,
+        tag,
+        out,
+    }
+}
+
+fn kv(k: u8, v: &str) -> Row {
+    vec![Value::Bit(u128::from(k)), Value::str(v)]
+}
+
+fn key(k: u8) -> Value {
+    Value::Bit(u128::from(k))
+}
+
+#[test]
+fn engine_is_send_and_sync() {
+    fn check<T: Send + Sync>() {}
+    check::<Engine>();
+}
+
+#[test]
+fn set_semantics_and_cancellation() {
+    let f = fixture();
+    let t = |s: &str| vec![Value::str(s)];
+    let d = f
+        .eng
+        .apply(vec![
+            Update::Insert(f.tag, t("a")),
+            Update::Insert(f.tag, t("a")),
+            Update::Insert(f.tag, t("b")),
+            Update::Delete(f.tag, t("b")),
+            Update::Delete(f.tag, t("zz")),
+        ])
+        .unwrap();
+    assert_eq!(d.values().flatten().count(), 1);
+    assert_eq!(f.eng.dump(f.tag).unwrap(), vec![t("a")]);
+    // Delete then re-insert of a present row: no change at all.
+    let d = f
+        .eng
+        .apply(vec![
+            Update::Delete(f.tag, t("a")),
+            Update::Insert(f.tag, t("a")),
+        ])
+        .unwrap();
+    assert!(d.is_empty());
+    // A transaction of no-ops still commits.
+    let before = f.eng.stats().commits;
+    assert!(f
+        .eng
+        .apply(vec![Update::Insert(f.tag, t("a"))])
+        .unwrap()
+        .is_empty());
+    assert_eq!(f.eng.stats().commits, before + 1);
+}
+
+#[test]
+fn failed_transaction_changes_nothing() {
+    let f = fixture();
+    f.eng
+        .apply(vec![Update::Insert(f.kv, kv(1, "one"))])
+        .unwrap();
+    let err = f
+        .eng
+        .apply(vec![
+            Update::Insert(f.kv, kv(2, "two")),
+            Update::Insert(f.kv, kv(1, "uno")),
+        ])
+        .unwrap_err();
+    assert!(matches!(err, Error::DuplicateKey { .. }), "{err}");
+    assert_eq!(
+        err.to_string(),
+        "duplicate key 1 in relation Kv: Kv{.k = 1, .v = \"one\"} exists"
+    );
+    assert_eq!(f.eng.dump(f.kv).unwrap(), vec![kv(1, "one")]);
+    assert_eq!(f.eng.dump(f.out).unwrap(), vec![kv(1, "one")]);
+    // The key freed earlier in the same transaction can be reused.
+    let d = f
+        .eng
+        .apply(vec![
+            Update::DeleteKey(f.kv, key(1)),
+            Update::Insert(f.kv, kv(1, "uno")),
+        ])
+        .unwrap();
+    assert_eq!(d[&f.out], vec![(kv(1, "one"), -1), (kv(1, "uno"), 1)]);
+}
+
+#[test]
+fn key_updates() {
+    let f = fixture();
+    f.eng
+        .apply(vec![
+            Update::InsertOrUpdate(f.kv, kv(1, "a")),
+            Update::InsertOrUpdate(f.kv, kv(1, "b")),
+        ])
+        .unwrap();
+    assert_eq!(f.eng.dump(f.kv).unwrap(), vec![kv(1, "b")]);
+    f.eng
+        .apply(vec![Update::Modify(
+            f.kv,
+            key(1),
+            vec![(1, Value::str("c"))],
+        )])
+        .unwrap();
+    assert_eq!(f.eng.dump(f.out).unwrap(), vec![kv(1, "c")]);
+    let err = f
+        .eng
+        .apply(vec![Update::Modify(f.kv, key(9), vec![])])
+        .unwrap_err();
+    assert!(matches!(err, Error::UnknownKey { .. }), "{err}");
+    let err = f
+        .eng
+        .apply(vec![Update::DeleteKey(f.tag, Value::str("x"))])
+        .unwrap_err();
+    assert!(matches!(err, Error::NoPrimaryKey { .. }), "{err}");
+    f.eng
+        .apply(vec![
+            Update::Clear(f.kv),
+            Update::Insert(f.kv, kv(5, "e")),
+            Update::Insert(f.tag, vec![Value::str("t")]),
+        ])
+        .unwrap();
+    assert_eq!(f.eng.dump(f.kv).unwrap(), vec![kv(5, "e")]);
+    f.eng.apply(vec![Update::Clear(f.kv)]).unwrap();
+    assert!(f.eng.dump(f.out).unwrap().is_empty());
+}
+
+#[test]
+fn bad_updates_are_errors() {
+    let f = fixture();
+    let err = f
+        .eng
+        .apply(vec![Update::Insert(f.out, kv(1, "x"))])
+        .unwrap_err();
+    assert!(matches!(err, Error::NotInput { .. }), "{err}");
+    let err = f
+        .eng
+        .apply(vec![Update::Insert(f.kv, vec![key(1)])])
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Arity {
+                expected: 2,
+                got: 1,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let err = f.eng.apply(vec![Update::Insert(99, vec![])]).unwrap_err();
+    assert!(matches!(err, Error::UnknownRelation(_)), "{err}");
+    assert!(matches!(f.eng.dump(99), Err(Error::UnknownRelation(_))));
+    assert_eq!(f.eng.stats().commits, 0);
+}
