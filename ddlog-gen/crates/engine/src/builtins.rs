@@ -650,7 +650,14 @@ mod tests {
         assert_eq!(h1, c(Builtin::Hash64, vec![v.clone()]));
         assert_ne!(h1, c(Builtin::Hash64, vec![Value::str("ls0")]));
         // Pinned values: a change here changes every deployed hash.
-        assert_eq!(h1, c(Builtin::Hash64, vec![v.clone()]));
+        assert_eq!(
+            c(Builtin::Hash64, vec![Value::str("42")]),
+            Value::Bit(4_433_682_737_802_393_271)
+        );
+        assert_eq!(
+            c(Builtin::Hash64, vec![Value::str("")]),
+            Value::Bit(11_449_366_065_182_478_886)
+        );
         let Value::Bit(x) = c(Builtin::Hash128, vec![v]) else {
             panic!()
         };

@@ -6,10 +6,17 @@
 //! run on their own threads and are driven over channels; [`Engine`] is `Send + Sync`
 //! and serializes transactions internally.
 //!
-//! Modules: `dataflow` (IR → operators), `eval` (expressions, patterns and built-ins),
-//! `txn` (input sets, primary keys, atomic apply), [`format`] (DDlog's text format for
-//! records), [`script`] (runs `.dat` scripts), [`recorder`] (writes applied transactions
-//! as `.dat`), [`naive`] (a from-scratch reference evaluator for tests and baselines).
+//! Modules: `dataflow` (IR → operators), `worker` (timely threads driven over channels),
+//! [`eval`] (expressions and patterns) with `builtins` (the built-in functions), `body`
+//! (per-row meaning of body items, shared by the dataflow and the naive evaluator), `txn`
+//! (input sets, primary keys, atomic apply), [`format`] (DDlog's text format for records),
+//! [`script`] (runs `.dat` scripts), [`recorder`] (writes applied transactions as `.dat`),
+//! [`naive`] (a from-scratch reference evaluator for tests and baselines).
+//!
+//! A transaction validates and nets its updates against the input sets, sends the net row
+//! changes to the workers as one epoch, and folds the derived relations' changes into
+//! materialized copies (so [`Engine::dump`] works for every relation) while returning
+//! the output relations' delta.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
