@@ -9,7 +9,7 @@
 //! Modules: `dataflow` (IR → operators), `worker` (timely threads driven over channels),
 //! [`eval`] (expressions and patterns) with `builtins` (the built-in functions), `body`
 //! (per-row meaning of body items, shared by the dataflow and the naive evaluator), `txn`
-//! (input sets, primary keys, atomic apply), [`format`] (DDlog's text format for records),
+//! (input sets, primary keys, atomic apply), [`format`](mod@format) (DDlog's text format for records),
 //! [`script`] (runs `.dat` scripts), [`recorder`] (writes applied transactions as `.dat`),
 //! [`naive`] (a from-scratch reference evaluator for tests and baselines).
 //!
