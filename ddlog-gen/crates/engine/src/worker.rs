@@ -155,7 +155,10 @@ impl Drop for Workers {
             let _ = tx.send(Cmd::Stop);
             self.unpark(i);
         }
-        // Joins the worker threads.
-        drop(self.guards.take());
+        // Join the worker threads; a worker that panicked was already reported as
+        // `WorkerGone` and must not turn this drop into a panic.
+        if let Some(guards) = self.guards.take() {
+            let _ = guards.join();
+        }
     }
 }
