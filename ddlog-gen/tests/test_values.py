@@ -191,3 +191,42 @@ def test_struct_value_semantics() -> None:
     with pytest.raises(AttributeError, match="no field 'nope'"):
         _ = a.nope
     assert {a: 1}[b] == 1
+
+
+NESTED = """
+typedef Shape = Circle{r: bit<8>} | Rect{w: bit<8>, h: bit<8>} | Empty
+input relation N(
+    v: Vec<(bit<8>, string)>, s: Set<signed<16>>, m: Map<string, Option<bit<8>>>,
+    o: Option<Shape>, vv: Vec<Set<string>>)
+"""
+
+_NESTED: list[Program] = []
+
+shapes = st.one_of(
+    st.builds(lambda r: Struct("Circle", r=r), st.integers(0, 255)),
+    st.builds(lambda w, h: Struct("Rect", w=w, h=h), st.integers(0, 255), st.integers(0, 255)),
+    st.just(Struct("Empty")),
+)
+
+
+@given(
+    v=st.lists(st.tuples(st.integers(0, 255), st.text(max_size=5)), max_size=4).map(tuple),
+    s=st.frozensets(st.integers(-(2**15), 2**15 - 1), max_size=4),
+    m=st.dictionaries(st.text(max_size=3), st.none() | st.integers(0, 255), max_size=4),
+    o=st.none() | shapes,
+    vv=st.lists(st.frozensets(st.text(max_size=2), max_size=3), max_size=3).map(tuple),
+)
+def test_nested_values_round_trip(
+    v: tuple[tuple[int, str], ...],
+    s: frozenset[int],
+    m: dict[str, int | None],
+    o: Struct | None,
+    vv: tuple[frozenset[str], ...],
+) -> None:
+    if not _NESTED:
+        _NESTED.append(Program.compile(NESTED))
+    prog = _NESTED[0]
+    with prog.transaction() as txn:
+        txn.clear("N")
+        txn.insert("N", (v, s, m, o, vv))
+    assert prog.dump("N") == [(v, s, tuple(sorted(m.items())), o, vv)]
