@@ -21,7 +21,10 @@ use differential_dataflow::trace::implementations::{KeySpine, ValSpine};
 use differential_dataflow::VecCollection;
 use rulec::ir::{BodyItem, Program, RelId, Role, Rule};
 use rulec::value::{Row, Value};
-use timely::dataflow::operators::probe::Handle as ProbeHandle;
+use timely::container::CapacityContainerBuilder;
+use timely::dataflow::channels::pact::Pipeline;
+use timely::dataflow::operators::generic::operator::Operator;
+use timely::dataflow::operators::probe::{Handle as ProbeHandle, Probe};
 use timely::dataflow::Scope;
 use timely::order::Product;
 use timely::progress::Timestamp;
@@ -332,14 +335,23 @@ pub fn build(
         }
     }
     for (rel, c) in derived {
+        // A sink-like operator that moves the rows out (no clone) and outputs nothing; the
+        // probe after it passes an epoch only once it has consumed that epoch's rows.
         let buf = captured.clone();
-        c.inspect_batch(move |_t, data| {
-            let mut buf = buf.borrow_mut();
-            for (row, _, d) in data {
-                buf.push((rel, row.clone(), *d));
-            }
-        })
-        .probe_with(probe);
+        c.inner
+            .unary::<CapacityContainerBuilder<Vec<(Row, u64, isize)>>, _, _, _>(
+                Pipeline,
+                "Capture",
+                move |_capability, _info| {
+                    move |input, _output| {
+                        input.for_each(|_time, data| {
+                            let mut buf = buf.borrow_mut();
+                            buf.extend(data.drain(..).map(|(row, _, d)| (rel, row, d)));
+                        });
+                    }
+                },
+            )
+            .probe_with(probe);
     }
     Built {
         inputs,
