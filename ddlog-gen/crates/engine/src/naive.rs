@@ -1,5 +1,5 @@
 //! A from-scratch reference evaluator of the IR: the oracle for randomized tests and the
-//! baseline for benchmarks. Simple on purpose (semi-naive fixpoints over `BTreeSet`s,
+//! baseline for benchmarks. Simple on purpose (naive fixpoints over `BTreeSet`s,
 //! nested-loop joins); never used on the hot path.
 
 use std::collections::{BTreeMap, BTreeSet};
