@@ -15,7 +15,7 @@ help: ## Show this help
 
 .PHONY: .uv
 .uv: ## Make sure uv is installed (pip-installs it if missing)
-	@command -v $(UV) >/dev/null 2>&1 || python3 -m pip install --quiet uv
+	@$(UV) --version >/dev/null 2>&1 || python3 -m pip install --quiet uv
 
 .PHONY: install
 install: .uv ## Install system packages and the workspace (with the Rust extension, release) into .venv
