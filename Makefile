@@ -25,7 +25,7 @@ install: .uv ## Install system packages and the workspace (with the Rust extensi
 
 .PHONY: build-dev
 build-dev: .uv ## Rebuild the Rust extension in place (release) after editing Rust code
-	$(UV) run --no-sync maturin develop --uv --release -m ddlog-gen/pyproject.toml
+	$(UV) run --no-sync sh -c "cd ddlog-gen && maturin develop --uv --release"
 
 .PHONY: run
 run: install ## Run the example rule program on its script with loom-ddlog and print the result

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType, TracebackType
 from typing import Any, Literal, cast
@@ -20,6 +21,25 @@ Delta = dict[str, list[tuple[int, Row]]]
 
 StrPath = str | os.PathLike[str]
 Role = Literal["input", "output", "internal"]
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Keep Python's cyclic garbage collector from running inside the block.
+
+    A commit hands back one new tuple per changed row; a big delta (a cold load makes
+    hundreds of thousands) would trigger full collections that traverse every object in
+    the process and can find nothing to free, since the new tuples are acyclic. Measured
+    on `loom-ddlog bench`: 0.15 to 0.25 s of a 2 s cold load. The previous state is
+    restored, so an application that disabled the collector keeps it disabled.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 @dataclass(frozen=True)
@@ -249,7 +269,8 @@ class Transaction:
         """
         prog = self._close()
         try:
-            self.delta = prog._engine.apply(self._updates)
+            with _gc_paused():
+                self.delta = prog._engine.apply(self._updates)
         finally:
             self._updates = []
             prog._release()

@@ -4,7 +4,11 @@
 //! stratum is one `iterative` scope with a `Variable` per relation. Atoms are `join_core`s
 //! against arrangements cached per (relation, key columns) and scope; `not` is the
 //! binding collection minus its semijoin with the negated relation's key set; `group_by`
-//! is a `reduce`; every derived relation ends in `distinct` (set semantics).
+//! is a `reduce`. Every derived relation that some rule reads ends in `distinct` (set
+//! semantics). A *sink* — an output relation of a non-recursive stratum that no rule reads
+//! — skips that `distinct`: it would arrange every row of the relation (the biggest ones,
+//! the flows, are sinks) only to hand the engine what it can count more cheaply itself, so
+//! a sink's changes are multiplicities that [`crate::Engine`] turns into set changes.
 
 use std::cell::RefCell;
 use std::collections::{BTreeSet, HashMap};
@@ -209,15 +213,35 @@ impl<'s, T: Timestamp + Lattice + Ord> Ctx<'s, T> {
         cur
     }
 
-    /// The distinct union of the given rules' heads.
-    fn derive(&mut self, rules: &[usize]) -> Coll<'s, T> {
+    /// The union of the given rules' heads: distinct, or with multiplicities for a sink.
+    fn derive(&mut self, rules: &[usize], sink: bool) -> Coll<'s, T> {
         let prog = self.prog.clone();
         let parts: Vec<Coll<'s, T>> = rules.iter().map(|r| self.rule(&prog.rules[*r])).collect();
         if parts.is_empty() {
             return self.unit.clone().filter(|_| false);
         }
-        concatenate(self.scope, parts).distinct()
+        let all = concatenate(self.scope, parts);
+        if sink {
+            all
+        } else {
+            all.distinct()
+        }
     }
+}
+
+/// Per relation: is it a sink — derived in a non-recursive stratum and read by no rule?
+/// Its changes leave the dataflow as multiplicities (counts of derivations), not as set
+/// changes.
+fn sinks(prog: &Program) -> Vec<bool> {
+    let all: Vec<usize> = (0..prog.rules.len()).collect();
+    let read = body_relations(prog, &all);
+    let mut out = vec![false; prog.relations.len()];
+    for stratum in prog.strata.iter().filter(|s| !s.recursive) {
+        for rel in &stratum.relations {
+            out[*rel] = !read.contains(rel);
+        }
+    }
+    out
 }
 
 /// Relations read by a set of rules.
@@ -260,6 +284,7 @@ pub fn build(
             ctx.rels.insert(id, coll);
         }
     }
+    let sinks = sinks(prog);
     let mut derived: Vec<(RelId, Coll<'_, u64>)> = Vec::new();
     for stratum in &prog.strata {
         if stratum.recursive {
@@ -297,7 +322,7 @@ pub fn build(
                         .copied()
                         .filter(|r| prog.rules[*r].head == rel)
                         .collect();
-                    let next = ictx.derive(&rules);
+                    let next = ictx.derive(&rules, false);
                     var.set(next.clone());
                     out.push((rel, next.leave(scope)));
                 }
@@ -328,7 +353,7 @@ pub fn build(
                     })
                     .unwrap_or(0);
                 let rel = pending.remove(ready);
-                let c = ctx.derive(&rules_of(rel));
+                let c = ctx.derive(&rules_of(rel), sinks[rel]);
                 ctx.rels.insert(rel, c.clone());
                 derived.push((rel, c));
             }

@@ -41,7 +41,8 @@ pub use error::Error;
 use rulec::ir::{Program, RelId, Role};
 pub use rulec::script::Update;
 use rulec::value::Row;
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashMap;
+use std::collections::hash_map::Entry;
 
 /// The changes of one commit: for each relation that changed, its rows with `+1`
 /// (inserted) or `-1` (deleted), sorted by row. A row appears at most once.
@@ -73,8 +74,8 @@ pub struct Stats {
 pub struct Engine {
     program: Arc<Program>,
     errors: Arc<AtomicU64>,
-    /// Per relation: derived in a recursive stratum.
-    recursive: Vec<bool>,
+    /// Per relation: is it an output relation (its changes go into the delta)?
+    output: Vec<bool>,
     state: Mutex<State>,
 }
 
@@ -82,8 +83,10 @@ pub struct Engine {
 struct State {
     workers: worker::Workers,
     inputs: txn::Inputs,
-    /// Current contents of every derived relation (empty sets for inputs).
-    derived: Vec<FxHashSet<Row>>,
+    /// Current contents of every derived relation with each row's multiplicity: 1 for
+    /// relations that end in `distinct`, the number of derivations for sinks (empty for
+    /// inputs). A row is in the relation while its count is positive.
+    derived: Vec<FxHashMap<Row, isize>>,
     recorder: Option<Box<dyn Write + Send>>,
     commits: u64,
 }
@@ -96,20 +99,19 @@ impl Engine {
         let state = State {
             workers,
             inputs: txn::Inputs::new(&program),
-            derived: vec![FxHashSet::default(); program.relations.len()],
+            derived: vec![FxHashMap::default(); program.relations.len()],
             recorder: None,
             commits: 0,
         };
-        let mut recursive = vec![false; program.relations.len()];
-        for s in program.strata.iter().filter(|s| s.recursive) {
-            for r in &s.relations {
-                recursive[*r] = true;
-            }
-        }
+        let output = program
+            .relations
+            .iter()
+            .map(|r| r.role == Role::Output)
+            .collect();
         Ok(Engine {
             program,
             errors,
-            recursive,
+            output,
             state: Mutex::new(state),
         })
     }
@@ -149,61 +151,74 @@ impl Engine {
     }
 
     /// Fold one commit's derived changes into the materialized relations and return the
-    /// output delta. Relations of non-recursive strata end in `distinct`, whose output has
-    /// each row at most once per commit, so their changes apply directly; relations of
-    /// recursive strata collect contributions from several iterations and are netted first.
+    /// output delta.
+    ///
+    /// Every change adds its weight to its row's count, in arrival order and in one pass: a
+    /// row is in its relation while its count is positive. The changes of one commit are
+    /// not consolidated — a sink's are multiplicities, a recursive stratum's come from
+    /// several iterations, and any stream may carry a row's `+1` after its `-1` — so a
+    /// count may cross zero several times, even dip below it, within a commit. Each
+    /// crossing is recorded (`+1` upwards, `-1` downwards); crossings of one row
+    /// alternate, so their sum is the row's net change, which sorting the delta brings
+    /// together.
     fn absorb(&self, st: &mut State, changes: worker::Changes) -> Delta {
         let n = self.program.relations.len();
+        // Size every map once: growing a map of rows re-hashes every row in it.
         let mut added = vec![0usize; n];
         for (rel, _, d) in &changes {
             if *d > 0 {
                 added[*rel] += 1;
             }
         }
-        for (set, extra) in st.derived.iter_mut().zip(&added) {
-            set.reserve(*extra);
+        for (counts, extra) in st.derived.iter_mut().zip(&added) {
+            counts.reserve(*extra);
         }
-        let mut net: Vec<FxHashMap<Row, isize>> = vec![FxHashMap::default(); n];
         let mut out: Vec<Vec<(Row, isize)>> = vec![Vec::new(); n];
-        let mut apply = |rel: RelId, row: Row, d: isize, set: &mut FxHashSet<Row>| {
-            let output = self.program.relations[rel].role == Role::Output;
-            if d > 0 {
-                if output {
-                    set.insert(row.clone());
-                    out[rel].push((row, 1));
-                } else {
-                    set.insert(row);
-                }
-            } else {
-                set.remove(&row);
-                if output {
-                    out[rel].push((row, -1));
-                }
-            }
-        };
         for (rel, row, d) in changes {
-            if self.recursive[rel] {
-                *net[rel].entry(row).or_insert(0) += d;
-            } else if d != 0 {
-                debug_assert!(d == 1 || d == -1, "distinct emits +1/-1");
-                apply(rel, row, d, &mut st.derived[rel]);
-            }
-        }
-        for (rel, rows) in net.into_iter().enumerate() {
-            for (row, d) in rows {
-                if d != 0 {
-                    apply(rel, row, d, &mut st.derived[rel]);
+            let output = self.output[rel];
+            match st.derived[rel].entry(row) {
+                Entry::Vacant(e) => {
+                    if d > 0 && output {
+                        out[rel].push((e.key().clone(), 1));
+                    }
+                    if d != 0 {
+                        e.insert(d);
+                    }
+                }
+                Entry::Occupied(mut e) => {
+                    let before = *e.get();
+                    let after = before + d;
+                    if after == 0 {
+                        let (row, _) = e.remove_entry();
+                        if before > 0 && output {
+                            out[rel].push((row, -1));
+                        }
+                    } else {
+                        *e.get_mut() = after;
+                        if output && (before > 0) != (after > 0) {
+                            out[rel].push((e.key().clone(), if after > 0 { 1 } else { -1 }));
+                        }
+                    }
                 }
             }
         }
         let mut delta = Delta::new();
-        for (rel, rows) in out.into_iter().enumerate() {
-            if !rows.is_empty() {
-                delta.insert(rel, rows);
+        for (rel, mut rows) in out.into_iter().enumerate() {
+            // Bring each row's crossings together and sum them. Most rows cross once, and
+            // an unstable sort is the cheaper one; the sums don't depend on the order.
+            rows.sort_unstable();
+            let mut net: Vec<(Row, isize)> = Vec::with_capacity(rows.len());
+            for (row, d) in rows {
+                match net.last_mut() {
+                    Some((last, sum)) if *last == row => *sum += d,
+                    _ => net.push((row, d)),
+                }
             }
-        }
-        for rows in delta.values_mut() {
-            rows.sort();
+            net.retain(|(_, d)| *d != 0);
+            debug_assert!(net.iter().all(|(_, d)| d.abs() == 1), "crossings alternate");
+            if !net.is_empty() {
+                delta.insert(rel, net);
+            }
         }
         delta
     }
@@ -220,7 +235,7 @@ impl Engine {
                 .map(|s| s.iter().cloned().collect())
                 .unwrap_or_default()
         } else {
-            st.derived[rel].iter().cloned().collect()
+            st.derived[rel].keys().cloned().collect()
         };
         rows.sort();
         Ok(rows)
