@@ -508,6 +508,8 @@ _COMPILE_ERRORS: list[tuple[str, type[ConformanceError], str]] = [
     ("in a negated atom", SafetyViolationError, "unsafe_negation"),
     ("is not allowed in a rule head", SafetyViolationError, "safety_violations"),
     ("unbound variable", SafetyViolationError, "unbound_variable"),
+    # "relation `r` has 2 columns, but 1 argument is given" / "but 3 arguments are given".
+    ("argument is given", ArityError, "arity_mismatch"),
     ("arguments are given", ArityError, "arity_mismatch"),
 ]
 
