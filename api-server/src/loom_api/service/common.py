@@ -1,0 +1,67 @@
+"""Pieces every resource shares: the base request model, tenant ownership, common columns."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from loom_api import errors
+from loom_api.service.crud import Caller
+from loom_api.service.types import Name, Tags, Tenant
+
+#: Tenant given to objects the admin creates without naming one.
+ADMIN_TENANT = "admin"
+
+
+class Body(BaseModel):
+    """Base of request models: unknown fields are errors, strings are not coerced."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class Owned(Body):
+    """Fields of tenant-owned objects."""
+
+    tenant: Tenant | None = None
+    name: Name = ""
+    tags: Tags = Field(default_factory=list)
+
+
+def owner(caller: Caller, requested: str | None, row: Any | None) -> str:
+    """Return the tenant that owns the object being written.
+
+    The admin may name any tenant; a tenant token writes only its own. On replace, the
+    tenant is fixed.
+
+    Raises:
+        errors.Forbidden: a tenant token names another tenant.
+        errors.ValidationFailed: a replace changes the tenant.
+    """
+    if row is not None:
+        if requested is not None and requested != row.tenant:
+            raise errors.ValidationFailed(field="tenant", detail="tenant cannot be changed")
+        return str(row.tenant)
+    if caller.is_admin:
+        return requested or ADMIN_TENANT
+    if requested is not None and requested != caller.tenant:
+        raise errors.Forbidden(
+            field="tenant", detail="a tenant token cannot act for another tenant"
+        )
+    return str(caller.tenant)
+
+
+def owned_columns(caller: Caller, body: Owned, row: Any | None) -> dict[str, Any]:
+    """Return the `tenant`, `name` and `tags` columns of an `Owned` body."""
+    return {"tenant": owner(caller, body.tenant, row), "name": body.name, "tags": list(body.tags)}
+
+
+def owned_api(row: Any) -> dict[str, Any]:
+    """Return `id`, `revision`, `tenant`, `name` and `tags` of a tenant-owned row."""
+    return {
+        "id": str(row.uuid),
+        "revision": row.revision,
+        "tenant": row.tenant,
+        "name": row.name,
+        "tags": sorted(row.tags),
+    }

@@ -1,0 +1,117 @@
+"""Transport nodes: hypervisors, gateways and service nodes, identified by OVS `system-id`."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, StringConstraints
+
+from loom_api import errors
+from loom_api.service.common import Body
+from loom_api.service.crud import Caller, Resource, describe, reference
+from loom_api.service.types import IpAddress, Name, Tags, Uuid
+from loom_api.service.zones import TransportZones
+from loom_api.store import ReadView, WriteView
+
+
+class TunnelEndpoint(Body):
+    """Where the node terminates tunnels of one encapsulation."""
+
+    encap: Literal["geneve", "vxlan", "stt"] = "geneve"
+    ip: IpAddress
+
+
+class TransportNodeBody(Body):
+    """A transport node."""
+
+    name: Name
+    description: str = ""
+    node_type: Literal["hypervisor", "gateway", "service-node"]
+    system_id: Annotated[str, StringConstraints(min_length=1, max_length=255)]
+    transport_zone_ids: list[Uuid] = Field(default_factory=list)
+    tunnel_endpoints: list[TunnelEndpoint] = Field(default_factory=list)
+    tags: Tags = Field(default_factory=list)
+
+
+def node_status(row: Any) -> dict[str, Any]:
+    """Return a node's status as physical controllers report it; disconnected until then."""
+    status = row.status
+    return {
+        "connected": status.get("connected") == "true",
+        "controller": status.get("controller"),
+        "realized_generation": int(status.get("realized_generation", "0") or 0),
+        "message": status.get("message"),
+    }
+
+
+class TransportNodes(Resource):
+    """`/api/v1/transport-nodes` (admin only: tenants never see the physical network)."""
+
+    kind = "transport node"
+    table = "Transport_Node"
+    model = TransportNodeBody
+    read_only = frozenset({"id", "revision", "status"})
+    tenant_owned = False
+    admin_writes_only = True
+    tenant_readable = False
+
+    def to_api(self, view: ReadView, row: Any) -> dict[str, Any]:
+        """Return the node's representation with its status."""
+        return {
+            "id": str(row.uuid),
+            "revision": row.revision,
+            "name": row.name,
+            "description": row.description,
+            "node_type": row.node_type,
+            "system_id": row.system_id,
+            "transport_zone_ids": sorted(str(z.uuid) for z in row.transport_zones),
+            "tunnel_endpoints": [
+                {"encap": ep.encap, "ip": ep.ip}
+                for ep in sorted(row.tunnel_endpoints, key=lambda e: (e.encap, e.ip))
+            ],
+            "tags": sorted(row.tags),
+            "status": node_status(row),
+        }
+
+    def columns(
+        self, view: WriteView, caller: Caller, body: Any, parent: Any, row: Any | None
+    ) -> dict[str, Any]:
+        """Check name and system-id are unique; write the endpoints as new child rows."""
+        for other in view.rows(self.table):
+            if row is not None and other.uuid == row.uuid:
+                continue
+            if other.name == body.name:
+                raise errors.Conflict(field="name", detail=f"transport node {body.name!r} exists")
+            if other.system_id == body.system_id:
+                raise errors.Conflict(
+                    field="system_id",
+                    detail=f"system_id {body.system_id!r} belongs to transport node {other.uuid}",
+                )
+        seen = set()
+        for ep in body.tunnel_endpoints:
+            if ep.encap in seen:
+                raise errors.ValidationFailed(
+                    field="tunnel_endpoints", detail=f"two {ep.encap} endpoints"
+                )
+            seen.add(ep.encap)
+        zones = [
+            reference(view, TransportZones, caller, ident, "transport_zone_ids")
+            for ident in body.transport_zone_ids
+        ]
+        endpoints = [
+            view.insert("Tunnel_Endpoint", encap=ep.encap, ip=ep.ip) for ep in body.tunnel_endpoints
+        ]
+        return {
+            "name": body.name,
+            "description": body.description,
+            "node_type": body.node_type,
+            "system_id": body.system_id,
+            "transport_zones": zones,
+            "tunnel_endpoints": endpoints,
+            "tags": list(body.tags),
+        }
+
+    def users(self, view: ReadView, row: Any) -> list[str]:
+        """Gateway services using the node block its deletion."""
+        services = [g for g in view.rows("Gateway_Service") if row in g.gateway_nodes]
+        return describe("gateway service", services)

@@ -1,0 +1,1 @@
+"""Flask blueprints: thin views that parse HTTP and call the service layer."""

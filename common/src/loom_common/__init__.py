@@ -1,0 +1,1 @@
+"""Shared pieces of Loom's daemons: process supervision, ovsdb-server deployment, the `loom` CLI."""

@@ -1,0 +1,14 @@
+"""Every released schema version and its checksum; a changed schema needs a new line here.
+
+`tests/test_cksum.py` fails when a schema's content changed (its checksum differs) while its
+version stayed the same: bump `version` in the `.ovsschema`, update its `cksum`, and add the
+pair below. Old lines stay — they are the history upgrades are checked against.
+"""
+
+from __future__ import annotations
+
+RELEASED: dict[str, dict[str, str]] = {
+    "Loom_Config": {
+        "1.0.0": "13753675 13518",
+    },
+}
