@@ -1,0 +1,113 @@
+"""Fixtures for API tests: a Store on a real ovsdb-server, the app, clients per token.
+
+`config_db` (a standalone Loom_Config ovsdb-server, stopped at teardown) comes from the
+`loom_common.testing` pytest plugin that the root `conftest.py` loads.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from flask import Flask
+from flask.testing import FlaskClient
+from waitress.server import create_server
+from werkzeug.test import TestResponse
+
+from loom_api import create_app
+from loom_api.auth import Tokens
+from loom_api.store import Store
+from loom_schemas import CONFIG_SCHEMA, schema_path
+
+ADMIN_TOKEN = "admin-secret"
+TENANT_TOKENS = {"token-a": "tenant-a", "token-b": "tenant-b"}
+TOKEN_OF = {"tenant-a": "token-a", "tenant-b": "token-b"}
+
+
+class ApiClient:
+    """A Flask test client that sends one bearer token and JSON bodies."""
+
+    def __init__(self, client: FlaskClient, token: str | None) -> None:
+        self.client = client
+        self.token = token
+
+    def _headers(self, headers: dict[str, str] | None) -> dict[str, str]:
+        out = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        out.update(headers or {})
+        return out
+
+    def get(self, path: str, **kw: Any) -> TestResponse:
+        return self.client.get(path, headers=self._headers(kw.pop("headers", None)), **kw)
+
+    def post(self, path: str, body: Any = None, **kw: Any) -> TestResponse:
+        return self.client.post(path, json=body, headers=self._headers(kw.pop("headers", None)), **kw)
+
+    def put(self, path: str, body: Any = None, **kw: Any) -> TestResponse:
+        return self.client.put(path, json=body, headers=self._headers(kw.pop("headers", None)), **kw)
+
+    def patch(self, path: str, body: Any = None, **kw: Any) -> TestResponse:
+        return self.client.patch(path, json=body, headers=self._headers(kw.pop("headers", None)), **kw)
+
+    def delete(self, path: str, **kw: Any) -> TestResponse:
+        return self.client.delete(path, headers=self._headers(kw.pop("headers", None)), **kw)
+
+    def create(self, path: str, body: Any) -> dict[str, Any]:
+        """POST `body` and return the created object, failing the test on any other status."""
+        response = self.post(path, body)
+        assert response.status_code == 201, response.get_json()
+        result: dict[str, Any] = response.get_json()
+        return result
+
+
+@pytest.fixture
+def store(config_db: Any) -> Iterator[Store]:
+    """A started Store on the test's ovsdb-server."""
+    s = Store(config_db.remote, str(schema_path(CONFIG_SCHEMA)), reconnect_grace=0.5, timeout=5.0)
+    s.start()
+    assert s.wait_connected(10.0), "the store did not connect to ovsdb-server"
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def app(store: Store) -> Flask:
+    """The API app on `store`, with the test tokens."""
+    return create_app(store, Tokens(admin=ADMIN_TOKEN, tenants=TENANT_TOKENS))
+
+
+@pytest.fixture
+def admin(app: Flask) -> ApiClient:
+    """A client with the admin token."""
+    return ApiClient(app.test_client(), ADMIN_TOKEN)
+
+
+@pytest.fixture
+def tenant_a(app: Flask) -> ApiClient:
+    """A client with tenant-a's token."""
+    return ApiClient(app.test_client(), "token-a")
+
+
+@pytest.fixture
+def tenant_b(app: Flask) -> ApiClient:
+    """A client with tenant-b's token."""
+    return ApiClient(app.test_client(), "token-b")
+
+
+@pytest.fixture
+def anonymous(app: Flask) -> ApiClient:
+    """A client with no token."""
+    return ApiClient(app.test_client(), None)
+
+
+@pytest.fixture
+def live_api(app: Flask) -> Iterator[str]:
+    """The app served by waitress on a free loopback port; yields its base URL."""
+    server = create_server(app, host="127.0.0.1", port=0, threads=8)
+    port = server.socket.getsockname()[1]  # type: ignore[attr-defined]
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{port}"
+    server.close()
+    thread.join(timeout=5)
