@@ -38,20 +38,26 @@ class ApiClient:
         out.update(headers or {})
         return out
 
+    def _send(self, method: str, path: str, body: Any, kw: dict[str, Any]) -> TestResponse:
+        headers = self._headers(kw.pop("headers", None))
+        if body is not None:
+            kw["json"] = body
+        return self.client.open(path, method=method, headers=headers, **kw)
+
     def get(self, path: str, **kw: Any) -> TestResponse:
-        return self.client.get(path, headers=self._headers(kw.pop("headers", None)), **kw)
+        return self._send("GET", path, None, kw)
 
     def post(self, path: str, body: Any = None, **kw: Any) -> TestResponse:
-        return self.client.post(path, json=body, headers=self._headers(kw.pop("headers", None)), **kw)
+        return self._send("POST", path, body, kw)
 
     def put(self, path: str, body: Any = None, **kw: Any) -> TestResponse:
-        return self.client.put(path, json=body, headers=self._headers(kw.pop("headers", None)), **kw)
+        return self._send("PUT", path, body, kw)
 
     def patch(self, path: str, body: Any = None, **kw: Any) -> TestResponse:
-        return self.client.patch(path, json=body, headers=self._headers(kw.pop("headers", None)), **kw)
+        return self._send("PATCH", path, body, kw)
 
     def delete(self, path: str, **kw: Any) -> TestResponse:
-        return self.client.delete(path, headers=self._headers(kw.pop("headers", None)), **kw)
+        return self._send("DELETE", path, None, kw)
 
     def create(self, path: str, body: Any) -> dict[str, Any]:
         """POST `body` and return the created object, failing the test on any other status."""

@@ -48,6 +48,17 @@ T = TypeVar("T")
 
 GLOBAL_TABLE = "Loom_Global"
 
+#: (table, column) pairs of child -> parent references that never change after insert, kept
+#: in python-ovs custom indexes so "the ports of this switch" costs O(ports on the switch),
+#: not a scan of every port. (The IDL updates these indexes on insert and delete only, so
+#: only immutable columns may be indexed.)
+PARENT_INDEXES: tuple[tuple[str, str], ...] = (
+    ("Logical_Switch_Port", "logical_switch"),
+    ("Logical_Router_Port", "logical_router"),
+    ("Static_Route", "logical_router"),
+    ("Subnet", "logical_switch"),
+)
+
 #: Transaction errors from ovsdb-server that are about the data, not the connection.
 _CONSTRAINT = "constraint violation"
 _REFERENTIAL = "referential integrity violation"
@@ -66,6 +77,14 @@ class ReadView:
     def get(self, table: str, uuid: Any) -> Any | None:
         """Return the row of `table` with `uuid` (a `uuid.UUID`), or None."""
         return self._idl.tables[table].rows.get(uuid)
+
+    def children(self, table: str, column: str, parent: Any) -> list[Any]:
+        """Return the rows of `table` whose `column` references `parent` (an indexed pair).
+
+        Rows inserted by the current transaction are not included.
+        """
+        entry = self._idl.tables[table].rows.IndexEntry(**{column: parent})
+        return list(self._idl.index_equal(table, f"by_{column}", entry))
 
     def count(self, table: str) -> int:
         """Return the number of rows in `table`."""
@@ -181,6 +200,9 @@ class Store:
         helper = ovs.db.idl.SchemaHelper(location=schema_path)
         helper.register_all()
         self._idl = ovs.db.idl.Idl(remote, helper, leader_only=True)
+        for table, column in PARENT_INDEXES:
+            index = self._idl.index_create(table, f"by_{column}")
+            index.add_column(column, key=lambda entry, c=column: getattr(entry, c).uuid)
         self._remote = remote
         self._timeout = timeout
         self._grace = reconnect_grace

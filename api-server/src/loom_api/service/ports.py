@@ -198,10 +198,8 @@ class LogicalSwitchPorts(Resource):
         view: ReadView, switch: Any, row: Any | None, mac: str, ips: list[str]
     ) -> None:
         wanted = set(ips)
-        for other in view.rows("Logical_Switch_Port"):
-            if other.logical_switch.uuid != switch.uuid or (
-                row is not None and other.uuid == row.uuid
-            ):
+        for other in view.children("Logical_Switch_Port", "logical_switch", switch):
+            if row is not None and other.uuid == row.uuid:
                 continue
             if other.mac == mac:
                 raise errors.Conflict(
@@ -216,18 +214,19 @@ class LogicalSwitchPorts(Resource):
 
     def on_create(self, view: WriteView, row: Any, parent: Any) -> None:
         """Allocate the port key within its switch."""
-        used = (
-            p.port_key
-            for p in view.rows(self.table)
-            if p.logical_switch.uuid == parent.uuid and p.uuid != row.uuid
-        )
-        row.port_key = keys.allocate(used, *PORT_KEYS, "port key on this switch")
+        row.port_key = allocate_port_key(view, parent)
 
     def users(self, view: ReadView, row: Any) -> list[str]:
         """Floating IPs pointing at the port, and its router port, block its deletion."""
         nats = [n for n in view.rows("NAT_Rule") if row in n.logical_port]
         owners = [first(row.router_port)] if row.router_port else []
         return describe("NAT rule", nats) + describe("logical router port", owners)
+
+
+def allocate_port_key(view: ReadView, switch: Any) -> int:
+    """Return a free port key on `switch` (for a port inserted in the current transaction)."""
+    used = (p.port_key for p in view.children("Logical_Switch_Port", "logical_switch", switch))
+    return keys.allocate(used, *PORT_KEYS, "port key on this switch")
 
 
 def port_status(view: ReadView, row: Any) -> dict[str, Any]:

@@ -65,11 +65,11 @@ class LogicalSwitches(Resource):
         """Ports, subnets and router ports on the switch block its deletion."""
         ports = [
             p
-            for p in view.rows("Logical_Switch_Port")
-            if p.logical_switch.uuid == row.uuid and not first(p.router_port)
+            for p in view.children("Logical_Switch_Port", "logical_switch", row)
+            if not first(p.router_port)
         ]
         router_ports = [p for p in view.rows("Logical_Router_Port") if p.logical_switch == row]
-        subnets = [s for s in view.rows("Subnet") if s.logical_switch == row]
+        subnets = view.children("Subnet", "logical_switch", row)
         return (
             describe("logical switch port", ports)
             + describe("logical router port", router_ports)
