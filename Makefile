@@ -32,6 +32,11 @@ run: install ## Run the example rule program on its script with loom-ddlog and p
 	@echo "== $(EXAMPLE).dl  <  $(EXAMPLE).dat"
 	$(VENV)/bin/loom-ddlog run $(EXAMPLE).dl < $(EXAMPLE).dat
 
+.PHONY: openapi
+openapi: ## Regenerate schemas/api/openapi.json from the API's collections and models
+	$(VENV)/bin/python -m loom_api.openapi > schemas/api/openapi.json.tmp
+	mv schemas/api/openapi.json.tmp schemas/api/openapi.json
+
 .PHONY: format
 format: ## Format Python and Rust code
 	$(UV) run --no-sync ruff check --fix .
