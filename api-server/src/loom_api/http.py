@@ -50,9 +50,31 @@ def json_body() -> Any:
     if not raw.strip():
         raise errors.MalformedJson(detail="the body is empty")
     try:
-        return json.loads(raw)
+        body = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise errors.MalformedJson(detail=str(exc)) from None
+    _reject_nul(body, "")
+    return body
+
+
+def _reject_nul(value: Any, path: str) -> None:
+    """Refuse NUL characters anywhere in a body: OVSDB strings cannot hold them.
+
+    Raises:
+        errors.ValidationFailed: naming the field whose key or value holds one.
+    """
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise errors.ValidationFailed(
+                field=path or None, detail=f"{path or 'the body'}: strings cannot contain NUL"
+            )
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _reject_nul(key, path)
+            _reject_nul(item, f"{path}.{key}" if path else str(key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _reject_nul(item, f"{path}.{index}" if path else str(index))
 
 
 def wait_seconds() -> float | None:
