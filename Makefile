@@ -34,7 +34,8 @@ run: install ## Run the example rule program on its script with loom-ddlog and p
 
 .PHONY: openapi
 openapi: ## Regenerate schemas/api/openapi.json from the API's collections and models
-	$(VENV)/bin/python -m loom_api.openapi > schemas/api/openapi.json.tmp
+	$(VENV)/bin/python -m loom_api.openapi > schemas/api/openapi.json.tmp \
+		|| { rm -f schemas/api/openapi.json.tmp; exit 1; }
 	mv schemas/api/openapi.json.tmp schemas/api/openapi.json
 
 .PHONY: format

@@ -540,6 +540,31 @@ def _without_default(schema: JsonDict) -> JsonDict:
     return {k: v for k, v in schema.items() if k != "default"}
 
 
+def _add_links(parts: list[_Collection], paths: dict[str, JsonDict]) -> None:
+    """Link each create to what its new object's id opens: the object, its child collections."""
+    for part in parts:
+        created = paths[part.path]["post"]["responses"]["201"]
+        links = created.setdefault("links", {})
+        carried = {p["name"]: f"$request.path.{p['name']}" for p in part.parent_params}
+        for verb in ("get", "replace", "patch", "delete"):
+            links[f"{verb}_{part.snake}"] = {
+                "operationId": f"{verb}_{part.snake}",
+                "parameters": {**carried, "id": "$response.body#/id"},
+                "description": f"The new {part.kind}.",
+            }
+        for child in parts:
+            parent = child.resource.parent
+            if parent is None or not isinstance(part.resource, parent):
+                continue
+            for param in child.parent_params:
+                for verb, name in (("list", f"{child.snake}s"), ("create", child.snake)):
+                    links[f"{verb}_{name}"] = {
+                        "operationId": f"{verb}_{name}",
+                        "parameters": {param["name"]: "$response.body#/id"},
+                        "description": f"The {child.kind}s of the new {part.kind}.",
+                    }
+
+
 # ---- the status endpoints --------------------------------------------------------------------
 
 
@@ -676,6 +701,7 @@ def build(collections: list[tuple[str, crud.Resource]] | None = None) -> JsonDic
     names, schemas = _request_schemas([resource.model for _, resource in collections])
     paths: dict[str, JsonDict] = {}
     tags: list[JsonDict] = []
+    parts: list[_Collection] = []
     for (flask_path, resource), request_name in zip(collections, names, strict=True):
         part = _Collection(flask_path, resource, schemas[request_name])
         for name, schema in part.schemas().items():
@@ -683,8 +709,10 @@ def build(collections: list[tuple[str, crud.Resource]] | None = None) -> JsonDic
                 raise ValueError(f"two OpenAPI schemas named {name!r}")
             schemas[name] = schema
         paths.update(part.paths(request_name))
+        parts.append(part)
         if part.tag not in (t["name"] for t in tags):
             tags.append({"name": part.tag, "description": type(resource).__doc__ or ""})
+    _add_links(parts, paths)
     paths.update(_status_paths())
     schemas["Error"] = ERROR_SCHEMA
     tags.append({"name": "Status", "description": "Health, status and realization."})
