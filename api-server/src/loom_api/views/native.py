@@ -57,6 +57,7 @@ def _register(path: str, resource: crud.Resource) -> None:
                 cursor=request.args.get("cursor"),
             )
             return jsonify({"items": page.items, "next_cursor": page.next_cursor})
+        http.wait_seconds()  # a bad header is refused before anything is written
         result = crud.create(http.store(), resource, caller, http.json_body(), parent_id=parent_id)
         assert result.item is not None
         location = url_for(
@@ -69,6 +70,7 @@ def _register(path: str, resource: crud.Resource) -> None:
         store = http.store()
         if request.method == "GET":
             return http.item(crud.get_one(store, resource, caller, ident, parent_id=parent_id))
+        http.wait_seconds()  # a bad header is refused before anything is written
         if_match = request.headers.get("If-Match")
         if request.method == "DELETE":
             result = crud.delete(
