@@ -12,7 +12,10 @@ from flask import Blueprint, Response, jsonify, request, url_for
 
 from loom_api import errors, http
 from loom_api.service import crud
+from loom_api.service.gateways import GatewayServices
+from loom_api.service.nodes import TransportNodes
 from loom_api.service.ports import LogicalSwitchPorts
+from loom_api.service.profiles import SecurityProfiles
 from loom_api.service.qos import QosQueues
 from loom_api.service.switches import LogicalSwitches
 from loom_api.service.zones import TransportZones
@@ -22,8 +25,11 @@ bp = Blueprint("native", __name__)
 #: (URL of the collection, resource). `<parent_id>` marks nested collections.
 COLLECTIONS: list[tuple[str, crud.Resource]] = [
     ("/transport-zones", TransportZones()),
+    ("/transport-nodes", TransportNodes()),
     ("/logical-switches", LogicalSwitches()),
     ("/logical-switches/<parent_id>/ports", LogicalSwitchPorts()),
+    ("/security-profiles", SecurityProfiles()),
+    ("/gateway-services", GatewayServices()),
     ("/qos-queues", QosQueues()),
 ]
 
