@@ -227,13 +227,35 @@ def validate(resource: Resource, data: Mapping[str, Any]) -> Any:
         return resource.model.model_validate(dict(data))
     except pydantic.ValidationError as exc:
         err = exc.errors(include_url=False)[0]
-        field = ".".join(str(part) for part in err["loc"]) or None
+        field = _field_path(err["loc"], data) or None
         if err["type"] == "extra_forbidden":
             raise errors.UnknownField(field=field, name=field) from None
         if err["type"] == "missing":
             raise errors.ValidationFailed(field=field, detail=f"{field} is required") from None
         message = str(err["msg"]).removeprefix("Value error, ")
         raise errors.ValidationFailed(field=field, detail=f"{field}: {message}") from None
+
+
+def _field_path(loc: tuple[int | str, ...], data: Any) -> str:
+    """Return the dotted request field of a pydantic error location.
+
+    pydantic puts the tag of a discriminated union into the location
+    (`attachment.l2-gateway.vlan`); the client's field is `attachment.vlan`, so a location
+    part that names nothing in the body, and is not the last part, is left out.
+    """
+    parts: list[str] = []
+    node = data
+    for i, part in enumerate(loc):
+        if isinstance(node, dict) and part not in node and i < len(loc) - 1:
+            continue
+        parts.append(str(part))
+        if isinstance(node, dict):
+            node = node.get(part)
+        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+            node = node[part]
+        else:
+            node = None
+    return ".".join(parts)
 
 
 def _require_object(data: Any) -> dict[str, Any]:
