@@ -60,6 +60,7 @@ lint: lint-python lint-rust ## Lint everything
 .PHONY: typecheck
 typecheck: ## mypy (strict) and stubtest of the native module
 	$(UV) run --no-sync mypy
+	$(UV) run --no-sync mypy api-server/tests
 	$(UV) run --no-sync python -m mypy.stubtest loom_ddlog._native
 
 .PHONY: test-rust

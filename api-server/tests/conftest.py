@@ -111,7 +111,7 @@ def anonymous(app: Flask) -> ApiClient:
 def live_api(app: Flask) -> Iterator[str]:
     """The app served by waitress on a free loopback port; yields its base URL."""
     server = create_server(app, host="127.0.0.1", port=0, threads=8)
-    port = server.socket.getsockname()[1]  # type: ignore[attr-defined]
+    port = server.socket.getsockname()[1]  # type: ignore[union-attr]
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{port}"

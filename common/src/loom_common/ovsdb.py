@@ -1,0 +1,281 @@
+"""Deploying ovsdb-server for one of Loom's databases: standalone, or a 3-member RAFT cluster.
+
+`OvsdbServer` runs one ovsdb-server on one database file: it creates the file from the schema
+(`ovsdb-tool create`), converts an existing file when the schema changed (`ovsdb-tool
+needs-conversion` / `convert`), and serves it on a loopback TCP port and a unix socket.
+`OvsdbCluster` creates a RAFT cluster (`ovsdb-tool create-cluster` for the first member,
+`join-cluster` for the others) and runs one `OvsdbServer` per member; clients connect to all
+members (`tcp:A,tcp:B,tcp:C`) and the IDL follows the leader.
+
+Servers are supervised children (`loom_common.procs.Daemon`), not `--detach`ed daemons: they
+stop with their owner, and kill -9 / restart of one member is a method call.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+from loom_common.errors import LoomError
+from loom_common.procs import Daemon
+
+
+class OvsdbError(LoomError):
+    """An ovsdb-tool or ovsdb-server step failed."""
+
+    message = "%(detail)s"
+
+
+def free_port() -> int:
+    """Return a TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def tool(name: str) -> str:
+    """Return the path of an OVS tool (`ovsdb-tool`, `ovsdb-server`, ...).
+
+    Raises:
+        OvsdbError: it is not installed (Debian package `openvswitch-switch`).
+    """
+    path = shutil.which(name) or shutil.which(name, path="/usr/sbin:/usr/bin:/sbin:/bin")
+    if path is None:
+        raise OvsdbError(detail=f"{name} not found: apt-get install openvswitch-switch")
+    return path
+
+
+def _run(*argv: str) -> str:
+    result = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise OvsdbError(detail=f"{' '.join(argv)} failed: {result.stderr.strip()}")
+    return result.stdout.strip()
+
+
+def schema_name(schema: Path) -> str:
+    """Return the database name a schema file declares."""
+    name: str = json.loads(schema.read_text())["name"]
+    return name
+
+
+@dataclass(frozen=True)
+class ClusterRole:
+    """How a member's database file is made: create the cluster, or join `leader_raft`."""
+
+    raft_port: int
+    leader_raft: int | None = None
+
+
+class OvsdbServer:
+    """One ovsdb-server process serving one database file on 127.0.0.1 and a unix socket."""
+
+    def __init__(
+        self,
+        state_dir: Path,
+        schema: Path,
+        *,
+        name: str = "config",
+        port: int | None = None,
+        cluster: ClusterRole | None = None,
+    ) -> None:
+        """Describe the server; `start()` creates the database if needed and runs it.
+
+        Args:
+            state_dir: directory of the database file, socket, control socket and log.
+            schema: the `.ovsschema` file.
+            name: base name of the files (`<name>.db`, `<name>.sock`, ...).
+            port: loopback TCP port for clients (default: a free one, kept across restarts).
+            cluster: set for a RAFT member.
+        """
+        self.state_dir = state_dir
+        self.schema = schema
+        self.db_name = schema_name(schema)
+        self.name = name
+        self.port = port or free_port()
+        self.cluster = cluster
+        self.db_path = state_dir / f"{name}.db"
+        self.socket_path = state_dir / f"{name}.sock"
+        self.ctl_path = state_dir / f"{name}.ctl"
+        self._daemon: Daemon | None = None
+
+    @property
+    def remote(self) -> str:
+        """The client connection string (loopback TCP)."""
+        return f"tcp:127.0.0.1:{self.port}"
+
+    @property
+    def unix_remote(self) -> str:
+        """The client connection string over the unix socket."""
+        return f"unix:{self.socket_path}"
+
+    @property
+    def log_path(self) -> Path:
+        """ovsdb-server's log file."""
+        return self.state_dir / f"{self.name}-ovsdb-server.log"
+
+    @property
+    def pid(self) -> int | None:
+        """The server's PID while it runs."""
+        return self._daemon.pid if self._daemon is not None else None
+
+    @property
+    def running(self) -> bool:
+        """True while the server process runs."""
+        return self._daemon is not None and self._daemon.running
+
+    def create_db(self) -> None:
+        """Create the database file if missing; convert it if the schema changed."""
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        ovsdb_tool = tool("ovsdb-tool")
+        if not self.db_path.exists():
+            if self.cluster is None:
+                _run(ovsdb_tool, "create", str(self.db_path), str(self.schema))
+            elif self.cluster.leader_raft is None:
+                _run(ovsdb_tool, "create-cluster", str(self.db_path), str(self.schema),
+                     f"tcp:127.0.0.1:{self.cluster.raft_port}")  # fmt: skip
+            else:
+                _run(ovsdb_tool, "join-cluster", str(self.db_path), self.db_name,
+                     f"tcp:127.0.0.1:{self.cluster.raft_port}",
+                     f"tcp:127.0.0.1:{self.cluster.leader_raft}")  # fmt: skip
+        elif self.cluster is None:
+            needs = _run(ovsdb_tool, "needs-conversion", str(self.db_path), str(self.schema))
+            if needs == "yes":
+                _run(ovsdb_tool, "convert", str(self.db_path), str(self.schema))
+
+    def start(self, timeout: float = 30.0) -> OvsdbServer:
+        """Create the database if needed, start the server, wait until it serves the database."""
+        self.create_db()
+        command = [
+            tool("ovsdb-server"),
+            str(self.db_path),
+            f"--remote=punix:{self.socket_path}",
+            f"--remote=ptcp:{self.port}:127.0.0.1",
+            f"--unixctl={self.ctl_path}",
+            f"--log-file={self.log_path}",
+            "--no-chdir",
+            "-vconsole:off",
+        ]
+        self._daemon = Daemon(f"{self.name}-ovsdb-server-stdout", command, self.state_dir)
+        self._daemon.start(ready=self._serving, timeout=timeout)
+        return self
+
+    def _serving(self) -> bool:
+        if not self.ctl_path.exists():
+            return False
+        result = subprocess.run(
+            [tool("ovsdb-client"), "--timeout=2", "list-dbs", self.unix_remote],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        return result.returncode == 0 and self.db_name in result.stdout.split()
+
+    def appctl(self, *command: str) -> str:
+        """Run `ovs-appctl -t <ctl> COMMAND...` against this server; return its output."""
+        return _run(tool("ovs-appctl"), "-t", str(self.ctl_path), *command)
+
+    def stop(self) -> None:
+        """Stop the server (SIGTERM, then SIGKILL)."""
+        if self._daemon is not None:
+            self._daemon.stop()
+
+    def kill9(self) -> None:
+        """Kill the server with SIGKILL, as a crash would."""
+        if self._daemon is not None:
+            self._daemon.kill9()
+
+    def restart(self, timeout: float = 30.0) -> OvsdbServer:
+        """Start again on the same database file and port (after stop() or kill9())."""
+        self.stop()
+        return self.start(timeout)
+
+    def db_size(self) -> int:
+        """Return the size of the database file in bytes."""
+        return self.db_path.stat().st_size
+
+    def compact(self) -> None:
+        """Ask the server to compact its database file now."""
+        self.appctl("ovsdb-server/compact")
+
+    def __enter__(self) -> OvsdbServer:
+        return self.start() if not self.running else self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+class OvsdbCluster:
+    """A RAFT cluster of `size` ovsdb-server members of one database, all on loopback."""
+
+    def __init__(self, state_dir: Path, schema: Path, *, size: int = 3, name: str = "config"):
+        """Describe the cluster; `start()` creates the members' files and runs them."""
+        if size < 1:
+            raise ValueError("a cluster needs at least one member")
+        raft = [free_port() for _ in range(size)]
+        self.members = [
+            OvsdbServer(
+                state_dir / f"member{i}",
+                schema,
+                name=name,
+                cluster=ClusterRole(raft_port=raft[i], leader_raft=None if i == 0 else raft[0]),
+            )
+            for i in range(size)
+        ]
+        self.db_name = schema_name(schema)
+
+    @property
+    def remote(self) -> str:
+        """The client connection string listing every member."""
+        return ",".join(m.remote for m in self.members)
+
+    def start(self, timeout: float = 60.0) -> OvsdbCluster:
+        """Start every member and wait until each has joined and sees a leader."""
+        for member in self.members:
+            member.start(timeout)
+        for member in self.members:
+            self.wait_member(member, timeout)
+        return self
+
+    def member_status(self, member: OvsdbServer) -> str:
+        """Return `cluster/status` of one member."""
+        return member.appctl("cluster/status", self.db_name)
+
+    def wait_member(self, member: OvsdbServer, timeout: float) -> None:
+        """Wait until `member` is a cluster member that knows the leader."""
+
+        def joined() -> bool:
+            try:
+                status = self.member_status(member)
+            except OvsdbError:
+                return False
+            return "Status: cluster member" in status and "Leader: unknown" not in status
+
+        assert member._daemon is not None
+        member._daemon.wait_until(joined, timeout, what="joined to the cluster with a leader")
+
+    def stop(self) -> None:
+        """Stop every member."""
+        for member in self.members:
+            member.stop()
+
+    def __enter__(self) -> OvsdbCluster:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
