@@ -19,8 +19,15 @@ help: ## Show this help
 
 .PHONY: install
 install: .uv ## Install system packages and the workspace (with the Rust extension, release) into .venv
-	@# ---- system packages: later issues add `apt-get install -y openvswitch-switch zookeeper`
-	@# ---- here (needed by the ovs/zk integration tests; CI machines start fresh).
+	@# System packages: real ovsdb-server/ovs-vswitchd and ZooKeeper (fresh CI machines lack them).
+	@if command -v ovsdb-server >/dev/null && command -v ovs-vswitchd >/dev/null \
+	    && [ -e /usr/share/zookeeper/bin/zkServer.sh ]; then :; else \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  $$SUDO apt-get install -y --no-install-recommends openvswitch-switch zookeeper \
+	  || { $$SUDO apt-get update && $$SUDO apt-get install -y --no-install-recommends \
+	       openvswitch-switch zookeeper; }; \
+	fi
 	$(UV) sync --all-packages --locked
 
 .PHONY: build-dev
