@@ -133,12 +133,12 @@ class LogicalSwitchPorts(Resource):
         from loom_api.service.profiles import SecurityProfiles
         from loom_api.service.qos import QosQueues
 
-        cols = owned_columns(caller, body, row)
         tenant = parent.tenant
-        if cols["tenant"] != tenant:
+        if body.tenant is not None and body.tenant != tenant:
             raise errors.ValidationFailed(
-                field="tenant", detail="a port belongs to its switch's tenant"
+                field="tenant", detail=f"a port belongs to its switch's tenant ({tenant})"
             )
+        cols = owned_columns(caller, body.model_copy(update={"tenant": tenant}), row)
         mac = body.mac or (row.mac if row is not None else random_mac(self._rng))
         self._check_unique(view, parent, row, mac, body.ips)
         queue = reference(view, QosQueues, caller, body.qos_queue_id, "qos_queue_id", tenant=tenant)
