@@ -121,6 +121,16 @@ class WriteView(ReadView):
             setattr(row, name, value)
         return row
 
+    def children(self, table: str, column: str, parent: Any) -> list[Any]:
+        """Return the rows of `table` whose `column` references `parent` (an indexed pair).
+
+        As `ReadView.children` says, rows inserted by the current transaction are left out:
+        python-ovs adds a new row to the index as soon as its indexed column is set, before
+        its other columns (a port key, say) have values.
+        """
+        inserted = set(self.inserted_ids)
+        return [row for row in super().children(table, column, parent) if row.uuid not in inserted]
+
     def update(self, row: Any, **columns: Any) -> None:
         """Set `columns` on `row`."""
         for name, value in columns.items():
