@@ -2,6 +2,7 @@
 
 Every collection gets the same five routes (list, create, get, replace/patch, delete); the
 table below says where each resource lives. Views only translate HTTP to service calls.
+Two read-only status routes (a port's, a transport node's) sit beside their objects.
 """
 
 from __future__ import annotations
@@ -13,12 +14,18 @@ from flask import Blueprint, Response, jsonify, request, url_for
 from loom_api import errors, http
 from loom_api.service import crud
 from loom_api.service.gateways import GatewayServices
-from loom_api.service.nodes import TransportNodes
-from loom_api.service.ports import LogicalSwitchPorts
+from loom_api.service.nat import NatRules
+from loom_api.service.nodes import TransportNodes, node_status
+from loom_api.service.ports import LogicalSwitchPorts, port_status
 from loom_api.service.profiles import SecurityProfiles
 from loom_api.service.qos import QosQueues
+from loom_api.service.router_ports import LogicalRouterPorts
+from loom_api.service.routers import LogicalRouters
+from loom_api.service.routes import StaticRoutes
+from loom_api.service.subnets import Subnets
 from loom_api.service.switches import LogicalSwitches
 from loom_api.service.zones import TransportZones
+from loom_api.store import ReadView
 
 bp = Blueprint("native", __name__)
 
@@ -28,6 +35,11 @@ COLLECTIONS: list[tuple[str, crud.Resource]] = [
     ("/transport-nodes", TransportNodes()),
     ("/logical-switches", LogicalSwitches()),
     ("/logical-switches/<parent_id>/ports", LogicalSwitchPorts()),
+    ("/logical-switches/<parent_id>/subnets", Subnets()),
+    ("/logical-routers", LogicalRouters()),
+    ("/logical-routers/<parent_id>/ports", LogicalRouterPorts()),
+    ("/logical-routers/<parent_id>/routes", StaticRoutes()),
+    ("/logical-routers/<parent_id>/nat-rules", NatRules()),
     ("/security-profiles", SecurityProfiles()),
     ("/gateway-services", GatewayServices()),
     ("/qos-queues", QosQueues()),
@@ -103,6 +115,33 @@ def _register(path: str, resource: crud.Resource) -> None:
 
 for _path, _resource in COLLECTIONS:
     _register(_path, _resource)
+
+
+@bp.get("/logical-switches/<switch_id>/ports/<port_id>/status")
+def port_status_view(switch_id: str, port_id: str) -> Response:
+    """Return a logical switch port's status: down and not realized until controllers say so."""
+    caller = http.caller()
+
+    def read(view: ReadView) -> dict[str, Any]:
+        switch = crud.lookup(view, LogicalSwitches, caller, switch_id)
+        port = crud.lookup(view, LogicalSwitchPorts, caller, port_id)
+        if port.logical_switch.uuid != switch.uuid:
+            raise errors.NotFound(kind=LogicalSwitchPorts.kind, id=port_id)
+        return {"id": str(port.uuid), **port_status(view, port)}
+
+    return jsonify(http.store().read(read))
+
+
+@bp.get("/transport-nodes/<node_id>/status")
+def node_status_view(node_id: str) -> Response:
+    """Return a transport node's status: disconnected until a physical controller says so."""
+    caller = http.caller()
+
+    def read(view: ReadView) -> dict[str, Any]:
+        node = crud.lookup(view, TransportNodes, caller, node_id)
+        return {"id": str(node.uuid), **node_status(node)}
+
+    return jsonify(http.store().read(read))
 
 
 def collections() -> list[tuple[str, crud.Resource]]:
