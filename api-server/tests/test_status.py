@@ -1,0 +1,137 @@
+"""Status routes of logical switch ports and transport nodes: honest until controllers report."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from loom_api.store import Store, WriteView
+
+from .conftest import ApiClient
+
+pytestmark = [
+    pytest.mark.ovs,
+    # python-ovs's logger calls threading.currentThread().getName() in the store thread.
+    pytest.mark.filterwarnings("ignore::DeprecationWarning:ovs.vlog"),
+]
+
+API = "/api/v1"
+SWITCHES = f"{API}/logical-switches"
+NODES = f"{API}/transport-nodes"
+MISSING = "00000000-0000-0000-0000-000000000001"
+
+
+@pytest.fixture
+def switch(tenant_a: ApiClient) -> dict[str, Any]:
+    return tenant_a.create(SWITCHES, {"name": "web"})
+
+
+@pytest.fixture
+def port(tenant_a: ApiClient, switch: dict[str, Any]) -> dict[str, Any]:
+    return tenant_a.create(f"{SWITCHES}/{switch['id']}/ports", {"ips": ["10.0.0.5"]})
+
+
+@pytest.fixture
+def node(admin: ApiClient) -> dict[str, Any]:
+    return admin.create(NODES, {"name": "hv-1", "node_type": "hypervisor", "system_id": "hv-1"})
+
+
+def status_url(switch: dict[str, Any], port: dict[str, Any]) -> str:
+    return f"{SWITCHES}/{switch['id']}/ports/{port['id']}/status"
+
+
+def set_status(store: Store, table: str, ident: str, status: dict[str, str]) -> None:
+    """Write a row's `status` column as a controller would."""
+
+    def write(view: WriteView) -> None:
+        row = next(r for r in view.rows(table) if str(r.uuid) == ident)
+        view.update(row, status=status)
+
+    store.write(write)
+
+
+def test_port_status_is_down_and_not_realized_without_controllers(
+    tenant_a: ApiClient, switch: dict[str, Any], port: dict[str, Any]
+) -> None:
+    response = tenant_a.get(status_url(switch, port))
+    assert response.status_code == 200
+    assert response.get_json() == {
+        "id": port["id"],
+        "up": False,
+        "realized": False,
+        "transport_node": None,
+    }
+    assert port["status"] == {"up": False, "realized": False, "transport_node": None}
+
+
+def test_port_status_reports_what_a_controller_wrote(
+    tenant_a: ApiClient, switch: dict[str, Any], port: dict[str, Any], store: Store
+) -> None:
+    set_status(
+        store,
+        "Logical_Switch_Port",
+        port["id"],
+        {"up": "true", "realized": "true", "transport_node": "hv-1"},
+    )
+    body = tenant_a.get(status_url(switch, port)).get_json()
+    assert body == {"id": port["id"], "up": True, "realized": True, "transport_node": "hv-1"}
+
+
+def test_port_status_not_found_cases(
+    tenant_a: ApiClient,
+    tenant_b: ApiClient,
+    anonymous: ApiClient,
+    admin: ApiClient,
+    switch: dict[str, Any],
+    port: dict[str, Any],
+) -> None:
+    other = tenant_a.create(SWITCHES, {"name": "other"})
+    assert tenant_a.get(status_url(other, port)).status_code == 404  # wrong switch
+    assert tenant_a.get(status_url(switch, {"id": MISSING})).status_code == 404
+    assert tenant_a.get(status_url(switch, {"id": "junk"})).status_code == 404
+    assert tenant_a.get(status_url({"id": MISSING}, port)).status_code == 404
+    response = tenant_b.get(status_url(switch, port))
+    assert response.status_code == 404
+    assert response.get_json()["error"] == "not_found"
+    assert anonymous.get(status_url(switch, port)).status_code == 401
+    assert admin.get(status_url(switch, port)).status_code == 200
+    assert tenant_a.post(status_url(switch, port), json={}).status_code == 405
+
+
+def test_node_status_is_disconnected_without_controllers(
+    admin: ApiClient, node: dict[str, Any]
+) -> None:
+    response = admin.get(f"{NODES}/{node['id']}/status")
+    assert response.status_code == 200
+    assert response.get_json() == {
+        "id": node["id"],
+        "connected": False,
+        "controller": None,
+        "realized_generation": 0,
+        "message": None,
+    }
+
+
+def test_node_status_reports_what_a_controller_wrote(
+    admin: ApiClient, node: dict[str, Any], store: Store
+) -> None:
+    set_status(
+        store,
+        "Transport_Node",
+        node["id"],
+        {"connected": "true", "controller": "pc-2", "realized_generation": "7"},
+    )
+    body = admin.get(f"{NODES}/{node['id']}/status").get_json()
+    assert body["connected"] is True
+    assert body["controller"] == "pc-2"
+    assert body["realized_generation"] == 7
+
+
+def test_node_status_is_for_the_admin_only(
+    admin: ApiClient, tenant_a: ApiClient, anonymous: ApiClient, node: dict[str, Any]
+) -> None:
+    assert tenant_a.get(f"{NODES}/{node['id']}/status").status_code == 404
+    assert anonymous.get(f"{NODES}/{node['id']}/status").status_code == 401
+    assert admin.get(f"{NODES}/{MISSING}/status").status_code == 404
+    assert admin.get(f"{NODES}/junk/status").status_code == 404
