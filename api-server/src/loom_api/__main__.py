@@ -45,6 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     """Run the API server until SIGTERM or SIGINT."""
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    for duplicate in ("file", "syslog"):  # python-ovs vlog mirrors each line to these three
+        logging.getLogger(duplicate).disabled = True
     host, _, port = args.listen.rpartition(":")
     store = Store(args.db, str(schema_path(CONFIG_SCHEMA)))
     store.start()

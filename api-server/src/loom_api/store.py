@@ -319,7 +319,10 @@ class Store:
     # ---- the IDL thread ------------------------------------------------------------------
 
     def _monitoring(self) -> bool:
-        return bool(self._idl.state == self._idl.IDL_S_MONITORING)
+        # The IDL keeps its MONITORING state through a disconnect until it reconnects, so
+        # the session is asked too (python-ovs has no public accessor for it).
+        idl = self._idl
+        return bool(idl.state == idl.IDL_S_MONITORING and idl._session.is_connected())
 
     def _wake(self) -> None:
         with contextlib.suppress(OSError):  # closed during stop()
@@ -390,6 +393,7 @@ class Store:
         for _attempt in range(self._max_retries):
             self._await_connection(job.deadline)
             with self._lock:
+                seqno = self._idl.change_seqno
                 txn = ovs.db.idl.Transaction(self._idl)
                 view = WriteView(self._idl, txn)
                 try:
@@ -412,12 +416,28 @@ class Store:
             if status == txn.TRY_AGAIN:
                 if sent and not self._monitoring():
                     raise errors.OutcomeUnknown(detail=f"connection to {self._remote} lost")
-                continue  # a verify failed or nothing was sent: re-run on the new replica
+                # A verify failed, nothing was sent, or the cluster is electing a leader:
+                # as python-ovs asks, wait for the replica to change, then run `fn` again.
+                self._await_change(seqno, job.deadline)
+                continue
             if status == txn.ERROR:
                 self._raise_db_error(txn.get_error(), inserted_global=global_row is None)
                 continue
             raise errors.Unavailable(detail=f"transaction ended with status {status}")
-        raise errors.Conflict(detail="too many concurrent changes to the same objects; retry")
+        raise errors.Unavailable(detail="the database kept refusing the change; retry later")
+
+    def _await_change(self, seqno: int, deadline: float) -> None:
+        """Wait until the replica changes past `seqno` or the connection drops.
+
+        Raises:
+            errors.Unavailable: `deadline` passed first.
+        """
+        while self._idl.change_seqno == seqno and self._monitoring():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise errors.Unavailable(detail="the database did not accept the change in time")
+            self._block(timeout_ms=max(1, int(left * 1000)))
+            self._run_idl()
 
     def _finish(self, txn: Any, deadline: float) -> Any:
         """Drive a sent transaction to completion, or raise OutcomeUnknown at the deadline."""
