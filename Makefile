@@ -35,9 +35,17 @@ build-dev: .uv ## Rebuild the Rust extension in place (release) after editing Ru
 	$(UV) run --no-sync sh -c "cd ddlog-gen && maturin develop --uv --release"
 
 .PHONY: run
-run: install ## Run the example rule program on its script with loom-ddlog and print the result
+run: install ## Start the local deployment (config DB + API server) until Ctrl-C: loom up
+	$(VENV)/bin/loom up $(LOOM_UP_ARGS)
+
+.PHONY: example
+example: install ## Run the example rule program on its script with loom-ddlog and print the result
 	@echo "== $(EXAMPLE).dl  <  $(EXAMPLE).dat"
 	$(VENV)/bin/loom-ddlog run $(EXAMPLE).dl < $(EXAMPLE).dat
+
+.PHONY: bench-api
+bench-api: install ## The API load benchmark (NVP workload, scale 0.1) against raw OVSDB writes
+	$(VENV)/bin/loom-api-bench
 
 .PHONY: openapi
 openapi: ## Regenerate schemas/api/openapi.json from the API's collections and models
