@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from werkzeug.test import TestResponse
@@ -11,13 +11,10 @@ from werkzeug.test import TestResponse
 from loom_api.service.routers import ROUTER_KEYS
 from loom_api.store import ReadView, Store
 
-from .conftest import ApiClient
+if TYPE_CHECKING:  # (mypy checks api-server/tests as top-level modules)
+    from conftest import ApiClient
 
-pytestmark = [
-    pytest.mark.ovs,
-    # python-ovs's logger calls threading.currentThread().getName() in the store thread.
-    pytest.mark.filterwarnings("ignore::DeprecationWarning:ovs.vlog"),
-]
+pytestmark = pytest.mark.ovs
 
 API = "/api/v1"
 ROUTERS = f"{API}/logical-routers"

@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from loom_api.store import Store, WriteView
 
-from .conftest import ApiClient
+if TYPE_CHECKING:  # (mypy checks api-server/tests as top-level modules)
+    from conftest import ApiClient
 
-pytestmark = [
-    pytest.mark.ovs,
-    # python-ovs's logger calls threading.currentThread().getName() in the store thread.
-    pytest.mark.filterwarnings("ignore::DeprecationWarning:ovs.vlog"),
-]
+pytestmark = pytest.mark.ovs
 
 API = "/api/v1"
 SWITCHES = f"{API}/logical-switches"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from hypothesis import given
@@ -19,13 +19,10 @@ from loom_api.service.subnets import (
 )
 from loom_api.store import ReadView, Store
 
-from .conftest import ApiClient
+if TYPE_CHECKING:  # (mypy checks api-server/tests as top-level modules)
+    from conftest import ApiClient
 
-pytestmark = [
-    pytest.mark.ovs,
-    # python-ovs's logger calls threading.currentThread().getName() in the store thread.
-    pytest.mark.filterwarnings("ignore::DeprecationWarning:ovs.vlog"),
-]
+pytestmark = pytest.mark.ovs
 
 API = "/api/v1"
 SWITCHES = f"{API}/logical-switches"
