@@ -308,6 +308,11 @@ def test_router_port_creates_and_removes_its_switch_side_peer(
     body = error(tenant_a.delete(peer_url), 409, None)
     assert f"logical router port {port['id']}" in body["message"]
     error(tenant_a.patch(peer_url, {"attachment": {"type": "none"}}), 400, "attachment.type")
+    # Its MAC and address mirror the router port's; they change only through it.
+    error(tenant_a.patch(peer_url, {"mac": "02:00:00:00:00:99"}), 400, "mac")
+    error(tenant_a.patch(peer_url, {"ips": ["10.0.0.2"]}), 400, "ips")
+    renamed = tenant_a.patch(peer_url, {"name": "uplink-side", "ips": ["10.0.0.1"]})
+    assert renamed.status_code == 200, renamed.get_json()
     # The switch cannot go while the router is attached to it.
     body = error(tenant_a.delete(f"{SWITCHES}/{switch['id']}"), 409, None)
     assert f"logical router port {port['id']}" in body["message"]

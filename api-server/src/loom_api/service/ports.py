@@ -170,6 +170,16 @@ class LogicalSwitchPorts(Resource):
                 field="attachment.type",
                 detail="this port belongs to a logical router port; delete the router port",
             )
+        if (
+            current_router is not None
+            and row is not None
+            and (mac != row.mac or set(body.ips) != set(row.ips))
+        ):
+            raise errors.ValidationFailed(
+                field="mac" if mac != row.mac else "ips",
+                detail="this port mirrors a logical router port; change its MAC and address "
+                "through the router port",
+            )
         gateway = None
         if att.type == "l2-gateway":
             gateway = reference(
