@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
@@ -171,3 +172,21 @@ def test_served_document_is_the_committed_one(offline_app: Flask) -> None:
     response = offline_app.test_client().get("/api/v1/openapi.json")
     assert response.status_code == 200
     assert response.get_json() == json.loads(schema_path(OPENAPI_DOCUMENT).read_text())
+
+
+def test_every_native_route_is_documented(offline_app: Flask, document: dict[str, Any]) -> None:
+    def shape(path: str) -> str:
+        return re.sub(r"\{\w+\}", "{}", path)
+
+    documented = {
+        (shape(path), method.upper())
+        for path, item in document["paths"].items()
+        for method in METHODS & set(item)
+    }
+    served = {
+        (shape(re.sub(r"<(?:\w+:)?\w+>", "{}", rule.rule.removeprefix(openapi.SERVER_URL))), m)
+        for rule in offline_app.url_map.iter_rules()
+        if rule.rule.startswith(f"{openapi.SERVER_URL}/")
+        for m in (rule.methods or set()) - {"HEAD", "OPTIONS"}
+    }
+    assert served == documented

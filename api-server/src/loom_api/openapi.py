@@ -568,6 +568,31 @@ def _add_links(parts: list[_Collection], paths: dict[str, JsonDict]) -> None:
 # ---- the status endpoints --------------------------------------------------------------------
 
 
+def _object_status_paths(parts: list[_Collection]) -> dict[str, JsonDict]:
+    """Document `GET <object>/status` of switch ports and transport nodes (views/native.py)."""
+    out: dict[str, JsonDict] = {}
+    for part in parts:
+        if part.resource.table not in ("Logical_Switch_Port", "Transport_Node"):
+            continue
+        status = copy.deepcopy(_STATUS_SCHEMAS[part.resource.table])
+        status["properties"] = {"id": _uuid(f"The {part.kind}'s id."), **status["properties"]}
+        status["required"] = ["id", *status["required"]]
+        out[f"{part.path}/{{id}}/status"] = {
+            "parameters": [*part.parent_params, _path_parameter("id", f"The {part.kind}'s id.")],
+            "get": {
+                "operationId": f"get_{part.snake}_status",
+                "summary": f"Get a {part.kind}'s status",
+                "description": status.pop("description"),
+                "tags": [part.tag],
+                "responses": {
+                    "200": {"description": "The status.", "content": _json_content(status)},
+                    **_errors("401", "404", "503"),
+                },
+            },
+        }
+    return out
+
+
 def _status_paths() -> dict[str, JsonDict]:
     health = {
         "type": "object",
@@ -713,6 +738,7 @@ def build(collections: list[tuple[str, crud.Resource]] | None = None) -> JsonDic
         if part.tag not in (t["name"] for t in tags):
             tags.append({"name": part.tag, "description": type(resource).__doc__ or ""})
     _add_links(parts, paths)
+    paths.update(_object_status_paths(parts))
     paths.update(_status_paths())
     schemas["Error"] = ERROR_SCHEMA
     tags.append({"name": "Status", "description": "Health, status and realization."})
