@@ -348,7 +348,7 @@ def _strip_read_only(
 ) -> dict[str, Any]:
     """Remove read-only fields: refused on create, accepted back unchanged on replace."""
     body = dict(data)
-    for name in resource.read_only & body.keys():
+    for name in sorted(resource.read_only & body.keys()):
         if current is None or body[name] != current.get(name):
             raise errors.ValidationFailed(field=name, detail=f"{name} is read-only")
         del body[name]
