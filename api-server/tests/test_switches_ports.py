@@ -346,7 +346,7 @@ def test_port_read_only_fields(admin: ApiClient) -> None:
     assert replaced.status_code == 200
     body = replaced.get_json()
     assert (body["name"], body["mac"], body["port_key"]) == ("q", port["mac"], port["port_key"])
-    moved = admin.put(url, {**port, "status": {**port["status"], "up": True}})
+    moved = admin.put(url, {**body, "status": {**body["status"], "up": True}})
     assert moved.status_code == 400
     assert moved.get_json()["field"] == "status"
 
