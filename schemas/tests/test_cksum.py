@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 
@@ -55,3 +56,22 @@ def test_ovsdb_tool_accepts_schema(tmp_path: pytest.TempPathFactory) -> None:
     subprocess.run([tool, "create", db, str(schema_path(CONFIG_SCHEMA))], check=True)
     out = subprocess.run([tool, "db-version", db], capture_output=True, check=True, text=True)
     assert out.stdout.strip() == schema_info(schema_path(CONFIG_SCHEMA)).version
+
+
+def test_every_table_and_column_is_documented() -> None:
+    doc = schema_path(CONFIG_SCHEMA).with_suffix(".md").read_text()
+    sections = {
+        chunk.split("\n", 1)[0].split(" (")[0].strip(): chunk for chunk in doc.split("\n## ")[1:]
+    }
+    shared = doc.split("\n## ", 1)[0]
+    schema = json.loads(schema_path(CONFIG_SCHEMA).read_text())
+    missing = []
+    for table, spec in schema["tables"].items():
+        section = sections.get(table)
+        if section is None:
+            missing.append(table)
+            continue
+        for column in spec["columns"]:
+            if f"`{column}`" not in section and f"`{column}`" not in shared:
+                missing.append(f"{table}.{column}")
+    assert not missing, f"undocumented in loom_config.md: {missing}"
