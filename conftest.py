@@ -1,3 +1,6 @@
-"""Root pytest configuration: load the plugin with the fixtures for real daemons."""
+"""Root pytest configuration: load the plugin with the fixtures for real daemons.
 
-pytest_plugins = ["loom_common.testing"]
+`pytester` runs pytest inside tests (the plugin's own tests use it).
+"""
+
+pytest_plugins = ["loom_common.testing", "pytester"]

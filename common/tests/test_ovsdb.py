@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from loom_common.ovsdb import OvsdbCluster, OvsdbServer, tool
+from loom_common.ovsdb import OvsdbCluster, OvsdbServer, free_ports, schema_name, tool
+from loom_common.procs import DaemonError
+from loom_schemas import CONFIG_SCHEMA, schema_path
 
 pytestmark = pytest.mark.ovs
 
@@ -25,11 +28,15 @@ def transact(remote: str, *ops: dict[str, object]) -> list[dict[str, object]]:
     return result
 
 
-def zone_names(remote: str) -> list[str]:
+def zone_rows(remote: str) -> list[dict[str, object]]:
     result = transact(remote, {"op": "select", "table": "Transport_Zone", "where": []})
     rows = result[0]["rows"]
     assert isinstance(rows, list)
-    return sorted(row["name"] for row in rows)
+    return rows
+
+
+def zone_names(remote: str) -> list[str]:
+    return sorted(str(row["name"]) for row in zone_rows(remote))
 
 
 def insert_zone(remote: str, name: str) -> None:
@@ -40,20 +47,48 @@ def insert_zone(remote: str, name: str) -> None:
     )  # fmt: skip
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_free_ports_are_distinct() -> None:
+    ports = free_ports(6)
+    assert len(set(ports)) == 6
+    assert all(0 < p < 65536 for p in ports)
+
+
+def test_standalone_files_and_remote(config_db: OvsdbServer) -> None:
+    assert config_db.remote == f"tcp:127.0.0.1:{config_db.port}"
+    assert config_db.db_name == "Loom_Config"
+    assert config_db.db_path.exists()
+    assert config_db.socket_path.exists()
+    assert config_db.pid_path.read_text().strip() == str(config_db.pid)
+    assert "Loom_Config" in config_db.appctl("ovsdb-server/list-dbs").split()
+    assert zone_names(config_db.unix_remote) == []
+
+
 def test_standalone_survives_kill9(config_db: OvsdbServer) -> None:
-    insert_zone(config_db.remote, "tz-a")
+    insert_zone(config_db.remote, "tz-a")  # acknowledged: committed to the file
     pid = config_db.pid
+    assert pid is not None
     config_db.kill9()
     assert not config_db.running
+    assert not _alive(pid)
     config_db.restart()
     assert config_db.pid != pid
     assert zone_names(config_db.remote) == ["tz-a"]
 
 
 def test_standalone_stop_reaps_and_restart_keeps_port(config_db: OvsdbServer) -> None:
-    port = config_db.port
+    port, pid = config_db.port, config_db.pid
+    assert pid is not None
     config_db.stop()
     assert not config_db.running
+    assert not _alive(pid)
     with pytest.raises(subprocess.CalledProcessError):
         zone_names(config_db.remote)
     config_db.restart()
@@ -61,12 +96,50 @@ def test_standalone_stop_reaps_and_restart_keeps_port(config_db: OvsdbServer) ->
     assert zone_names(config_db.remote) == []
 
 
-def test_existing_db_is_reused(tmp_path: Path, config_db: OvsdbServer) -> None:
+def test_existing_db_is_reused(config_db: OvsdbServer) -> None:
     insert_zone(config_db.remote, "kept")
     config_db.stop()
     again = OvsdbServer(config_db.state_dir, config_db.schema)
     with again:
         assert zone_names(again.remote) == ["kept"]
+    assert not again.running
+
+
+def test_changed_schema_converts_existing_db(tmp_path: Path) -> None:
+    schema = json.loads(schema_path(CONFIG_SCHEMA).read_text())
+    schema.pop("cksum", None)
+    schema["version"] = "99.0.0"
+    schema["tables"]["Transport_Zone"]["columns"]["color"] = {
+        "type": {"key": "string", "min": 0, "max": 1}
+    }
+    newer = tmp_path / "newer.ovsschema"
+    newer.write_text(json.dumps(schema))
+    state = tmp_path / "db"
+    with OvsdbServer(state, schema_path(CONFIG_SCHEMA)) as old:
+        insert_zone(old.remote, "tz-old")
+    with OvsdbServer(state, newer) as new:
+        assert schema_name(newer) == "Loom_Config"
+        version = subprocess.run(
+            [tool("ovsdb-tool"), "db-version", str(new.db_path)],
+            capture_output=True, text=True, check=True,
+        ).stdout.strip()  # fmt: skip
+        assert version == "99.0.0"
+        (row,) = zone_rows(new.remote)
+        assert row["name"] == "tz-old"
+        assert row["color"] == ["set", []]
+
+
+def test_port_taken_is_not_ready_and_reports_its_log(tmp_path: Path) -> None:
+    """ovsdb-server keeps retrying a taken port; we time out, stop it, and show its log."""
+    with OvsdbServer(tmp_path / "a", schema_path(CONFIG_SCHEMA)) as first:
+        second = OvsdbServer(tmp_path / "b", schema_path(CONFIG_SCHEMA), port=first.port)
+        try:
+            with pytest.raises(DaemonError, match=r"(?s)not ready after 2s.*already in use"):
+                second.start(timeout=2)
+            assert not second.running
+        finally:
+            second.stop()
+        assert zone_names(first.remote) == []
 
 
 def test_compact_and_size(config_db: OvsdbServer) -> None:
@@ -77,14 +150,35 @@ def test_compact_and_size(config_db: OvsdbServer) -> None:
     assert 0 < config_db.db_size() <= before
 
 
-def test_cluster_replicates_and_survives_member_kill9(config_db_cluster: OvsdbCluster) -> None:
-    first, second, third = config_db_cluster.members
-    insert_zone(first.remote, "tz-1")
-    assert zone_names(second.remote) == ["tz-1"]
-    first.kill9()
-    insert_zone(second.remote, "tz-2")
-    assert zone_names(third.remote) == ["tz-1", "tz-2"]
-    first.restart()
-    config_db_cluster.wait_member(first, 60)
-    assert "Status: cluster member" in config_db_cluster.member_status(first)
-    assert zone_names(first.remote) == ["tz-1", "tz-2"]
+def test_cluster_forms_replicates_and_survives_leader_kill9(
+    config_db_cluster: OvsdbCluster,
+) -> None:
+    cluster = config_db_cluster
+    assert cluster.remote == ",".join(f"tcp:127.0.0.1:{m.port}" for m in cluster.members)
+    for member in cluster.members:
+        assert "Status: cluster member" in cluster.member_status(member)
+    leader = cluster.leader()
+    assert leader is not None
+    followers = [m for m in cluster.members if m is not leader]
+
+    insert_zone(followers[0].remote, "tz-1")  # a write through a follower
+    assert zone_names(followers[1].remote) == ["tz-1"]
+    assert zone_names(leader.remote) == ["tz-1"]
+
+    leader.kill9()
+    assert not leader.running
+    insert_zone(followers[0].remote, "tz-2")  # two of three: still a majority
+    assert zone_names(followers[1].remote) == ["tz-1", "tz-2"]
+    assert cluster.leader() in followers
+
+    cluster.restart_member(leader)  # same file: it rejoins and catches up
+    assert "Status: cluster member" in cluster.member_status(leader)
+    assert zone_names(leader.remote) == ["tz-1", "tz-2"]
+    insert_zone(leader.remote, "tz-3")
+    assert zone_names(followers[0].remote) == ["tz-1", "tz-2", "tz-3"]
+
+
+def test_cluster_through_the_combined_remote(config_db_cluster: OvsdbCluster) -> None:
+    """`ovsdb-client` (like the IDL) accepts the comma-separated remote list."""
+    insert_zone(config_db_cluster.remote, "tz-any")
+    assert zone_names(config_db_cluster.remote) == ["tz-any"]

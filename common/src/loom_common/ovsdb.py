@@ -13,16 +13,18 @@ stop with their owner, and kill -9 / restart of one member is a method call.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import socket
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
 from loom_common.errors import LoomError
-from loom_common.procs import Daemon
+from loom_common.procs import Daemon, DaemonError, listens_on
 
 
 class OvsdbError(LoomError):
@@ -32,11 +34,22 @@ class OvsdbError(LoomError):
 
 
 def free_port() -> int:
-    """Return a TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+    """Return a TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, released)."""
+    return free_ports(1)[0]
+
+
+def free_ports(count: int) -> list[int]:
+    """Return `count` distinct TCP ports on 127.0.0.1 that were free a moment ago.
+
+    All the sockets are held until every port is chosen, so the ports differ from each other.
+    """
+    with contextlib.ExitStack() as stack:
+        ports: list[int] = []
+        for _ in range(count):
+            sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            sock.bind(("127.0.0.1", 0))
+            ports.append(sock.getsockname()[1])
+        return ports
 
 
 def tool(name: str) -> str:
@@ -116,8 +129,13 @@ class OvsdbServer:
 
     @property
     def log_path(self) -> Path:
-        """ovsdb-server's log file."""
+        """ovsdb-server's log file (its `--log-file`, and its stdout and stderr)."""
         return self.state_dir / f"{self.name}-ovsdb-server.log"
+
+    @property
+    def pid_path(self) -> Path:
+        """ovsdb-server's pid file (its `--pidfile`, also written by the supervisor)."""
+        return self.state_dir / f"{self.name}-ovsdb-server.pid"
 
     @property
     def pid(self) -> int | None:
@@ -130,7 +148,15 @@ class OvsdbServer:
         return self._daemon is not None and self._daemon.running
 
     def create_db(self) -> None:
-        """Create the database file if missing; convert it if the schema changed."""
+        """Create the database file if missing; convert it if the schema changed.
+
+        A RAFT member's file is made with `create-cluster` (the first member) or
+        `join-cluster`. An existing clustered database is not converted here: that is done
+        online through the cluster (`ovsdb-client convert`).
+
+        Raises:
+            OvsdbError: an `ovsdb-tool` step failed.
+        """
         self.state_dir.mkdir(parents=True, exist_ok=True)
         ovsdb_tool = tool("ovsdb-tool")
         if not self.db_path.exists():
@@ -149,7 +175,22 @@ class OvsdbServer:
                 _run(ovsdb_tool, "convert", str(self.db_path), str(self.schema))
 
     def start(self, timeout: float = 30.0) -> OvsdbServer:
-        """Create the database if needed, start the server, wait until it serves the database."""
+        """Create the database if needed, start the server, wait until it serves the database.
+
+        Ready means: the control socket exists, this process listens on its TCP port (not
+        another process that took the port meanwhile), and `ovsdb-client list-dbs` over the
+        unix socket lists the database.
+
+        Args:
+            timeout: seconds to wait for readiness.
+
+        Returns:
+            self, serving.
+
+        Raises:
+            OvsdbError: creating or converting the database file failed.
+            DaemonError: the server exited or was not ready in time (it is stopped then).
+        """
         self.create_db()
         command = [
             tool("ovsdb-server"),
@@ -158,15 +199,23 @@ class OvsdbServer:
             f"--remote=ptcp:{self.port}:127.0.0.1",
             f"--unixctl={self.ctl_path}",
             f"--log-file={self.log_path}",
+            f"--pidfile={self.pid_path}",
             "--no-chdir",
             "-vconsole:off",
         ]
-        self._daemon = Daemon(f"{self.name}-ovsdb-server-stdout", command, self.state_dir)
+        self._daemon = Daemon(
+            f"{self.name}-ovsdb-server",
+            command,
+            self.state_dir,
+            log_path=self.log_path,
+            pid_path=self.pid_path,
+        )
         self._daemon.start(ready=self._serving, timeout=timeout)
         return self
 
     def _serving(self) -> bool:
-        if not self.ctl_path.exists():
+        pid = self.pid
+        if pid is None or not self.ctl_path.exists() or not listens_on(pid, self.port):
             return False
         result = subprocess.run(
             [tool("ovsdb-client"), "--timeout=2", "list-dbs", self.unix_remote],
@@ -175,6 +224,16 @@ class OvsdbServer:
             check=False,
         )
         return result.returncode == 0 and self.db_name in result.stdout.split()
+
+    def wait_until(self, predicate: Callable[[], bool], timeout: float, *, what: str) -> None:
+        """Poll `predicate` until it holds (see `Daemon.wait_until`).
+
+        Raises:
+            DaemonError: the server is not running, exited, or `timeout` passed.
+        """
+        if self._daemon is None:
+            raise DaemonError(name=f"{self.name}-ovsdb-server", detail="never started")
+        self._daemon.wait_until(predicate, timeout, what=what)
 
     def appctl(self, *command: str) -> str:
         """Run `ovs-appctl -t <ctl> COMMAND...` against this server; return its output."""
@@ -218,16 +277,30 @@ class OvsdbServer:
 class OvsdbCluster:
     """A RAFT cluster of `size` ovsdb-server members of one database, all on loopback."""
 
-    def __init__(self, state_dir: Path, schema: Path, *, size: int = 3, name: str = "config"):
-        """Describe the cluster; `start()` creates the members' files and runs them."""
+    def __init__(
+        self, state_dir: Path, schema: Path, *, size: int = 3, name: str = "config"
+    ) -> None:
+        """Describe the cluster; `start()` creates the members' files and runs them.
+
+        Args:
+            state_dir: member `i` lives in `state_dir/member<i>`.
+            schema: the `.ovsschema` file.
+            size: number of members (3 tolerates the loss of one).
+            name: base name of each member's files.
+
+        Raises:
+            ValueError: `size` is less than 1.
+        """
         if size < 1:
             raise ValueError("a cluster needs at least one member")
-        raft = [free_port() for _ in range(size)]
+        ports = free_ports(2 * size)
+        raft, client = ports[:size], ports[size:]
         self.members = [
             OvsdbServer(
                 state_dir / f"member{i}",
                 schema,
                 name=name,
+                port=client[i],
                 cluster=ClusterRole(raft_port=raft[i], leader_raft=None if i == 0 else raft[0]),
             )
             for i in range(size)
@@ -240,7 +313,12 @@ class OvsdbCluster:
         return ",".join(m.remote for m in self.members)
 
     def start(self, timeout: float = 60.0) -> OvsdbCluster:
-        """Start every member and wait until each has joined and sees a leader."""
+        """Start every member and wait until each has joined and sees a leader.
+
+        Raises:
+            OvsdbError: creating a member's database file failed.
+            DaemonError: a member exited or did not join within `timeout`.
+        """
         for member in self.members:
             member.start(timeout)
         for member in self.members:
@@ -248,11 +326,36 @@ class OvsdbCluster:
         return self
 
     def member_status(self, member: OvsdbServer) -> str:
-        """Return `cluster/status` of one member."""
+        """Return `ovs-appctl cluster/status` of one member.
+
+        Raises:
+            OvsdbError: the member does not answer.
+        """
         return member.appctl("cluster/status", self.db_name)
 
+    def leader(self) -> OvsdbServer | None:
+        """Return the running member that reports itself leader, if any."""
+        for member in self.members:
+            if not member.running:
+                continue
+            try:
+                if "Role: leader" in self.member_status(member):
+                    return member
+            except OvsdbError:
+                continue
+        return None
+
+    def restart_member(self, member: OvsdbServer, timeout: float = 60.0) -> None:
+        """Restart one member on its existing database file; wait until it has rejoined."""
+        member.restart(timeout)
+        self.wait_member(member, timeout)
+
     def wait_member(self, member: OvsdbServer, timeout: float) -> None:
-        """Wait until `member` is a cluster member that knows the leader."""
+        """Wait until `member` is a cluster member that knows the leader.
+
+        Raises:
+            DaemonError: it exited, or did not join within `timeout`.
+        """
 
         def joined() -> bool:
             try:
@@ -261,8 +364,7 @@ class OvsdbCluster:
                 return False
             return "Status: cluster member" in status and "Leader: unknown" not in status
 
-        assert member._daemon is not None
-        member._daemon.wait_until(joined, timeout, what="joined to the cluster with a leader")
+        member.wait_until(joined, timeout, what="joined to the cluster with a leader")
 
     def stop(self) -> None:
         """Stop every member."""

@@ -1,7 +1,8 @@
 """Supervising the daemons Loom starts: start, wait until ready, stop or kill by PID.
 
 Every process is a direct child started here, with its output in a log file of its state
-directory. Only PIDs started by this module are ever signalled. Readiness is a predicate on
+directory and its PID recorded in a pid file beside it. Only PIDs started by this module are
+ever signalled. Readiness is a predicate on
 observable state (a socket answers, a health URL returns 200), polled until a deadline;
 time and sleep are parameters so tests can drive them.
 """
@@ -34,23 +35,30 @@ class Daemon:
         state_dir: Path,
         *,
         env: dict[str, str] | None = None,
+        log_path: Path | None = None,
+        pid_path: Path | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         """Describe a daemon; nothing runs until `start()`.
 
         Args:
-            name: a short name; the log is `state_dir/<name>.log`.
+            name: a short name, used in errors and the default file names.
             command: the argv to run.
-            state_dir: where its log (and whatever the command writes) lives.
+            state_dir: where its log, pid file (and whatever the command writes) live.
             env: extra environment variables.
+            log_path: where stdout and stderr go (appended); default `state_dir/<name>.log`.
+            pid_path: where the PID is recorded while it runs; default `state_dir/<name>.pid`.
+                A command that writes its own pid file (`ovsdb-server --pidfile`) may be given
+                the same path: it records the same PID.
             clock: monotonic time source.
             sleep: how to wait between readiness polls.
         """
         self.name = name
         self.command = list(command)
         self.state_dir = state_dir
-        self.log_path = state_dir / f"{name}.log"
+        self.log_path = log_path or state_dir / f"{name}.log"
+        self.pid_path = pid_path or state_dir / f"{name}.pid"
         self._env = env
         self._clock = clock
         self._sleep = sleep
@@ -69,6 +77,13 @@ class Daemon:
     def start(self, *, ready: Callable[[], bool] | None = None, timeout: float = 30.0) -> Daemon:
         """Start the process and wait until `ready()` holds.
 
+        Args:
+            ready: readiness predicate on observable state, polled until it returns True.
+            timeout: seconds to wait for `ready`.
+
+        Returns:
+            self, running and ready.
+
         Raises:
             DaemonError: it exited or was not ready within `timeout` (it is stopped then).
         """
@@ -85,6 +100,7 @@ class Daemon:
                 env=env,
                 start_new_session=True,  # Ctrl-C in a terminal reaches only the supervisor
             )
+        self.pid_path.write_text(f"{self._proc.pid}\n")
         if ready is not None:
             try:
                 self.wait_until(ready, timeout, what="ready")
@@ -95,6 +111,11 @@ class Daemon:
 
     def wait_until(self, predicate: Callable[[], bool], timeout: float, *, what: str) -> None:
         """Poll `predicate` until it holds; fail early if the process exits.
+
+        Args:
+            predicate: the observable condition to wait for.
+            timeout: seconds, measured on the injected clock.
+            what: how the condition reads in the error ("ready", "joined ...").
 
         Raises:
             DaemonError: the process exited, or `timeout` passed.
@@ -120,7 +141,14 @@ class Daemon:
             delay = min(delay * 2, 0.2)
 
     def stop(self, grace: float = 5.0) -> int | None:
-        """Stop the process (SIGTERM, then SIGKILL after `grace` seconds); return its exit code."""
+        """Stop the process: SIGTERM, then SIGKILL after `grace` seconds; reap it.
+
+        Args:
+            grace: seconds between SIGTERM and SIGKILL.
+
+        Returns:
+            Its exit code (negative: the signal that ended it), or None if never started.
+        """
         proc = self._proc
         if proc is None:
             return None
@@ -131,14 +159,28 @@ class Daemon:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+        self._forget_pid()
         return proc.returncode
 
     def kill9(self) -> None:
-        """Kill the process with SIGKILL (durability tests) and reap it."""
+        """Kill the process with SIGKILL, as a crash would (durability tests), and reap it.
+
+        The pid file is left behind, as a crash leaves it.
+        """
         proc = self._proc
         if proc is not None and proc.poll() is None:
             proc.kill()
             proc.wait()
+
+    def _forget_pid(self) -> None:
+        """Remove the pid file if it still names our (now reaped) process."""
+        proc = self._proc
+        try:
+            recorded = self.pid_path.read_text().strip()
+        except FileNotFoundError:
+            return
+        if proc is not None and recorded == str(proc.pid):
+            self.pid_path.unlink(missing_ok=True)
 
     def log_tail(self, lines: int = 20) -> str:
         """Return the last `lines` lines of the log."""
@@ -150,3 +192,39 @@ class Daemon:
 
     def _exit_code(self) -> int | None:
         return self._proc.returncode if self._proc is not None else None
+
+
+def listens_on(pid: int, port: int, *, proc: Path = Path("/proc")) -> bool:
+    """True if process `pid` holds a listening IPv4 TCP socket on `port` (Linux `/proc`).
+
+    Distinguishes "our daemon bound the port" from "something else did": a daemon that lost
+    the race for a port picked earlier must not count as ready.
+
+    Args:
+        pid: the process.
+        port: the TCP port.
+        proc: the procfs mount (a parameter for tests).
+    """
+    listening = set()
+    try:
+        table = (proc / "net" / "tcp").read_text().splitlines()[1:]
+    except OSError:
+        return False
+    for line in table:
+        fields = line.split()
+        local, state, inode = fields[1], fields[3], fields[9]
+        if state == "0A" and int(local.rpartition(":")[2], 16) == port:  # 0A: TCP_LISTEN
+            listening.add(f"socket:[{inode}]")
+    if not listening:
+        return False
+    try:
+        fds = list((proc / str(pid) / "fd").iterdir())
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            if os.readlink(fd) in listening:
+                return True
+        except OSError:
+            continue
+    return False

@@ -13,16 +13,16 @@ Loaded by the root `conftest.py` (`pytest_plugins = ["loom_common.testing"]`).
 from __future__ import annotations
 
 import os
-import shutil
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
 
-from loom_common.ovsdb import OvsdbCluster, OvsdbServer
+from loom_common.ovsdb import OvsdbCluster, OvsdbError, OvsdbServer, tool
 from loom_schemas import CONFIG_SCHEMA, schema_path
 
 _LOGS = pytest.StashKey[list[Path]]()
+LOG_TAIL_LINES = 40
 
 
 def integration_required() -> bool:
@@ -30,11 +30,25 @@ def integration_required() -> bool:
     return os.environ.get("CI") == "true" or os.environ.get("LOOM_REQUIRE_INTEGRATION") == "1"
 
 
+OVS_TOOLS = ("ovsdb-server", "ovsdb-tool", "ovsdb-client", "ovs-appctl", "ovs-vswitchd")
+
+
+def missing_ovs_tools() -> list[str]:
+    """Return the OVS programs `ovs` tests need that are not installed."""
+    missing = []
+    for name in OVS_TOOLS:
+        try:
+            tool(name)
+        except OvsdbError:
+            missing.append(name)
+    return missing
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    """Skip (or, in CI, fail) `ovs` tests when ovsdb-server is not installed."""
+    """Skip (or, in CI, fail) `ovs` tests when ovsdb-server and its tools are not installed."""
     if item.get_closest_marker("ovs") is None:
         return
-    missing = [t for t in ("ovsdb-server", "ovsdb-tool") if shutil.which(t) is None]
+    missing = missing_ovs_tools()
     if not missing:
         return
     message = f"{', '.join(missing)} not installed (apt-get install openvswitch-switch)"
@@ -44,27 +58,38 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 
 def register_log(request: pytest.FixtureRequest, path: Path) -> None:
-    """Attach `path` to the current test's report if the test fails."""
+    """Attach the tail of the log at `path` to the current test's report if the test fails.
+
+    Args:
+        request: the requesting fixture's or test's `request`.
+        path: a daemon's log file (it need not exist yet).
+    """
     request.node.stash.setdefault(_LOGS, []).append(path)
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> object:
-    """Add the tails of the test's daemon logs to a failing report."""
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """Add the last `LOG_TAIL_LINES` lines of each registered log to a failing report."""
     report = yield
-    if getattr(report, "failed", False):
+    if report.failed:
         for path in item.stash.get(_LOGS, []):
             try:
-                tail = "\n".join(path.read_text(errors="replace").splitlines()[-40:])
+                lines = path.read_text(errors="replace").splitlines()
             except FileNotFoundError:
                 continue
-            report.sections.append((f"log {path.name}", tail))  # type: ignore[attr-defined]
+            report.sections.append((f"log {path}", "\n".join(lines[-LOG_TAIL_LINES:])))
     return report
 
 
 @pytest.fixture
 def config_db(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[OvsdbServer]:
-    """A running standalone Loom_Config ovsdb-server, stopped at teardown."""
+    """A running standalone Loom_Config ovsdb-server in `tmp_path`, stopped at teardown.
+
+    `remote` is its loopback TCP address; `kill9()` crashes it and `restart()` starts it
+    again on the same database file and port. Its log is attached to a failing report.
+    """
     server = OvsdbServer(tmp_path / "config-db", schema_path(CONFIG_SCHEMA))
     register_log(request, server.log_path)
     try:
@@ -75,7 +100,11 @@ def config_db(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[OvsdbS
 
 @pytest.fixture
 def config_db_cluster(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[OvsdbCluster]:
-    """A running 3-member RAFT cluster of Loom_Config, stopped at teardown."""
+    """A running 3-member RAFT cluster of Loom_Config in `tmp_path`, stopped at teardown.
+
+    `remote` lists every member; `members[i].kill9()` crashes one and
+    `restart_member(members[i])` brings it back on its file and waits until it rejoins.
+    """
     cluster = OvsdbCluster(tmp_path / "config-cluster", schema_path(CONFIG_SCHEMA))
     for member in cluster.members:
         register_log(request, member.log_path)
