@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import errno
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient
+from waitress import wasyncore
 from waitress.server import create_server
 from werkzeug.test import TestResponse
 
@@ -109,11 +111,28 @@ def anonymous(app: Flask) -> ApiClient:
 
 @pytest.fixture
 def live_api(app: Flask) -> Iterator[str]:
-    """The app served by waitress on a free loopback port; yields its base URL."""
-    server = create_server(app, host="127.0.0.1", port=0, threads=8)
-    port = server.socket.getsockname()[1]  # type: ignore[union-attr]
-    thread = threading.Thread(target=server.run, daemon=True)
+    """The app served by waitress on a free loopback port; yields its base URL.
+
+    Closing waitress's sockets while its loop thread polls them makes the loop die with
+    EBADF (an unhandled thread exception, an error under `filterwarnings = error`), and open
+    keep-alive connections keep the loop alive; so the workers stop first, every channel is
+    closed, and an EBADF after the stop is expected.
+    """
+    server: Any = create_server(app, host="127.0.0.1", port=0, threads=16)
+    stopping = threading.Event()
+
+    def run() -> None:
+        try:
+            server.run()
+        except OSError as exc:
+            if not (stopping.is_set() and exc.errno == errno.EBADF):
+                raise
+
+    thread = threading.Thread(target=run, name="live-api", daemon=True)
     thread.start()
-    yield f"http://127.0.0.1:{port}"
-    server.close()
+    yield f"http://127.0.0.1:{server.effective_port}"
+    stopping.set()
+    server.task_dispatcher.shutdown()
+    wasyncore.close_all(server._map)
     thread.join(timeout=5)
+    assert not thread.is_alive(), "the live server did not stop"

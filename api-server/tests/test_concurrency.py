@@ -7,7 +7,6 @@ lost. Many concurrent creations must get distinct keys.
 
 from __future__ import annotations
 
-import errno
 import functools
 import threading
 from collections.abc import Callable, Iterator
@@ -17,8 +16,6 @@ from typing import Any, TypeVar
 import pytest
 import requests
 from flask import Flask
-from waitress import wasyncore
-from waitress.server import create_server
 
 from loom_api.auth import Tokens
 
@@ -27,29 +24,6 @@ pytestmark = pytest.mark.ovs
 T = TypeVar("T")
 TIMEOUT = 10.0
 ROUNDS = 10
-
-
-@pytest.fixture
-def live_api(app: Flask) -> Iterator[str]:
-    """conftest's live server, stopped without racing its loop (as in test_schemathesis)."""
-    server: Any = create_server(app, host="127.0.0.1", port=0, threads=16)
-    stopping = threading.Event()
-
-    def run() -> None:
-        try:
-            server.run()
-        except OSError as exc:
-            if not (stopping.is_set() and exc.errno == errno.EBADF):
-                raise
-
-    thread = threading.Thread(target=run, name="live-api", daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.effective_port}"
-    stopping.set()
-    server.task_dispatcher.shutdown()
-    wasyncore.close_all(server._map)
-    thread.join(timeout=5)
-    assert not thread.is_alive(), "the live server did not stop"
 
 
 class Client:

@@ -7,10 +7,7 @@ examples per operation, no coverage phase) and deterministic, so it fits in CI.
 
 from __future__ import annotations
 
-import errno
 import json
-import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -18,8 +15,6 @@ import schemathesis
 from flask import Flask
 from hypothesis import HealthCheck, settings
 from schemathesis.specs.openapi import checks as openapi_checks
-from waitress import wasyncore
-from waitress.server import create_server
 
 from loom_api.auth import Tokens
 from loom_api.http import WAIT_HEADER
@@ -75,36 +70,6 @@ schema = schemathesis.openapi.from_dict(
         }
     ),
 )
-
-
-@pytest.fixture
-def live_api(app: Flask) -> Iterator[str]:
-    """conftest's live server, stopped without racing its loop (overrides `live_api` here).
-
-    Closing waitress's sockets while its loop thread polls them makes the loop die with
-    EBADF (an unhandled thread exception, an error under `filterwarnings = error`), and
-    open keep-alive connections keep the loop alive; so the workers stop, every channel is
-    closed, and an EBADF after the stop is expected.
-    """
-    server: Any = create_server(app, host="127.0.0.1", port=0, threads=8)
-    port = server.effective_port
-    stopping = threading.Event()
-
-    def run() -> None:
-        try:
-            server.run()
-        except OSError as exc:
-            if not (stopping.is_set() and exc.errno == errno.EBADF):
-                raise
-
-    thread = threading.Thread(target=run, name="live-api", daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{port}"
-    stopping.set()
-    server.task_dispatcher.shutdown()
-    wasyncore.close_all(server._map)
-    thread.join(timeout=5)
-    assert not thread.is_alive(), "the live server did not stop"
 
 
 @pytest.fixture

@@ -184,3 +184,30 @@ def test_read_view_is_consistent(store: Store) -> None:
         return view.generation(), view.count("Transport_Zone")
 
     assert store.read(snapshot) == (1, 1)
+
+
+def test_parent_and_children_deleted_in_one_write(store: Store, admin: ApiClient) -> None:
+    switch = admin.create("/api/v1/logical-switches", {"name": "doomed"})
+    for i in range(3):
+        admin.create(f"/api/v1/logical-switches/{switch['id']}/ports", {"name": f"p{i}"})
+
+    def delete_all(view: WriteView) -> None:
+        for port in list(view.rows("Logical_Switch_Port")):
+            view.delete(port)
+        for row in list(view.rows("Logical_Switch")):
+            view.delete(row)
+
+    before = generation(store)
+    assert store.write(delete_all).generation == before + 1
+    assert count(store, "Logical_Switch_Port") == 0
+    assert count(store, "Logical_Switch") == 0
+    again = admin.create("/api/v1/logical-switches", {"name": "after"})
+    port = admin.create(f"/api/v1/logical-switches/{again['id']}/ports", {"name": "p"})
+    assert port["port_key"] == 1
+
+
+def test_a_write_that_changes_nothing_keeps_the_generation(store: Store) -> None:
+    store.write(insert_zone("first"))
+    before = generation(store)
+    assert store.write(lambda view: None).generation == before
+    assert generation(store) == before

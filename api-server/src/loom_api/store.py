@@ -64,6 +64,15 @@ _CONSTRAINT = "constraint violation"
 _REFERENTIAL = "referential integrity violation"
 
 
+def _ref_uuid(value: Any) -> Any:
+    """Return the uuid a reference column holds.
+
+    Normally python-ovs gives the referenced `Row`; when that row is deleted in the same
+    transaction (a parent deleted with its children) it gives the bare `Atom`.
+    """
+    return value.uuid if hasattr(value, "uuid") else value.value
+
+
 class ReadView:
     """Read access to the replica; valid only inside `Store.read` / `Store.write` callbacks."""
 
@@ -212,7 +221,7 @@ class Store:
         self._idl = ovs.db.idl.Idl(remote, helper, leader_only=True)
         for table, column in PARENT_INDEXES:
             index = self._idl.index_create(table, f"by_{column}")
-            index.add_column(column, key=lambda entry, c=column: getattr(entry, c).uuid)
+            index.add_column(column, key=lambda entry, c=column: _ref_uuid(getattr(entry, c)))
         self._remote = remote
         self._timeout = timeout
         self._grace = reconnect_grace
@@ -409,6 +418,8 @@ class Store:
                 status = txn.commit()
             sent = status == txn.INCOMPLETE
             status = self._finish(txn, job.deadline)
+            if status == txn.UNCHANGED:  # `fn` changed nothing: no new generation
+                return Committed(result, ReadView(self._idl).generation(), {})
             if status == txn.SUCCESS:
                 generation = txn.get_increment_new_value() if global_row is not None else 1
                 inserted = {temp: txn.get_insert_uuid(temp) for temp in view.inserted_ids}
