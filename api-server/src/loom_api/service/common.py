@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from loom_api import errors
 from loom_api.service.crud import Caller
 from loom_api.service.types import Name, Tags, Tenant
+from loom_api.store import ReadView
 
 #: Tenant given to objects the admin creates without naming one.
 ADMIN_TENANT = "admin"
@@ -65,3 +66,29 @@ def owned_api(row: Any) -> dict[str, Any]:
         "name": row.name,
         "tags": sorted(row.tags),
     }
+
+
+def admin_api(row: Any) -> dict[str, Any]:
+    """Return `id`, `revision`, `name`, `description` and `tags` of an admin-owned row."""
+    return {
+        "id": str(row.uuid),
+        "revision": row.revision,
+        "name": row.name,
+        "description": row.description,
+        "tags": sorted(row.tags),
+    }
+
+
+def require_unique_name(view: ReadView, table: str, kind: str, name: str, row: Any) -> None:
+    """Refuse (409 on `name`) a name another row of `table` already has.
+
+    Args:
+        view: the replica.
+        table: the table whose names are unique.
+        kind: the object kind, for the message.
+        name: the requested name.
+        row: the row being replaced (it may keep its own name), or None on create.
+    """
+    for other in view.rows(table):
+        if other.name == name and (row is None or other.uuid != row.uuid):
+            raise errors.Conflict(field="name", detail=f"{kind} {name!r} exists")

@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from loom_api import errors
-from loom_api.service.common import Body
+from loom_api.service.common import Body, admin_api, require_unique_name
 from loom_api.service.crud import Caller, Resource, describe, first, optional, reference
 from loom_api.service.nodes import TransportNodes
 from loom_api.service.types import IpAddress, IpInterface, Name, Tags, Uuid, Vlan
@@ -42,16 +42,12 @@ class GatewayServices(Resource):
     def to_api(self, view: ReadView, row: Any) -> dict[str, Any]:
         """Return the service's representation."""
         return {
-            "id": str(row.uuid),
-            "revision": row.revision,
-            "name": row.name,
-            "description": row.description,
+            **admin_api(row),
             "type": row.type,
             "gateway_node_ids": sorted(str(n.uuid) for n in row.gateway_nodes),
             "uplink_ip": first(row.uplink_ip),
             "uplink_next_hop": first(row.uplink_next_hop),
             "uplink_vlan": first(row.uplink_vlan),
-            "tags": sorted(row.tags),
             "status": {"active_node": row.status.get("active_node")},
         }
 
@@ -59,9 +55,7 @@ class GatewayServices(Resource):
         self, view: WriteView, caller: Caller, body: Any, parent: Any, row: Any | None
     ) -> dict[str, Any]:
         """Check the nodes are gateways, the name is unique, and L3 uplinks are complete."""
-        for other in view.rows(self.table):
-            if other.name == body.name and (row is None or other.uuid != row.uuid):
-                raise errors.Conflict(field="name", detail=f"gateway service {body.name!r} exists")
+        require_unique_name(view, self.table, self.kind, body.name, row)
         if not body.gateway_node_ids:
             raise errors.ValidationFailed(
                 field="gateway_node_ids", detail="a gateway service needs at least one node"

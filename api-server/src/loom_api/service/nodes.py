@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, StringConstraints
 
 from loom_api import errors
-from loom_api.service.common import Body
+from loom_api.service.common import Body, admin_api
 from loom_api.service.crud import Caller, Resource, describe, reference
 from loom_api.service.types import IpAddress, Name, Tags, Uuid
 from loom_api.service.zones import TransportZones
@@ -58,10 +58,7 @@ class TransportNodes(Resource):
     def to_api(self, view: ReadView, row: Any) -> dict[str, Any]:
         """Return the node's representation with its status."""
         return {
-            "id": str(row.uuid),
-            "revision": row.revision,
-            "name": row.name,
-            "description": row.description,
+            **admin_api(row),
             "node_type": row.node_type,
             "system_id": row.system_id,
             "transport_zone_ids": sorted(str(z.uuid) for z in row.transport_zones),
@@ -69,7 +66,6 @@ class TransportNodes(Resource):
                 {"encap": ep.encap, "ip": ep.ip}
                 for ep in sorted(row.tunnel_endpoints, key=lambda e: (e.encap, e.ip))
             ],
-            "tags": sorted(row.tags),
             "status": node_status(row),
         }
 

@@ -6,8 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from loom_api import errors
-from loom_api.service.common import Body
+from loom_api.service.common import Body, admin_api, require_unique_name
 from loom_api.service.crud import Caller, Resource, describe
 from loom_api.service.types import Name, Tags
 from loom_api.store import ReadView, WriteView
@@ -33,22 +32,13 @@ class TransportZones(Resource):
 
     def to_api(self, view: ReadView, row: Any) -> dict[str, Any]:
         """Return the zone's representation."""
-        return {
-            "id": str(row.uuid),
-            "revision": row.revision,
-            "name": row.name,
-            "description": row.description,
-            "encap": row.encap,
-            "tags": sorted(row.tags),
-        }
+        return {**admin_api(row), "encap": row.encap}
 
     def columns(
         self, view: WriteView, caller: Caller, body: Any, parent: Any, row: Any | None
     ) -> dict[str, Any]:
         """Check the name is unique and return the columns."""
-        for other in view.rows(self.table):
-            if other.name == body.name and (row is None or other.uuid != row.uuid):
-                raise errors.Conflict(field="name", detail=f"transport zone {body.name!r} exists")
+        require_unique_name(view, self.table, self.kind, body.name, row)
         return {
             "name": body.name,
             "description": body.description,
