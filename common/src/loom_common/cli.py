@@ -7,58 +7,113 @@ Later issues add ZooKeeper, the controllers and simulated transport nodes to `De
 
 `loom db` starts only the configuration database and prints its remote.
 
-The API server runs as its own process (`python -m loom_api ...`): the daemons meet only in
-the databases, and this package imports none of them.
+The API server runs as its own process, with this command line (the contract with
+`loom_api`)::
+
+    <python> -m loom_api --db REMOTE --listen 127.0.0.1:PORT --admin-token TOKEN
+        [--tenant-token TENANT=TOKEN ...]
+
+The daemons meet only in the databases; this package imports none of them.
 """
 
 from __future__ import annotations
 
 import argparse
-import http.client
 import secrets
 import signal
 import sys
-import threading
+import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 from typing import Protocol
 
 from loom_common.errors import LoomError
-from loom_common.ovsdb import OvsdbCluster, OvsdbServer, free_port
+from loom_common.ovsdb import OvsdbCluster, OvsdbServer
 from loom_common.procs import Daemon
 from loom_schemas import CONFIG_SCHEMA, schema_path
 
 DEFAULT_STATE_DIR = Path("run/loom")
 DEFAULT_API_PORT = 8080
+HEALTH_PATH = "/api/v1/health"
+
+Handler = Callable[[int, FrameType | None], object]
+InstallHandler = Callable[[int, Handler | int], object]
 
 
-class Stoppable(Protocol):
-    """Anything the deployment started and must stop."""
+class Stopped(BaseException):
+    """SIGINT or SIGTERM arrived: unwind and stop what was started.
 
-    def stop(self) -> None:
-        """Stop it."""
+    A BaseException, like KeyboardInterrupt, so no `except Exception` swallows it.
+    """
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
 
 
-def _http_ok(host: str, port: int, path: str) -> bool:
+class Process(Protocol):
+    """Anything the deployment started: it can say whether it runs, and be stopped."""
+
+    @property
+    def running(self) -> bool:
+        """True while it runs."""
+
+    def stop(self) -> object:
+        """Stop it (by the PIDs it started)."""
+
+
+def stop_on_signals(install: InstallHandler = signal.signal) -> None:
+    """Make SIGINT and SIGTERM raise `Stopped` in the main thread.
+
+    The first signal raises; later ones are ignored, so a second Ctrl-C cannot interrupt the
+    teardown halfway (each daemon's stop is bounded by its SIGKILL grace period).
+
+    Args:
+        install: `signal.signal`, or a stand-in for tests.
+    """
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        install(signal.SIGINT, signal.SIG_IGN)
+        install(signal.SIGTERM, signal.SIG_IGN)
+        raise Stopped(signum)
+
+    install(signal.SIGINT, handler)
+    install(signal.SIGTERM, handler)
+
+
+def http_ok(url: str, timeout: float = 2.0) -> bool:
+    """Return True if GET `url` answers 200."""
     try:
-        conn = http.client.HTTPConnection(host, port, timeout=2)
-        conn.request("GET", path)
-        return conn.getresponse().status == 200
-    except OSError:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            status: int = response.status
+            return status == 200
+    except (urllib.error.URLError, OSError):
         return False
 
 
-class _DaemonHandle:
-    def __init__(self, daemon: Daemon) -> None:
-        self.daemon = daemon
-
-    def stop(self) -> None:
-        self.daemon.stop()
+def api_command(
+    db_remote: str, api_port: int, admin_token: str, tenant_tokens: list[str]
+) -> list[str]:
+    """Return the API server's command line (the contract with `loom_api`)."""
+    command = [
+        sys.executable, "-m", "loom_api", "--db", db_remote,
+        "--listen", f"127.0.0.1:{api_port}", "--admin-token", admin_token,
+    ]  # fmt: skip
+    for pair in tenant_tokens:
+        command += ["--tenant-token", pair]
+    return command
 
 
 class Deployment:
-    """What `loom up` runs; `start()` brings it up in order, `stop()` tears it down in reverse."""
+    """What `loom up` runs; `start()` brings it up in order, `stop()` tears it down in reverse.
+
+    Later issues add ZooKeeper, the controllers and transport nodes as further `_start_*`
+    steps; each step appends what it started to `processes` before waiting on it, so a
+    failure or a signal during startup still stops it.
+    """
 
     def __init__(
         self,
@@ -68,17 +123,23 @@ class Deployment:
         admin_token: str,
         tenant_tokens: list[str],
         db_cluster: bool,
-        neutron_auth: str = "token",
     ) -> None:
-        """Describe the deployment (see `loom up --help` for the meaning of each option)."""
+        """Describe the deployment (see `loom up --help` for the meaning of each option).
+
+        Args:
+            state_dir: root of every daemon's files (databases, sockets, logs, pid files).
+            api_port: the API server's port on 127.0.0.1.
+            admin_token: the admin bearer token.
+            tenant_tokens: `TENANT=TOKEN` pairs.
+            db_cluster: run the config DB as a 3-member RAFT cluster.
+        """
         self.state_dir = state_dir.resolve()
         self.api_port = api_port
         self.admin_token = admin_token
         self.tenant_tokens = tenant_tokens
         self.db_cluster = db_cluster
-        self.neutron_auth = neutron_auth
         self.db_remote = ""
-        self._started: list[Stoppable] = []
+        self.processes: dict[str, Process] = {}
 
     @property
     def api_url(self) -> str:
@@ -86,7 +147,11 @@ class Deployment:
         return f"http://127.0.0.1:{self.api_port}"
 
     def start(self) -> None:
-        """Start the database, then the API server; on failure stop what started."""
+        """Start the database, then the API server; on any failure stop what started.
+
+        Raises:
+            LoomError: a daemon failed to start or to become ready.
+        """
         try:
             self._start_db()
             self._start_api()
@@ -98,52 +163,63 @@ class Deployment:
         schema = schema_path(CONFIG_SCHEMA)
         if self.db_cluster:
             cluster = OvsdbCluster(self.state_dir / "config-db-cluster", schema)
-            self._started.append(cluster)
+            for i, member in enumerate(cluster.members):
+                self.processes[f"config DB member {i}"] = member
             cluster.start()
             self.db_remote = cluster.remote
         else:
             server = OvsdbServer(self.state_dir / "config-db", schema)
-            self._started.append(server)
+            self.processes["config DB"] = server
             server.start()
             self.db_remote = server.remote
 
     def _start_api(self) -> None:
-        command = [
-            sys.executable, "-m", "loom_api", "--db", self.db_remote,
-            "--listen", f"127.0.0.1:{self.api_port}", "--admin-token", self.admin_token,
-        ]  # fmt: skip
-        if self.neutron_auth != "token":
-            command += ["--neutron-auth", self.neutron_auth]
-        for pair in self.tenant_tokens:
-            command += ["--tenant-token", pair]
+        command = api_command(self.db_remote, self.api_port, self.admin_token, self.tenant_tokens)
         daemon = Daemon("api-server", command, self.state_dir)
-        self._started.append(_DaemonHandle(daemon))
-        daemon.start(
-            ready=lambda: _http_ok("127.0.0.1", self.api_port, "/api/v1/health"), timeout=60
-        )
+        self.processes["API server"] = daemon
+        daemon.start(ready=lambda: http_ok(self.api_url + HEALTH_PATH), timeout=60)
+
+    def dead(self) -> list[str]:
+        """Return the names of started processes that are no longer running."""
+        return [name for name, proc in self.processes.items() if not proc.running]
 
     def stop(self) -> None:
         """Stop everything started, newest first."""
-        while self._started:
-            self._started.pop().stop()
+        while self.processes:
+            _, proc = self.processes.popitem()
+            proc.stop()
 
 
-Handler = Callable[[int, FrameType | None], None]
+def watch(
+    deployment: Deployment,
+    *,
+    sleep: Callable[[float], None] = time.sleep,
+    interval: float = 1.0,
+    err: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
+) -> None:
+    """Report processes of `deployment` that die, until a signal raises `Stopped`.
 
+    A dead process is reported once and not restarted: the operator decides (a RAFT cluster
+    keeps serving without one member; the API server does not).
 
-def _wait_for_signal(install: Callable[[int, Handler], object]) -> None:
-    done = threading.Event()
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        done.set()
-
-    install(signal.SIGINT, handler)
-    install(signal.SIGTERM, handler)
-    done.wait()
+    Args:
+        deployment: the running deployment.
+        sleep: how to wait between checks.
+        interval: seconds between checks.
+        err: where reports go.
+    """
+    reported: set[str] = set()
+    while True:
+        for name in deployment.dead():
+            if name not in reported:
+                reported.add(name)
+                err(f"loom: {name} exited; see its log under {deployment.state_dir}")
+        sleep(interval)
 
 
 def cmd_up(args: argparse.Namespace) -> int:
-    """Run `loom up`."""
+    """Run `loom up`: start the deployment, print how to reach it, run until a signal."""
+    stop_on_signals()
     token = args.admin_token or secrets.token_urlsafe(24)
     deployment = Deployment(
         Path(args.state_dir),
@@ -151,19 +227,19 @@ def cmd_up(args: argparse.Namespace) -> int:
         admin_token=token,
         tenant_tokens=args.tenant_token,
         db_cluster=args.db_cluster,
-        neutron_auth=args.neutron_auth,
     )
     try:
         deployment.start()
         print(f"Loom is up. State in {deployment.state_dir}", flush=True)
         print(f"  config DB:   {deployment.db_remote}", flush=True)
         print(f"  API:         {deployment.api_url}/api/v1", flush=True)
-        print(f"  Neutron API: {deployment.api_url}/v2.0", flush=True)
         print(f"  admin token: {token}", flush=True)
         print("Ctrl-C stops everything.", flush=True)
-        _wait_for_signal(signal.signal)
+        watch(deployment)
+    except Stopped:
+        pass
     except LoomError as exc:
-        print(f"loom up: {exc}", file=sys.stderr)
+        print(f"loom up: {exc}", file=sys.stderr, flush=True)
         return 1
     finally:
         deployment.stop()
@@ -172,24 +248,35 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 
 def cmd_db(args: argparse.Namespace) -> int:
-    """Run `loom db`: only the configuration database."""
+    """Run `loom db`: only the configuration database, until a signal."""
+    stop_on_signals()
     schema = schema_path(CONFIG_SCHEMA)
     state = Path(args.state_dir).resolve()
     server: OvsdbCluster | OvsdbServer
     if args.cluster:
         server = OvsdbCluster(state / "config-db-cluster", schema)
     else:
-        server = OvsdbServer(state / "config-db", schema, port=args.port or free_port())
+        server = OvsdbServer(state / "config-db", schema, port=args.port)
     try:
         server.start()
         print(f"config DB: {server.remote}", flush=True)
-        _wait_for_signal(signal.signal)
+        while True:
+            signal.pause()  # until SIGINT/SIGTERM raises Stopped
+    except Stopped:
+        pass
     except LoomError as exc:
-        print(f"loom db: {exc}", file=sys.stderr)
+        print(f"loom db: {exc}", file=sys.stderr, flush=True)
         return 1
     finally:
         server.stop()
     return 0
+
+
+def _tenant_token(text: str) -> str:
+    tenant, sep, token = text.partition("=")
+    if not (sep and tenant and token):
+        raise argparse.ArgumentTypeError(f"expected TENANT=TOKEN, got {text!r}")
+    return text
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -197,22 +284,23 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="loom", description="Loom's local deployment")
     sub = parser.add_subparsers(dest="command", required=True)
     up = sub.add_parser("up", help="start the local deployment (config DB and API server)")
-    up.add_argument("--api-port", type=int, default=DEFAULT_API_PORT)
+    up.add_argument("--api-port", type=int, default=DEFAULT_API_PORT, help="default 8080")
     up.add_argument("--admin-token", help="the admin bearer token (default: a random one)")
-    up.add_argument("--state-dir", default=str(DEFAULT_STATE_DIR))
+    up.add_argument("--state-dir", default=str(DEFAULT_STATE_DIR), help="default ./run/loom")
     up.add_argument("--db-cluster", action="store_true", help="a 3-member RAFT config DB")
-    up.add_argument("--tenant-token", action="append", default=[], metavar="TENANT=TOKEN")
     up.add_argument(
-        "--neutron-auth",
-        choices=["token", "noauth"],
-        default="token",
-        help="Neutron API auth: tokens as the native API, or noauth (act as admin)",
+        "--tenant-token",
+        action="append",
+        default=[],
+        type=_tenant_token,
+        metavar="TENANT=TOKEN",
+        help="a tenant's bearer token (repeatable)",
     )
     up.set_defaults(func=cmd_up)
-    db = sub.add_parser("db", help="start only the configuration database")
-    db.add_argument("--state-dir", default=str(DEFAULT_STATE_DIR))
+    db = sub.add_parser("db", help="start only the configuration database; print its remote")
+    db.add_argument("--state-dir", default=str(DEFAULT_STATE_DIR), help="default ./run/loom")
     db.add_argument("--cluster", action="store_true", help="a 3-member RAFT cluster")
-    db.add_argument("--port", type=int, help="client port (standalone)")
+    db.add_argument("--port", type=int, help="client port, standalone (default: a free one)")
     db.set_defaults(func=cmd_db)
     return parser.parse_args(argv)
 

@@ -1,0 +1,179 @@
+"""The `loom` command: `loom db` on real servers, and the pieces of `loom up` it shares."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from loom_common import cli
+from loom_common.ovsdb import free_port, tool
+
+LOOM = Path(sys.executable).parent / "loom"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _ovsdb_pids(state: Path) -> list[int]:
+    """The PIDs recorded in the pid files under `state` (ovsdb-server writes them too)."""
+    return [int(p.read_text()) for p in sorted(state.rglob("*ovsdb-server.pid"))]
+
+
+def _list_dbs(remote: str) -> list[str]:
+    out = subprocess.run(
+        [tool("ovsdb-client"), "--timeout=10", "list-dbs", remote],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    return out.split()
+
+
+@contextlib.contextmanager
+def _loom(state: Path, *args: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """Run `loom ARGS...`; yield it with its first line of output; never leave it running.
+
+    If a test fails with `loom` still up, it gets SIGTERM (it then stops its servers); as a
+    last resort it and the servers it recorded under `state` are killed by PID.
+    """
+    proc = subprocess.Popen(
+        [str(LOOM), *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    assert proc.stdout is not None
+    try:
+        yield proc, proc.stdout.readline()
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
+                for pid in _ovsdb_pids(state):
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+        proc.stdout.close()
+
+
+@pytest.mark.ovs
+@pytest.mark.parametrize("how", [signal.SIGINT, signal.SIGTERM])
+def test_db_standalone_serves_until_signal(tmp_path: Path, how: signal.Signals) -> None:
+    port = free_port()
+    with _loom(tmp_path, "db", "--state-dir", str(tmp_path), "--port", str(port)) as (proc, line):
+        assert line.strip() == f"config DB: tcp:127.0.0.1:{port}", line
+        assert "Loom_Config" in _list_dbs(f"tcp:127.0.0.1:{port}")
+        (pid,) = _ovsdb_pids(tmp_path)
+        assert _alive(pid)
+        proc.send_signal(how)
+        rest, _ = proc.communicate(timeout=30)
+        assert proc.returncode == 0, rest
+        assert not _alive(pid)
+        assert (tmp_path / "config-db" / "config.db").exists()
+
+
+@pytest.mark.ovs
+def test_db_cluster_prints_every_member_and_stops_them(tmp_path: Path) -> None:
+    with _loom(tmp_path, "db", "--state-dir", str(tmp_path), "--cluster") as (proc, line):
+        assert line.startswith("config DB: "), line
+        remotes = line.removeprefix("config DB: ").strip().split(",")
+        assert len(remotes) == 3
+        assert all(r.startswith("tcp:127.0.0.1:") for r in remotes)
+        for remote in remotes:
+            assert "Loom_Config" in _list_dbs(remote)
+        pids = _ovsdb_pids(tmp_path)
+        assert len(pids) == 3
+        proc.send_signal(signal.SIGINT)
+        rest, _ = proc.communicate(timeout=30)
+        assert proc.returncode == 0, rest
+        assert not [pid for pid in pids if _alive(pid)]
+
+
+def test_up_options_and_defaults() -> None:
+    args = cli.parse_args(["up"])
+    assert (args.api_port, args.admin_token, args.state_dir) == (8080, None, "run/loom")
+    assert (args.db_cluster, args.tenant_token) == (False, [])
+    args = cli.parse_args(
+        ["up", "--api-port", "9000", "--admin-token", "t", "--state-dir", "s", "--db-cluster",
+         "--tenant-token", "a=x", "--tenant-token", "b=y"]
+    )  # fmt: skip
+    assert (args.api_port, args.admin_token, args.state_dir) == (9000, "t", "s")
+    assert (args.db_cluster, args.tenant_token) == (True, ["a=x", "b=y"])
+
+
+@pytest.mark.parametrize("bad", ["a", "=x", "a="])
+def test_up_rejects_malformed_tenant_token(bad: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        cli.parse_args(["up", "--tenant-token", bad])
+    assert "expected TENANT=TOKEN" in capsys.readouterr().err
+
+
+def test_api_command_is_the_contract_with_loom_api() -> None:
+    assert cli.api_command("tcp:127.0.0.1:1,tcp:127.0.0.1:2", 8080, "tok", ["a=x", "b=y"]) == [
+        sys.executable, "-m", "loom_api", "--db", "tcp:127.0.0.1:1,tcp:127.0.0.1:2",
+        "--listen", "127.0.0.1:8080", "--admin-token", "tok",
+        "--tenant-token", "a=x", "--tenant-token", "b=y",
+    ]  # fmt: skip
+
+
+def test_first_signal_raises_stopped_later_ones_are_ignored() -> None:
+    installed: dict[int, object] = {}
+
+    def install(signum: int, handler: object) -> None:
+        installed[signum] = handler
+
+    cli.stop_on_signals(install)
+    handler = installed[signal.SIGTERM]
+    assert callable(handler)
+    with pytest.raises(cli.Stopped) as stopped:
+        handler(signal.SIGTERM, None)
+    assert stopped.value.signum == signal.SIGTERM
+    assert installed == {signal.SIGINT: signal.SIG_IGN, signal.SIGTERM: signal.SIG_IGN}
+
+
+class _Proc:
+    def __init__(self) -> None:
+        self.running = True
+        self.stopped = False
+
+    def stop(self) -> None:
+        self.running = False
+        self.stopped = True
+
+
+def test_watch_reports_each_dead_process_once_and_stop_is_newest_first(tmp_path: Path) -> None:
+    deployment = cli.Deployment(
+        tmp_path, api_port=1, admin_token="t", tenant_tokens=[], db_cluster=False
+    )
+    db, api = _Proc(), _Proc()
+    deployment.processes = {"config DB": db, "API server": api}
+    reports: list[str] = []
+    ticks = [0]
+
+    def sleep(seconds: float) -> None:
+        ticks[0] += 1
+        if ticks[0] == 1:
+            api.running = False
+        if ticks[0] == 3:
+            raise cli.Stopped(signal.SIGINT)
+
+    with pytest.raises(cli.Stopped):
+        cli.watch(deployment, sleep=sleep, err=reports.append)
+    assert reports == [f"loom: API server exited; see its log under {tmp_path}"]
+
+    order: list[str] = []
+    db.stop = lambda: order.append("db")  # type: ignore[method-assign]
+    api.stop = lambda: order.append("api")  # type: ignore[method-assign]
+    deployment.stop()
+    assert order == ["api", "db"]
+    assert deployment.processes == {}
