@@ -20,8 +20,11 @@ help: ## Show this help
 .PHONY: install
 install: .uv ## Install system packages and the workspace (with the Rust extension, release) into .venv
 	@# System packages: real ovsdb-server/ovs-vswitchd and ZooKeeper (fresh CI machines lack them).
-	@if command -v ovsdb-server >/dev/null && command -v ovs-vswitchd >/dev/null \
-	    && [ -e /usr/share/zookeeper/bin/zkServer.sh ]; then :; else \
+	@# (Debian installs the OVS daemons in /usr/sbin, which a non-root PATH may lack.)
+	@if { command -v ovsdb-server || [ -x /usr/sbin/ovsdb-server ]; } >/dev/null \
+	    && { command -v ovs-vswitchd || [ -x /usr/sbin/ovs-vswitchd ]; } >/dev/null \
+	    && { [ -e /usr/share/zookeeper/bin/zkServer.sh ] \
+	         || compgen -G '/usr/share/java/zookeeper*.jar' >/dev/null; }; then :; else \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  export DEBIAN_FRONTEND=noninteractive; \
 	  $$SUDO apt-get install -y --no-install-recommends openvswitch-switch zookeeper \
