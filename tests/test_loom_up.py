@@ -1,13 +1,16 @@
-"""`loom up` end to end: it starts the config DB and the API, serves, and Ctrl-C stops all."""
+"""`loom up` end to end: it starts the config DB and the API, serves, and a signal stops all."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,7 +22,7 @@ pytestmark = pytest.mark.ovs
 LOOM = Path(sys.executable).parent / "loom"
 
 
-def _children(pid: int) -> set[int]:
+def _descendants(pid: int) -> set[int]:
     """Return the PIDs of every descendant of `pid`."""
     out = subprocess.run(["ps", "-e", "-o", "pid=,ppid="], capture_output=True, text=True)
     parents: dict[int, list[int]] = {}
@@ -43,39 +46,114 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def test_up_serves_and_ctrl_c_stops_everything(tmp_path: Path) -> None:
-    port = free_port()
+def _get(url: str, token: str | None = None) -> tuple[int, bytes]:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=10) as r:
+        status: int = r.status
+        return status, r.read()
+
+
+@contextlib.contextmanager
+def _loom_up(*args: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """Run `loom up ARGS...`; yield it with its banner (up to "Ctrl-C ...").
+
+    Never leaves it running: on a failed test it gets SIGTERM (and stops its daemons); as a
+    last resort it and its descendants are killed by PID.
+    """
     proc = subprocess.Popen(
-        [str(LOOM), "up", "--api-port", str(port), "--admin-token", "tok",
-         "--state-dir", str(tmp_path / "state")],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+        [str(LOOM), "up", *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    assert proc.stdout is not None
     try:
-        assert proc.stdout is not None
         lines = []
         for line in proc.stdout:
             lines.append(line)
             if line.startswith("Ctrl-C"):
                 break
-        text = "".join(lines)
-        assert f"http://127.0.0.1:{port}/api/v1" in text, text
-        assert "admin token: tok" in text
-        children = _children(proc.pid)
+        yield proc, "".join(lines)
+    finally:
+        if proc.poll() is None:
+            children = _descendants(proc.pid)
+            proc.terminate()
+            try:
+                proc.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
+                for pid in children:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+        proc.stdout.close()
+
+
+def test_up_serves_and_ctrl_c_stops_everything(tmp_path: Path) -> None:
+    port = free_port()
+    args = ["--api-port", str(port), "--admin-token", "t", "--state-dir", str(tmp_path / "s")]
+    with _loom_up(*args) as (proc, banner):
+        assert f"API:         http://127.0.0.1:{port}/api/v1" in banner, banner
+        assert "admin token: t\n" in banner
+        assert "config DB:   tcp:127.0.0.1:" in banner
+        children = _descendants(proc.pid)
         assert len(children) >= 2, "expected ovsdb-server and the API server"
+
+        assert _get(f"http://127.0.0.1:{port}/api/v1/health")[0] == 200
         request = urllib.request.Request(
             f"http://127.0.0.1:{port}/api/v1/logical-switches",
             data=json.dumps({"name": "ls0"}).encode(),
-            headers={"Authorization": "Bearer tok", "Content-Type": "application/json"},
+            headers={"Authorization": "Bearer t", "Content-Type": "application/json"},
         )
         with urllib.request.urlopen(request, timeout=10) as response:
             assert response.status == 201
             assert int(response.headers["X-Loom-Config-Generation"]) >= 1
+
         proc.send_signal(signal.SIGINT)
         rest, _ = proc.communicate(timeout=30)
         assert proc.returncode == 0, rest
         assert "Loom stopped." in rest
         assert not [pid for pid in children if _alive(pid)]
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+
+
+def test_up_db_cluster_with_tenant_token_and_sigterm(tmp_path: Path) -> None:
+    port = free_port()
+    args = ["--api-port", str(port), "--state-dir", str(tmp_path / "s"), "--db-cluster",
+            "--tenant-token", "tenant-a=ta"]  # fmt: skip
+    with _loom_up(*args) as (proc, banner):
+        (db_line,) = [line for line in banner.splitlines() if "config DB:" in line]
+        assert len(db_line.split(":", 1)[1].strip().split(",")) == 3, banner
+        (token_line,) = [line for line in banner.splitlines() if "admin token:" in line]
+        admin = token_line.split(":", 1)[1].strip()
+        assert len(admin) >= 20, "a generated token is long and random"
+        children = _descendants(proc.pid)
+        assert len(children) >= 4, "expected 3 ovsdb-servers and the API server"
+
+        url = f"http://127.0.0.1:{port}/api/v1/logical-switches"
+        assert _get(url, admin)[0] == 200
+        assert _get(url, "ta")[0] == 200
+
+        proc.send_signal(signal.SIGTERM)
+        rest, _ = proc.communicate(timeout=30)
+        assert proc.returncode == 0, rest
+        assert not [pid for pid in children if _alive(pid)]
+
+
+def _processes_mentioning(text: str) -> list[str]:
+    out = subprocess.run(["ps", "-e", "-o", "pid=,args="], capture_output=True, text=True)
+    return [line for line in out.stdout.splitlines() if text in line and "ps -e" not in line]
+
+
+def test_up_fails_cleanly_when_the_api_cannot_start(tmp_path: Path) -> None:
+    """The API port is taken: loom up says which daemon failed, stops the DB, exits 1."""
+    state = tmp_path / "s"
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run(
+            [str(LOOM), "up", "--api-port", str(port), "--admin-token", "t",
+             "--state-dir", str(state)],
+            capture_output=True, text=True, timeout=90,
+        )  # fmt: skip
+    assert result.returncode == 1, result
+    assert "loom up: api-server: exited" in result.stderr
+    assert (state / "api-server.log").exists()
+    assert not _processes_mentioning(str(state))
