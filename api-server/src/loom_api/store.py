@@ -25,6 +25,7 @@ size of ovsdbapp's) on python-ovs, which does the protocol work.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import queue
@@ -65,12 +66,29 @@ _REFERENTIAL = "referential integrity violation"
 
 
 def _ref_uuid(value: Any) -> Any:
-    """Return the uuid a reference column holds.
+    """Return the uuid a parent-index entry or query holds (a uuid, or a `Row` in queries)."""
+    return value if isinstance(value, uuidlib.UUID) else value.uuid
 
-    Normally python-ovs gives the referenced `Row`; when that row is deleted in the same
-    transaction (a parent deleted with its children) it gives the bare `Atom`.
+
+def _index_entry(index: Any, row: Any) -> Any:
+    """Return `row`'s entry in a parent index, keyed by the stored uuid of its parent.
+
+    python-ovs builds entries by resolving the reference through the parent's table. The
+    parent can be out of its table for a moment: when a transaction ends, python-ovs takes
+    inserted rows out and puts deleted rows back one by one (a router and its gateway port
+    inserted together, a network and its subnets deleted together), and when it applies an
+    update from the server, tables go in the update's order. A resolved key is then lost (a
+    bare `Atom`), the entry lands apart from its siblings, and removing it fails. The uuid
+    in the row's own datum is always there, so entries are built from it.
     """
-    return value.uuid if hasattr(value, "uuid") else value.value
+    values = {}
+    for column in index.columns:
+        name = column.column
+        datum = row._changes.get(name) if row._changes else None
+        if datum is None and row._data is not None:
+            datum = row._data.get(name)
+        values[name] = datum.as_scalar() if datum is not None else getattr(row, name)
+    return row._table.rows.IndexEntry(uuid=row.uuid, **values)
 
 
 class ReadView:
@@ -122,9 +140,16 @@ class WriteView(ReadView):
         self._txn = txn
         self.inserted_ids: list[uuidlib.UUID] = []
 
-    def insert(self, table: str, **columns: Any) -> Any:
-        """Insert a row into `table` with `columns` set; return it (its uuid is provisional)."""
-        row = self._txn.insert(self._idl.tables[table])
+    def insert(self, table: str, *, row_uuid: uuidlib.UUID | None = None, **columns: Any) -> Any:
+        """Insert a row into `table` with `columns` set; return it.
+
+        Its uuid is provisional, unless `row_uuid` is given: then the database stores the row
+        under exactly that (fresh, random) uuid, so the transaction itself may write the id
+        into a string column (the Neutron layer names a port's VIF after the port's id).
+        """
+        row = self._txn.insert(
+            self._idl.tables[table], new_uuid=row_uuid, persist_uuid=row_uuid is not None
+        )
         self.inserted_ids.append(row.uuid)
         for name, value in columns.items():
             setattr(row, name, value)
@@ -222,6 +247,7 @@ class Store:
         for table, column in PARENT_INDEXES:
             index = self._idl.index_create(table, f"by_{column}")
             index.add_column(column, key=lambda entry, c=column: _ref_uuid(getattr(entry, c)))
+            index.index_entry_from_row = functools.partial(_index_entry, index)
         self._remote = remote
         self._timeout = timeout
         self._grace = reconnect_grace
