@@ -11,7 +11,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from flask import Flask, Response, jsonify
+from flask import Flask, Response, jsonify, request
 from werkzeug.exceptions import HTTPException
 
 from loom_api import errors
@@ -29,12 +29,16 @@ def create_app(store: Store, tokens: Tokens, config: Mapping[str, Any] | None = 
     Args:
         store: a started `Store` on the config DB (the app never starts or stops it).
         tokens: the admin and tenant tokens.
-        config: extra Flask configuration (tests).
+        config: extra Flask configuration (tests); `LOOM_NEUTRON_AUTH` chooses the Neutron
+            API's authentication, "token" (the default) or "noauth".
 
     Returns:
         The WSGI app.
+
+    Raises:
+        ValueError: an unknown `LOOM_NEUTRON_AUTH`.
     """
-    from loom_api.views import native, openapi, status
+    from loom_api.views import native, neutron, openapi, status
 
     app = Flask(__name__)
     app.config.update(config or {})
@@ -44,6 +48,9 @@ def create_app(store: Store, tokens: Tokens, config: Mapping[str, Any] | None = 
     app.register_blueprint(status.bp, url_prefix=API_PREFIX)
     app.register_blueprint(openapi.bp, url_prefix=API_PREFIX)
     app.register_blueprint(native.bp, url_prefix=API_PREFIX)
+    if app.config.setdefault(neutron.AUTH_CONFIG, "token") not in neutron.AUTH_STRATEGIES:
+        raise ValueError(f"{neutron.AUTH_CONFIG} must be one of {neutron.AUTH_STRATEGIES}")
+    app.register_blueprint(neutron.bp)  # GET / and /v2.0; its errors are Neutron's
 
     @app.errorhandler(errors.LoomApiError)
     def api_error(exc: errors.LoomApiError) -> tuple[Response, int]:
@@ -51,6 +58,8 @@ def create_app(store: Store, tokens: Tokens, config: Mapping[str, Any] | None = 
 
     @app.errorhandler(HTTPException)
     def http_error(exc: HTTPException) -> tuple[Response, int]:
+        if neutron.is_neutron_path(request.path):
+            return neutron.render_http_error(exc)
         code = (exc.name or "error").lower().replace(" ", "_")
         status = exc.code or 500
         return jsonify({"error": code, "message": exc.description, "field": None}), status

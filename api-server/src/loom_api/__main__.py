@@ -38,6 +38,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="a tenant's bearer token (repeatable)",
     )
     parser.add_argument("--threads", type=int, default=8, help="request threads")
+    parser.add_argument(
+        "--neutron-auth",
+        choices=("token", "noauth"),
+        default="token",
+        help="Neutron API authentication: X-Auth-Token mapped to the tokens above (token), "
+        "or every request acting as the admin, like Neutron's auth_strategy=noauth (noauth)",
+    )
     return parser.parse_args(argv)
 
 
@@ -52,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     store.start()
     store.wait_connected(timeout=10.0)  # serve anyway: requests get 503 until it connects
     tokens = Tokens(admin=args.admin_token, tenants={tok: ten for ten, tok in args.tenant_token})
-    app = create_app(store, tokens)
+    app = create_app(store, tokens, {"LOOM_NEUTRON_AUTH": args.neutron_auth})
     server = create_server(app, host=host, port=int(port), threads=args.threads)
 
     def stop(signum: int, frame: FrameType | None) -> None:

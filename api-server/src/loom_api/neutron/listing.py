@@ -1,0 +1,126 @@
+"""Neutron list queries: attribute filters, tag filters, sorting, `limit`/`marker` paging.
+
+Filters compare an attribute with one or more values (`?name=a&name=b` is "a or b");
+`fixed_ips=ip_address=X` and `fixed_ips=subnet_id=Y` look inside ports' fixed IPs; `tags`,
+`tags-any`, `not-tags`, `not-tags-any` take comma-separated tags. `sort_key`, `sort_dir`,
+`limit` and `marker` page the result; `fields` picks the attributes. A filter on an
+attribute the collection does not have is refused (Neutron's filter validation).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from loom_api.neutron import errors
+from loom_api.neutron.common import Context, NeutronResource, Query, select_fields
+from loom_api.store import Store
+
+#: Query parameters that are not attribute filters.
+_CONTROL = frozenset({"fields", "limit", "marker", "sort_key", "sort_dir", "page_reverse"})
+_TAG_FILTERS = frozenset({"tags", "tags-any", "not-tags", "not-tags-any"})
+
+
+@dataclass
+class Listing:
+    """One page of a list and the marker of the next page (None at the end)."""
+
+    items: list[dict[str, Any]]
+    next_marker: str | None = None
+
+
+def list_items(store: Store, res: NeutronResource, ctx: Context, query: Query) -> Listing:
+    """Return the objects of `res` visible to `ctx` that pass the query (module docstring).
+
+    Raises:
+        errors.BadRequest: a filter on an attribute the collection does not have, or a bad
+            `limit` or `sort_dir`.
+    """
+    res.prepare(store, ctx, query)
+    items = [item for item in store.read(lambda v: res.represent(v, ctx)) if _matches(item, query)]
+    return _page(items, query)
+
+
+def _page(items: list[dict[str, Any]], query: Query) -> Listing:
+    sort_key = (query.get("sort_key") or ["id"])[0]
+    sort_dir = (query.get("sort_dir") or ["asc"])[0].lower()
+    if sort_dir not in ("asc", "desc"):
+        raise errors.BadRequest(field="sort_dir", detail="sort_dir must be asc or desc")
+    items.sort(key=lambda item: (_sortable(item.get(sort_key)), item["id"]))
+    if sort_dir == "desc":
+        items.reverse()
+    marker = _first(query, "marker")
+    if marker is not None:
+        position = next((i for i, item in enumerate(items) if item["id"] == marker), None)
+        if position is None:
+            raise errors.BadRequest(field="marker", detail=f"marker {marker} is not in the list")
+        items = items[position + 1 :]
+    limit_text = _first(query, "limit")
+    next_marker = None
+    if limit_text is not None:
+        if not limit_text.isdigit() or int(limit_text) < 1:
+            raise errors.BadRequest(field="limit", detail="limit must be a positive integer")
+        limit = int(limit_text)
+        if len(items) > limit:
+            items = items[:limit]
+            next_marker = items[-1]["id"]
+    fields = query.get("fields", [])
+    return Listing([select_fields(item, fields) for item in items], next_marker)
+
+
+def _first(query: Query, name: str) -> str | None:
+    values = query.get(name)
+    return values[0] if values else None
+
+
+def _sortable(value: Any) -> tuple[int, str]:
+    return (0, "") if value is None else (1, str(value))
+
+
+def _matches(item: dict[str, Any], query: Query) -> bool:
+    for key, values in query.items():
+        if key in _CONTROL:
+            continue
+        if key in _TAG_FILTERS:
+            if not _tags_match(key, set(item.get("tags", [])), values):
+                return False
+            continue
+        if key not in item:
+            raise errors.BadRequest(field=key, detail=f"{key} is not a valid filter")
+        if not _value_matches(key, item[key], values):
+            return False
+    return True
+
+
+def _tags_match(kind: str, tags: set[str], values: list[str]) -> bool:
+    wanted = {tag for value in values for tag in value.split(",") if tag}
+    if kind == "tags":
+        return wanted <= tags
+    if kind == "tags-any":
+        return bool(wanted & tags)
+    if kind == "not-tags":
+        return not wanted <= tags
+    return not wanted & tags
+
+
+def _value_matches(key: str, value: Any, wanted: list[str]) -> bool:
+    if isinstance(value, bool):
+        return any(w.lower() == str(value).lower() for w in wanted)
+    if value is None:
+        return any(w in ("", "None", "null") for w in wanted)
+    if isinstance(value, list):
+        if key == "fixed_ips":
+            return all(_fixed_ip_matches(value, w) for w in wanted)
+        return any(str(v) in wanted for v in value)
+    if isinstance(value, dict):
+        raise errors.BadRequest(field=key, detail=f"{key} is not a valid filter")
+    return str(value) in wanted
+
+
+def _fixed_ip_matches(fixed_ips: list[dict[str, Any]], wanted: str) -> bool:
+    name, _, value = wanted.partition("=")
+    if name == "ip_address_substr":
+        return any(value in str(ip.get("ip_address")) for ip in fixed_ips)
+    if name not in ("ip_address", "subnet_id"):
+        raise errors.BadRequest(field="fixed_ips", detail=f"fixed_ips filter {wanted!r}")
+    return any(str(ip.get(name)) == value for ip in fixed_ips)
