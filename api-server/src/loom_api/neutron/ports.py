@@ -394,7 +394,7 @@ class Ports(NeutronResource):
                 id=str(row.uuid),
                 device_owner=ext(router_port, "device_owner") or "network:router_interface",
             )
-        for nat in view.rows("NAT_Rule"):
+        for nat in list(view.rows("NAT_Rule")):
             if row not in nat.logical_port:
                 continue
             if nat.type != "floating-ip":

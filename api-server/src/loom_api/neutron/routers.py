@@ -208,7 +208,7 @@ def sync_snat(view: WriteView, router: Any) -> None:
             inside = ipaddress.ip_interface(port.ip_prefix).network
             if outside.version == inside.version == 4:
                 wanted.add((str(outside.ip), str(inside)))
-    for nat in view.rows("NAT_Rule"):
+    for nat in list(view.rows("NAT_Rule")):
         if nat.type != "snat" or router not in nat.logical_router or not flag(nat, "snat"):
             continue
         key = (nat.external_ip, nat.internal_ip[0] if nat.internal_ip else "")
@@ -465,7 +465,7 @@ class Routers(NeutronResource):
             )
         for route in children(view, "Static_Route", "logical_router", row):
             view.delete(route)
-        for nat in view.rows("NAT_Rule"):
+        for nat in list(view.rows("NAT_Rule")):
             if row in nat.logical_router:
                 if nat.type == "floating-ip":
                     bump(view, nat, logical_router=[], internal_ip=[], logical_port=[])
