@@ -49,7 +49,7 @@ def _query() -> dict[str, list[str]]:
 
 def _respond(result: common.Result, status: int) -> Response:
     if result.body is None:
-        response = Response(status=204)
+        response = Response(status=status)
     else:
         response = jsonify(result.body)
         response.status_code = status
