@@ -190,6 +190,37 @@ def test_bad_request_errors(neutron: Neutron, net: dict[str, Any], store: Store)
     assert generation(store) == before
 
 
+def test_rule_and_route_validation(neutron: Neutron, net: dict[str, Any], store: Store) -> None:
+    group = neutron.create("security-groups", "security_group", {"project_id": PROJECT})
+    before = generation(store)
+    for rule in (
+        {"protocol": "icmp", "port_range_min": 8, "port_range_max": 0},
+        {"protocol": "tcp", "port_range_min": 90, "port_range_max": 80},
+        {"protocol": "bogus"},
+        {"ethertype": "IPv6", "remote_ip_prefix": "10.0.0.0/8"},
+        {"remote_ip_prefix": "not-a-prefix"},
+        {"port_range_min": 70000, "protocol": "tcp"},
+    ):
+        body = {"security_group_id": group["id"], "direction": "ingress", **rule}
+        response = neutron.post(f"{V2}/security-group-rules", {"security_group_rule": body})
+        neutron_error(response, 400, "HTTPBadRequest")
+    missing = {"security_group_id": group["id"], "direction": "ingress"}
+    missing["remote_group_id"] = "5a1f2b9e-0000-4000-8000-000000000000"
+    neutron_error(
+        neutron.post(f"{V2}/security-group-rules", {"security_group_rule": missing}),
+        404,
+        "SecurityGroupNotFound",
+    )
+    bad_route = {
+        "network_id": net["id"],
+        "ip_version": 4,
+        "cidr": "10.4.0.0/24",
+        "host_routes": [{"destination": "nowhere", "nexthop": "10.4.0.9"}],
+    }
+    neutron_error(neutron.post(f"{V2}/subnets", {"subnet": bad_route}), 400, "HTTPBadRequest")
+    assert generation(store) == before
+
+
 def test_address_conflicts(neutron: Neutron, net: dict[str, Any], store: Store) -> None:
     neutron.create(
         "subnets",

@@ -101,6 +101,21 @@ def test_tenant_tokens_are_isolated(app: Flask, tenant_a: ApiClient) -> None:
     seen_by_a = get(app, f"{V2}/networks", "token-a").get_json()["networks"]
     assert {n["name"] for n in seen_by_a} == {"a-net", "pub"}
     assert get(app, f"{V2}/networks/{public['id']}", "token-b").status_code == 200
+    # Seeing the external network is not owning it.
+    client = app.test_client()
+    headers = {"X-Auth-Token": "token-b"}
+    for response in (
+        client.put(
+            f"{V2}/networks/{public['id']}", json={"network": {"name": "x"}}, headers=headers
+        ),
+        client.delete(f"{V2}/networks/{public['id']}", headers=headers),
+        client.put(f"{V2}/networks/{public['id']}/tags/mine", headers=headers),
+    ):
+        assert response.status_code == 403
+        assert response.get_json()["NeutronError"]["type"] == "PolicyNotAuthorized"
+    assert (
+        get(app, f"{V2}/networks/{public['id']}", "token-b").get_json()["network"]["name"] == "pub"
+    )
 
     # Each tenant's first use created its default security group, visible to it alone.
     groups_b = get(app, f"{V2}/security-groups", "token-b").get_json()["security_groups"]

@@ -263,6 +263,10 @@ class NeutronResource:
         """Delete `row` and what belongs to it, or raise the Neutron InUse error."""
         raise NotImplementedError
 
+    def project(self, view: ReadView, row: Any) -> str:
+        """Return the project that owns `row` (only it, or the admin, may change it)."""
+        return str(row.tenant)
+
     def revision(self, row: Any) -> int:
         """Return the row's revision (what `revision_number` and If-Match compare)."""
         return int(row.revision)
@@ -311,6 +315,21 @@ def check_revision(res: NeutronResource, row: Any, if_match: str | None) -> None
     current = res.revision(row)
     if current not in wanted:
         raise errors.PreconditionFailed(given=if_match, current=current)
+
+
+def check_writer(view: ReadView, res: NeutronResource, ctx: Context, row: Any) -> None:
+    """Refuse a change by a project that can see `row` but does not own it.
+
+    A project sees shared and external networks (and their subnets) it does not own.
+
+    Raises:
+        errors.PolicyNotAuthorized: the caller is neither the admin nor the owner.
+    """
+    if not ctx.is_admin and res.project(view, row) != ctx.tenant:
+        raise errors.PolicyNotAuthorized(
+            detail=f"{res.member} {row.uuid} belongs to another project; only it or an admin "
+            "may change it."
+        )
 
 
 # ---- the generic operations --------------------------------------------------------------
@@ -401,6 +420,7 @@ def change(
 
     def write(view: WriteView) -> uuidlib.UUID:
         row = lookup(view, res, ctx, ident)
+        check_writer(view, res, ctx, row)
         check_revision(res, row, if_match)
         fn(view, row)
         key: uuidlib.UUID = row.uuid
@@ -417,6 +437,7 @@ def delete(
 
     def write(view: WriteView) -> None:
         row = lookup(view, res, ctx, ident)
+        check_writer(view, res, ctx, row)
         check_revision(res, row, if_match)
         res.delete(view, ctx, row)
 

@@ -45,6 +45,17 @@ from loom_api.store import ReadView, Store, WriteView
 DEFAULT_NAME = "default"
 _PROFILES = SecurityProfiles()
 
+
+class _RuleModel(crud.Resource):
+    """The native rule model, to validate a Neutron rule with the native messages."""
+
+    kind = "security group rule"
+    table = "Security_Rule"
+    model = SecurityRuleBody
+
+
+_RULES = _RuleModel()
+
 Port = Annotated[int, Field(strict=True, ge=0, le=65535)]
 
 
@@ -275,8 +286,13 @@ class SecurityGroupRules(NeutronResource):
         ]
 
     def revision(self, row: Any) -> int:
-        """Rules have no revision of their own; they share their group's."""
+        """Rules have no revision of their own (If-Match compares 0)."""
         return 0
+
+    def project(self, view: ReadView, row: Any) -> str:
+        """A rule belongs to its group's project."""
+        group = group_of_rule(view, row)
+        return str(group.tenant) if group is not None else ""
 
     def to_api(self, view: ReadView, row: Any) -> dict[str, Any]:
         """Return the rule."""
@@ -305,14 +321,17 @@ class SecurityGroupRules(NeutronResource):
                     detail=f"Invalid input for remote_ip_prefix. Reason: '{prefix}' is not a "
                     "valid IP prefix.",
                 ) from None
-        native = SecurityRuleBody(
-            direction=body.direction,
-            ethertype=body.ethertype,
-            protocol=protocol,
-            port_range_min=body.port_range_min,
-            port_range_max=body.port_range_max,
-            remote_prefix=prefix,
-            remote_profile_id=body.remote_group_id,
+        native = crud.validate(
+            _RULES,
+            {
+                "direction": body.direction,
+                "ethertype": body.ethertype,
+                "protocol": protocol,
+                "port_range_min": body.port_range_min,
+                "port_range_max": body.port_range_max,
+                "remote_prefix": prefix,
+                "remote_profile_id": body.remote_group_id,
+            },
         )
         try:
             columns = rule_columns(view, crud.ADMIN, native, "security_group_rule", group.tenant)

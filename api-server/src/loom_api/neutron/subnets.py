@@ -253,13 +253,25 @@ class NeutronSubnets(NeutronResource):
     def _attributes(body: Any) -> dict[str, str | bool | None]:
         routes = None
         if body.host_routes:
-            routes = json.dumps([r.model_dump() for r in body.host_routes])
+            routes = json.dumps([_host_route(i, r) for i, r in enumerate(body.host_routes)])
         return {
             "description": body.description or None,
             "host_routes": routes,
             "ipv6_ra_mode": body.ipv6_ra_mode,
             "ipv6_address_mode": body.ipv6_address_mode,
         }
+
+
+def _host_route(index: int, route: HostRoute) -> dict[str, str]:
+    """Return a host route normalized, or raise BadRequest naming it."""
+    try:
+        destination = ipaddress.ip_network(route.destination, strict=False)
+        nexthop = ipaddress.ip_address(route.nexthop)
+    except ValueError as exc:
+        raise errors.BadRequest(
+            field=f"host_routes.{index}", detail=f"Invalid input for host_routes. Reason: {exc}."
+        ) from None
+    return {"destination": str(destination), "nexthop": str(nexthop)}
 
 
 def _pools(pools: list[Pool] | None) -> list[dict[str, str]] | None:
