@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from werkzeug.test import TestResponse
 
 from loom_api import create_app
@@ -558,3 +560,82 @@ def test_subnet_allocation_follows_pools_and_gateway(neutron: Neutron, net: dict
     ports = [neutron.create("ports", "port", {"network_id": net["id"]}) for _ in range(2)]
     addresses = [ipaddress.ip_address(p["fixed_ips"][0]["ip_address"]) for p in ports]
     assert [str(a) for a in addresses] == ["2001:db8:1::10", "2001:db8:1::11"]
+
+
+# ---- no 5xx for any body -----------------------------------------------------------------
+
+_ATTRIBUTES = {
+    "networks": ["name", "admin_state_up", "shared", "router:external", "mtu", "tags",
+                 "port_security_enabled", "provider:network_type", "provider:physical_network"],
+    "subnets": ["network_id", "cidr", "ip_version", "gateway_ip", "allocation_pools",
+                "dns_nameservers", "host_routes", "enable_dhcp", "ipv6_ra_mode"],
+    "ports": ["network_id", "fixed_ips", "mac_address", "security_groups", "device_id",
+              "binding:host_id", "binding:profile", "port_security_enabled",
+              "allowed_address_pairs"],
+    "routers": ["name", "external_gateway_info", "routes", "admin_state_up"],
+    "floatingips": ["floating_network_id", "floating_ip_address", "port_id",
+                    "fixed_ip_address", "subnet_id"],
+    "security-groups": ["name", "description", "stateful"],
+    "security-group-rules": ["security_group_id", "direction", "ethertype", "protocol",
+                             "port_range_min", "port_range_max", "remote_ip_prefix",
+                             "remote_group_id"],
+}  # fmt: skip
+_MEMBERS = {
+    "networks": "network",
+    "subnets": "subnet",
+    "ports": "port",
+    "routers": "router",
+    "floatingips": "floatingip",
+    "security-groups": "security_group",
+    "security-group-rules": "security_group_rule",
+}
+
+
+def _values(ids: list[str]) -> st.SearchStrategy[Any]:
+    scalars = st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(-(2**70), 2**70),
+        st.text(max_size=20),
+        st.sampled_from(
+            ["10.0.0.0/24", "10.0.0.5", "2001:db8::/64", "fa:16:3e:00:00:09", "ingress",
+             "tcp", "IPv6", "l3_ext", "10.0.0.300", "", *ids]
+        ),
+    )  # fmt: skip
+    return st.recursive(
+        scalars,
+        lambda inner: st.lists(inner, max_size=3)
+        | st.dictionaries(st.sampled_from(["ip_address", "subnet_id", "network_id",
+                                           "start", "end", "destination", "nexthop"]),
+                          inner, max_size=3),
+        max_leaves=6,
+    )  # fmt: skip
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(data=st.data())
+def test_no_server_error_for_any_body(
+    neutron: Neutron, net: dict[str, Any], subnet: dict[str, Any], data: st.DataObject
+) -> None:
+    ids = [net["id"], subnet["id"]]
+    collection = data.draw(st.sampled_from(sorted(_ATTRIBUTES)))
+    names = data.draw(st.lists(st.sampled_from(_ATTRIBUTES[collection]), unique=True))
+    body = {name: data.draw(_values(ids)) for name in names}
+    member = _MEMBERS[collection]
+    created = neutron.post(f"{V2}/{collection}", {member: body})
+    assert created.status_code < 500, created.get_json()
+    if created.status_code == 201:
+        ident = created.get_json()[member]["id"]
+        updated = neutron.put(f"{V2}/{collection}/{ident}", {member: body})
+        assert updated.status_code < 500, updated.get_json()
+        deleted = neutron.delete(f"{V2}/{collection}/{ident}")
+        assert deleted.status_code < 500, deleted.get_json()
+    for path in ("add_router_interface", "remove_router_interface"):
+        routers = neutron.get(f"{V2}/routers").get_json()["routers"]
+        if routers:
+            response = neutron.put(f"{V2}/routers/{routers[0]['id']}/{path}", body)
+            assert response.status_code < 500, response.get_json()
