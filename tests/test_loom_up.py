@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -47,10 +48,15 @@ def _alive(pid: int) -> bool:
 
 
 def _get(url: str, token: str | None = None) -> tuple[int, bytes]:
+    """GET `url`; return the status and body, error statuses included."""
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=10) as r:
-        status: int = r.status
-        return status, r.read()
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=10) as r:
+            status: int = r.status
+            return status, r.read()
+    except urllib.error.HTTPError as exc:
+        with exc:
+            return exc.code, exc.read()
 
 
 @contextlib.contextmanager
@@ -129,11 +135,27 @@ def test_up_db_cluster_with_tenant_token_and_sigterm(tmp_path: Path) -> None:
         url = f"http://127.0.0.1:{port}/api/v1/logical-switches"
         assert _get(url, admin)[0] == 200
         assert _get(url, "ta")[0] == 200
+        assert _get(f"http://127.0.0.1:{port}/v2.0/networks")[0] == 401, "token auth by default"
 
         proc.send_signal(signal.SIGTERM)
         rest, _ = proc.communicate(timeout=30)
         assert proc.returncode == 0, rest
         assert not [pid for pid in children if _alive(pid)]
+
+
+def test_up_neutron_noauth(tmp_path: Path) -> None:
+    port = free_port()
+    args = ["--api-port", str(port), "--admin-token", "t", "--state-dir", str(tmp_path / "s"),
+            "--neutron-auth", "noauth"]  # fmt: skip
+    with _loom_up(*args) as (proc, banner):
+        assert f"Neutron API: http://127.0.0.1:{port}/v2.0 (noauth)" in banner, banner
+        status, body = _get(f"http://127.0.0.1:{port}/v2.0/networks")
+        assert status == 200, body
+        assert json.loads(body) == {"networks": []}
+        assert _get(f"http://127.0.0.1:{port}/api/v1/logical-switches")[0] == 401
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=30)
+        assert proc.returncode == 0
 
 
 def _processes_mentioning(text: str) -> list[str]:

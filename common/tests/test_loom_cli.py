@@ -124,6 +124,8 @@ def test_api_command_is_the_contract_with_loom_api() -> None:
         "--listen", "127.0.0.1:8080", "--admin-token", "tok",
         "--tenant-token", "a=x", "--tenant-token", "b=y",
     ]  # fmt: skip
+    noauth = cli.api_command("tcp:127.0.0.1:1", 8080, "tok", [], "noauth")
+    assert noauth[-2:] == ["--neutron-auth", "noauth"]
 
 
 def test_first_signal_raises_stopped_later_ones_are_ignored() -> None:

@@ -95,7 +95,11 @@ def http_ok(url: str, timeout: float = 2.0) -> bool:
 
 
 def api_command(
-    db_remote: str, api_port: int, admin_token: str, tenant_tokens: list[str]
+    db_remote: str,
+    api_port: int,
+    admin_token: str,
+    tenant_tokens: list[str],
+    neutron_auth: str = "token",
 ) -> list[str]:
     """Return the API server's command line (the contract with `loom_api`)."""
     command = [
@@ -104,6 +108,8 @@ def api_command(
     ]  # fmt: skip
     for pair in tenant_tokens:
         command += ["--tenant-token", pair]
+    if neutron_auth != "token":
+        command += ["--neutron-auth", neutron_auth]
     return command
 
 
@@ -123,6 +129,7 @@ class Deployment:
         admin_token: str,
         tenant_tokens: list[str],
         db_cluster: bool,
+        neutron_auth: str = "token",
     ) -> None:
         """Describe the deployment (see `loom up --help` for the meaning of each option).
 
@@ -132,12 +139,14 @@ class Deployment:
             admin_token: the admin bearer token.
             tenant_tokens: `TENANT=TOKEN` pairs.
             db_cluster: run the config DB as a 3-member RAFT cluster.
+            neutron_auth: `token` (X-Auth-Token as the native tokens) or `noauth`.
         """
         self.state_dir = state_dir.resolve()
         self.api_port = api_port
         self.admin_token = admin_token
         self.tenant_tokens = tenant_tokens
         self.db_cluster = db_cluster
+        self.neutron_auth = neutron_auth
         self.db_remote = ""
         self.processes: dict[str, Process] = {}
 
@@ -174,7 +183,9 @@ class Deployment:
             self.db_remote = server.remote
 
     def _start_api(self) -> None:
-        command = api_command(self.db_remote, self.api_port, self.admin_token, self.tenant_tokens)
+        command = api_command(
+            self.db_remote, self.api_port, self.admin_token, self.tenant_tokens, self.neutron_auth
+        )
         daemon = Daemon("api-server", command, self.state_dir)
         self.processes["API server"] = daemon
         daemon.start(ready=lambda: http_ok(self.api_url + HEALTH_PATH), timeout=60)
@@ -227,12 +238,14 @@ def cmd_up(args: argparse.Namespace) -> int:
         admin_token=token,
         tenant_tokens=args.tenant_token,
         db_cluster=args.db_cluster,
+        neutron_auth=args.neutron_auth,
     )
     try:
         deployment.start()
         print(f"Loom is up. State in {deployment.state_dir}", flush=True)
         print(f"  config DB:   {deployment.db_remote}", flush=True)
         print(f"  API:         {deployment.api_url}/api/v1", flush=True)
+        print(f"  Neutron API: {deployment.api_url}/v2.0 ({args.neutron_auth})", flush=True)
         print(f"  admin token: {token}", flush=True)
         print("Ctrl-C stops everything.", flush=True)
         watch(deployment)
@@ -295,6 +308,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         type=_tenant_token,
         metavar="TENANT=TOKEN",
         help="a tenant's bearer token (repeatable)",
+    )
+    up.add_argument(
+        "--neutron-auth",
+        choices=["token", "noauth"],
+        default="token",
+        help="the Neutron API's auth: tokens as the native API (default), or noauth "
+        "(requests act as admin, as Neutron's auth_strategy=noauth)",
     )
     up.set_defaults(func=cmd_up)
     db = sub.add_parser("db", help="start only the configuration database; print its remote")
