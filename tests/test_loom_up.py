@@ -124,6 +124,7 @@ def test_up_db_cluster_with_tenant_token_and_sigterm(tmp_path: Path) -> None:
     args = ["--api-port", str(port), "--state-dir", str(tmp_path / "s"), "--db-cluster",
             "--tenant-token", "tenant-a=ta"]  # fmt: skip
     with _loom_up(*args) as (proc, banner):
+        assert "config DB:" in banner, banner
         (db_line,) = [line for line in banner.splitlines() if "config DB:" in line]
         assert len(db_line.split(":", 1)[1].strip().split(",")) == 3, banner
         (token_line,) = [line for line in banner.splitlines() if "admin token:" in line]
