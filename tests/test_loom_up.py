@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from loom_common.ovsdb import free_port
+from loom_common.procs import pid_exists
 
 pytestmark = pytest.mark.ovs
 
@@ -37,14 +38,6 @@ def _descendants(pid: int) -> set[int]:
             found.add(child)
             stack.append(child)
     return found
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def _get(url: str, token: str | None = None) -> tuple[int, bytes]:
@@ -116,7 +109,7 @@ def test_up_serves_and_ctrl_c_stops_everything(tmp_path: Path) -> None:
         rest, _ = proc.communicate(timeout=30)
         assert proc.returncode == 0, rest
         assert "Loom stopped." in rest
-        assert not [pid for pid in children if _alive(pid)]
+        assert not [pid for pid in children if pid_exists(pid)]
 
 
 def test_up_db_cluster_with_tenant_token_and_sigterm(tmp_path: Path) -> None:
@@ -141,7 +134,7 @@ def test_up_db_cluster_with_tenant_token_and_sigterm(tmp_path: Path) -> None:
         proc.send_signal(signal.SIGTERM)
         rest, _ = proc.communicate(timeout=30)
         assert proc.returncode == 0, rest
-        assert not [pid for pid in children if _alive(pid)]
+        assert not [pid for pid in children if pid_exists(pid)]
 
 
 def test_up_neutron_noauth(tmp_path: Path) -> None:

@@ -14,16 +14,9 @@ import pytest
 
 from loom_common import cli
 from loom_common.ovsdb import free_port, tool
+from loom_common.procs import pid_exists
 
 LOOM = Path(sys.executable).parent / "loom"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def _ovsdb_pids(state: Path) -> list[int]:
@@ -74,11 +67,11 @@ def test_db_standalone_serves_until_signal(tmp_path: Path, how: signal.Signals) 
         assert line.strip() == f"config DB: tcp:127.0.0.1:{port}", line
         assert "Loom_Config" in _list_dbs(f"tcp:127.0.0.1:{port}")
         (pid,) = _ovsdb_pids(tmp_path)
-        assert _alive(pid)
+        assert pid_exists(pid)
         proc.send_signal(how)
         rest, _ = proc.communicate(timeout=30)
         assert proc.returncode == 0, rest
-        assert not _alive(pid)
+        assert not pid_exists(pid)
         assert (tmp_path / "config-db" / "config.db").exists()
 
 
@@ -96,7 +89,7 @@ def test_db_cluster_prints_every_member_and_stops_them(tmp_path: Path) -> None:
         proc.send_signal(signal.SIGINT)
         rest, _ = proc.communicate(timeout=30)
         assert proc.returncode == 0, rest
-        assert not [pid for pid in pids if _alive(pid)]
+        assert not [pid for pid in pids if pid_exists(pid)]
 
 
 def test_up_options_and_defaults() -> None:

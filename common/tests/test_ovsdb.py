@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from loom_common.ovsdb import OvsdbCluster, OvsdbServer, free_ports, schema_name, tool
-from loom_common.procs import DaemonError
+from loom_common.procs import DaemonError, pid_exists
 from loom_schemas import CONFIG_SCHEMA, schema_path
 
 pytestmark = pytest.mark.ovs
@@ -47,14 +46,6 @@ def insert_zone(remote: str, name: str) -> None:
     )  # fmt: skip
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 def test_free_ports_are_distinct() -> None:
     ports = free_ports(6)
     assert len(set(ports)) == 6
@@ -77,7 +68,7 @@ def test_standalone_survives_kill9(config_db: OvsdbServer) -> None:
     assert pid is not None
     config_db.kill9()
     assert not config_db.running
-    assert not _alive(pid)
+    assert not pid_exists(pid)
     config_db.restart()
     assert config_db.pid != pid
     assert zone_names(config_db.remote) == ["tz-a"]
@@ -88,7 +79,7 @@ def test_standalone_stop_reaps_and_restart_keeps_port(config_db: OvsdbServer) ->
     assert pid is not None
     config_db.stop()
     assert not config_db.running
-    assert not _alive(pid)
+    assert not pid_exists(pid)
     with pytest.raises(subprocess.CalledProcessError):
         zone_names(config_db.remote)
     config_db.restart()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from loom_common.procs import Daemon, DaemonError, listens_on
+from loom_common.procs import Daemon, DaemonError, listens_on, pid_exists
 
 SLEEPER = [sys.executable, "-c", "import time, sys; print('up', flush=True); time.sleep(600)"]
 # Ignores SIGTERM, as a wedged daemon would; only SIGKILL stops it.
@@ -21,15 +21,6 @@ STUBBORN = [
 ]
 
 
-def _alive(pid: int) -> bool:
-    """True if `pid` exists (our children are reaped by Daemon, so no zombies linger)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 def _says_up(log: Path) -> bool:
     return log.exists() and "up" in log.read_text()
 
@@ -39,13 +30,13 @@ def test_start_ready_stop_reaps(tmp_path: Path) -> None:
     daemon.start(ready=lambda: _says_up(daemon.log_path), timeout=10)
     pid = daemon.pid
     assert pid is not None
-    assert _alive(pid)
+    assert pid_exists(pid)
     assert daemon.log_path == tmp_path / "sleeper.log"
     assert daemon.pid_path.read_text() == f"{pid}\n"
     assert daemon.stop() == -15
     assert not daemon.running
     assert daemon.pid is None
-    assert not _alive(pid)
+    assert not pid_exists(pid)
     assert not daemon.pid_path.exists()
 
 
@@ -55,7 +46,7 @@ def test_stop_escalates_to_sigkill_after_grace(tmp_path: Path) -> None:
     pid = daemon.pid
     assert pid is not None
     assert daemon.stop(grace=0.2) == -9
-    assert not _alive(pid)
+    assert not pid_exists(pid)
 
 
 def test_kill9_reaps_and_leaves_pid_file_like_a_crash(tmp_path: Path) -> None:
@@ -64,7 +55,7 @@ def test_kill9_reaps_and_leaves_pid_file_like_a_crash(tmp_path: Path) -> None:
     assert pid is not None
     daemon.kill9()
     assert not daemon.running
-    assert not _alive(pid)
+    assert not pid_exists(pid)
     assert daemon.pid_path.read_text() == f"{pid}\n"
     assert daemon.stop() == -9
     assert not daemon.pid_path.exists()

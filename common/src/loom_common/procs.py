@@ -228,3 +228,15 @@ def listens_on(pid: int, port: int, *, proc: Path = Path("/proc")) -> bool:
         except OSError:
             continue
     return False
+
+
+def pid_exists(pid: int) -> bool:
+    """Return whether a process `pid` exists (signal 0; nothing is sent).
+
+    A zombie still exists; `Daemon` reaps its children, so for them this means "running".
+    """
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
