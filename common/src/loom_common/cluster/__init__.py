@@ -1,0 +1,1 @@
+"""Controller clusters: shard assignment (pure) and ZooKeeper membership (Kazoo)."""
