@@ -112,3 +112,68 @@ def config_db_cluster(tmp_path: Path, request: pytest.FixtureRequest) -> Iterato
         yield cluster.start()
     finally:
         cluster.stop()
+
+
+# ZooKeeper (issue 4): the `zk` and `zk_ensemble` fixtures and the `zk` marker's policy, the
+# same as the `ovs` one: tests marked `zk` are skipped locally when java or Debian's
+# ZooKeeper jar is missing, and fail instead when `CI=true` or `LOOM_REQUIRE_INTEGRATION=1`.
+
+from loom_common.zookeeper import (  # noqa: E402 (this section is appended to the plugin)
+    ZooKeeperEnsemble,
+    ZooKeeperServer,
+    missing_zookeeper,
+)
+
+# Short ticks let tests use sessions of 0.4 to 4 s (the server allows 2 to 20 ticks).
+ZK_TEST_TICK_MS = 200
+
+
+def require_zookeeper() -> None:
+    """Skip the current test (fail it in CI) when java or ZooKeeper is not installed."""
+    missing = missing_zookeeper()
+    if not missing:
+        return
+    message = f"{', '.join(missing)} not installed (apt-get install zookeeper)"
+    if integration_required():
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+@pytest.hookimpl(specname="pytest_runtest_setup")
+def pytest_runtest_setup_zk(item: pytest.Item) -> None:
+    """Skip (or, in CI, fail) `zk` tests when java or ZooKeeper is not installed."""
+    if item.get_closest_marker("zk") is not None:
+        require_zookeeper()
+
+
+@pytest.fixture
+def zk(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[ZooKeeperServer]:
+    """A running standalone ZooKeeper in `tmp_path` (tick 200 ms), stopped at teardown.
+
+    `hosts` is its Kazoo connection string; `kill9()` crashes it and `restart()` starts it
+    again on the same data directory and port. Its log is attached to a failing report.
+    """
+    require_zookeeper()
+    server = ZooKeeperServer(tmp_path / "zk", tick_ms=ZK_TEST_TICK_MS)
+    register_log(request, server.log_path)
+    try:
+        yield server.start()
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def zk_ensemble(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[ZooKeeperEnsemble]:
+    """A running 3-member ZooKeeper ensemble in `tmp_path` (tick 200 ms), stopped at teardown.
+
+    `hosts` lists every member; `members[i].kill9()` crashes one and
+    `restart_member(members[i])` brings it back on its data directory.
+    """
+    require_zookeeper()
+    ensemble = ZooKeeperEnsemble(tmp_path / "zk-ensemble", tick_ms=ZK_TEST_TICK_MS)
+    for member in ensemble.members:
+        register_log(request, member.log_path)
+    try:
+        yield ensemble.start()
+    finally:
+        ensemble.stop()
