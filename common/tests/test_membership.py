@@ -28,7 +28,7 @@ from loom_common.cluster.membership import (
 )
 from loom_common.cluster.sharding import Owners, assign
 from loom_common.procs import Daemon
-from loom_common.zookeeper import ZooKeeperServer
+from loom_common.zookeeper import ZooKeeperEnsemble, ZooKeeperServer
 
 SESSION = 1.0  # seconds; the test server's tick is 0.2 s (sessions of 0.4..4 s allowed)
 SHARDS = [f"dp-{i:02d}" for i in range(12)]
@@ -115,7 +115,7 @@ class Cluster:
     def member(
         self,
         member_id: str,
-        shards: list[str] = SHARDS,
+        shards: list[str] | None = SHARDS,
         *,
         session: float = SESSION,
         on_change: Callable[[MemberView], None] | None = None,
@@ -387,3 +387,50 @@ def test_a_deposed_leader_cannot_write(cluster: Cluster) -> None:
     assert "only-a-knows" not in published.assignment
     assert a.view.masters == va.masters
     assert vb.masters == set(SHARDS) - va.masters
+
+
+@pytest.mark.zk
+def test_a_leader_without_its_shard_list_writes_nothing(cluster: Cluster) -> None:
+    a = cluster.member("a", shards=None)
+    b = cluster.member("b")
+    assert a.wait_for(lambda v: v.leader and v.members == ("a", "b"), WAIT).version == 0
+    assert b.view.masters == frozenset()  # the empty znode: nobody owns anything yet
+    a.set_shards(SHARDS)
+    a.wait_for(owns(6), WAIT)
+    b.wait_for(owns(6), WAIT)
+
+
+@pytest.mark.zk
+def test_ensemble_leader_loss_suspends_members_but_moves_nothing(
+    zk_ensemble: ZooKeeperEnsemble,
+) -> None:
+    """A new ZooKeeper leader is elected within the session: SUSPENDED -> ACQUIRED."""
+    clients = [connect(zk_ensemble.hosts, session_timeout=4.0) for _ in range(2)]
+    suspended = [threading.Event() for _ in clients]
+
+    def watcher(i: int) -> Callable[[MemberView], None]:
+        return lambda v: suspended[i].set() if v.state is Own.SUSPENDED else None
+
+    members = [
+        Member(client, f"m{i}", SHARDS, root="/loom/ens", on_change=watcher(i)).start()
+        for i, client in enumerate(clients)
+    ]
+    try:
+        before = [m.wait_for(owns(6), WAIT) for m in members]
+        sessions = [c.client_id for c in clients]
+        zk_leader = zk_ensemble.leader()
+        assert zk_leader is not None
+        zk_leader.kill9()  # the followers drop their clients while they elect a new leader
+        for event in suspended:
+            assert event.wait(WAIT)
+        after = [m.wait_for(lambda v: v.state is Own.ACQUIRED, WAIT) for m in members]
+        assert zk_ensemble.leader() not in (None, zk_leader)
+        assert [c.client_id for c in clients] == sessions
+        assert [v.masters for v in after] == [v.masters for v in before]
+        assert [v.version for v in after] == [v.version for v in before]
+    finally:
+        for member in members:
+            member.stop()
+        for client in clients:
+            client.stop()
+            client.close()

@@ -195,7 +195,7 @@ class Member:
         self,
         client: Any,
         member_id: str,
-        shards: Iterable[str] = (),
+        shards: Iterable[str] | None = None,
         *,
         root: str = DEFAULT_ROOT,
         on_change: Callable[[MemberView], None] | None = None,
@@ -208,9 +208,12 @@ class Member:
             client: a `KazooClient` (started or not); the caller owns it and stops it.
             member_id: this member's id, unique in the cluster (a second process with the
                 same id waits in JOINING until the first one's session is gone).
-            shards: the shards this member would assign if it led (`set_shards` updates).
+            shards: the shards this member assigns when it leads (`set_shards` replaces
+                them). None: not known yet; as the leader it writes no assignment until
+                `set_shards` (an empty list would take every shard from every member).
             root: the cluster's znode path.
-            on_change: called with every new view, from the member's worker thread.
+            on_change: called with every new view, from the member's worker thread (keep
+                it short: the member handles nothing else meanwhile).
             clock: the time source that stamps views (`MemberView.since`).
             retry_delay: seconds before a ZooKeeper step that failed is tried again.
 
@@ -231,7 +234,7 @@ class Member:
         self._worker = threading.Thread(target=self._work, name=f"member-{member_id}", daemon=True)
         # Owned by the worker thread once started.
         self._state = Ownership.JOINING
-        self._shards = frozenset(shards)
+        self._shards = frozenset(shards) if shards is not None else None
         self._published: Published | None = None
         self._version = -1
         self._members: tuple[str, ...] = ()
@@ -335,9 +338,13 @@ class Member:
                 self._leave()
                 self._publish_view()
                 return
-            self._handle(event)
-            retry_pending = not self._reconcile()
-            self._publish_view()
+            try:
+                self._handle(event)
+                retry_pending = not self._reconcile()
+                self._publish_view()
+            except Exception:  # a bug, or on_change raised: log it, keep following ZK
+                log.exception("%s: failed handling %r", self.member_id, event[0])
+                retry_pending = True
 
     def _handle(self, event: tuple[Any, ...]) -> None:
         kind = event[0]
@@ -377,8 +384,8 @@ class Member:
             if self._state is Ownership.ACQUIRED:
                 if self._candidate is None or self._need_election:
                     self._elect()
-                if self._leading and self._need_rebalance:
-                    self._rebalance()
+                if self._leading and self._need_rebalance and self._shards is not None:
+                    self._rebalance(self._shards)
         except KazooException as exc:
             log.info("%s: ZooKeeper step failed, will retry: %r", self.member_id, exc)
             return False
@@ -428,13 +435,13 @@ class Member:
             return self._elect()  # it went meanwhile: look again
         return None
 
-    def _rebalance(self) -> None:
+    def _rebalance(self, shards: frozenset[str]) -> None:
         """As the leader: compute the assignment and write it if it changed (fenced)."""
         members = tuple(sorted(self._client.get_children(self.members_path)))
         data, stat = self._client.get(self.assignment_path)
         current = decode(data)
         previous = current.assignment if current is not None else None
-        new = Published(assign(members, self._shards, previous), members, self.member_id)
+        new = Published(assign(members, shards, previous), members, self.member_id)
         if current is not None and (current.assignment, current.members) == (
             new.assignment,
             new.members,
