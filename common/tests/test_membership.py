@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
 import threading
 import time
@@ -119,10 +121,12 @@ class Cluster:
         *,
         session: float = SESSION,
         on_change: Callable[[MemberView], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> Member:
         member = Member(
-            self.client(session), member_id, shards, root=self.root, on_change=on_change
-        )
+            self.client(session), member_id, shards, root=self.root, on_change=on_change,
+            clock=clock,
+        )  # fmt: skip
         self.members.append(member.start())
         return member
 
@@ -157,9 +161,10 @@ def disjoint_cover(*views: MemberView) -> None:
 @pytest.mark.zk
 def test_two_members_split_the_shards_with_each_other_as_standby(cluster: Cluster) -> None:
     a = cluster.member("a")
-    b = cluster.member("b")
+    b = cluster.member("b", clock=lambda: 1234.5)
     va = a.wait_for(owns(6), WAIT)
     vb = b.wait_for(owns(6), WAIT)
+    assert vb.since == 1234.5  # views are stamped by the injected clock
     assert va.version == vb.version
     disjoint_cover(va, vb)
     assert va.standbys == vb.masters  # hot standbys
@@ -318,26 +323,42 @@ def expire_session(cluster: Cluster, client: Any) -> None:
 
 
 @pytest.mark.zk
-def test_zookeeper_restart_suspends_then_resumes_the_same_session(
+def test_a_paused_server_suspends_members_then_they_resume_the_same_session(
     cluster: Cluster, zk: ZooKeeperServer
 ) -> None:
-    """ACQUIRED -> SUSPENDED (nothing writable) -> ACQUIRED: same session, nothing moved."""
-    long = 4.0  # 20 ticks: enough to restart the server within the session
-    a = cluster.member("a", session=long)
-    b = cluster.member("b", session=long)
-    va = a.wait_for(owns(6), WAIT)
-    b.wait_for(owns(6), WAIT)
-    session = cluster.clients[0].client_id
-    zk.kill9()
-    suspended = a.wait_for(lambda v: v.state is Own.SUSPENDED, WAIT)
-    assert suspended.masters == va.masters  # kept hot, but
-    assert not any(suspended.may_write(shard) for shard in suspended.masters)  # not writable
-    zk.restart()
-    resumed = a.wait_for(lambda v: v.state is Own.ACQUIRED, WAIT)
-    assert cluster.clients[0].client_id == session
-    assert resumed.masters == va.masters
-    assert all(resumed.may_write(shard) for shard in resumed.masters)
-    assert b.wait_for(lambda v: v.state is Own.ACQUIRED, WAIT).masters == set(SHARDS) - va.masters
+    """ACQUIRED -> SUSPENDED (nothing writable) -> ACQUIRED: same session, nothing moved.
+
+    The server is paused (SIGSTOP) rather than restarted: ZooKeeper 3.8.0 may accept a
+    client's connection while it is still loading and never answer it, so a client that
+    reconnects at that moment waits its whole connect timeout (the session timeout over the
+    number of hosts) and its session expires. With one host that is a coin toss.
+    """
+    long = 4.0  # 20 ticks; a client notices silence after 2/3 of it
+    suspended = [threading.Event(), threading.Event()]
+
+    def watcher(i: int) -> Callable[[MemberView], None]:
+        return lambda v: suspended[i].set() if v.state is Own.SUSPENDED else None
+
+    a = cluster.member("a", session=long, on_change=watcher(0))
+    b = cluster.member("b", session=long, on_change=watcher(1))
+    before = [a.wait_for(owns(6), WAIT), b.wait_for(owns(6), WAIT)]
+    sessions = [c.client_id for c in cluster.clients]
+    assert zk.pid is not None
+    os.kill(zk.pid, signal.SIGSTOP)
+    try:
+        for event in suspended:
+            assert event.wait(long)
+        view = a.view
+        assert view.state is Own.SUSPENDED
+        assert view.masters == before[0].masters  # kept hot, but
+        assert not any(view.may_write(shard) for shard in view.masters)  # not writable
+    finally:
+        os.kill(zk.pid, signal.SIGCONT)
+    after = [m.wait_for(lambda v: v.state is Own.ACQUIRED, WAIT) for m in (a, b)]
+    assert [c.client_id for c in cluster.clients] == sessions
+    assert [v.masters for v in after] == [v.masters for v in before]
+    assert [v.version for v in after] == [v.version for v in before]
+    assert all(after[0].may_write(shard) for shard in after[0].masters)
 
 
 @pytest.mark.zk

@@ -16,6 +16,11 @@ Readiness is the server's own answer: this process listens on the client port an
 socket timeout: ZooKeeper 3.8.0 never closes a 4lw socket that arrives while it is still
 loading its database.
 
+The same 3.8.0 quirk hits clients: one that connects while a (re)starting server is still
+loading may get no answer until its connect timeout (Kazoo: the session timeout divided by
+the number of hosts), so with a single host its session expires. Where sessions must survive
+a server restart, use an ensemble.
+
 The tick matters to clients: the server clamps a session timeout to [2, 20] ticks and
 notices a dead client's session only at the next tick after it expires. Tests use a short
 tick (`DEFAULT_TICK_MS`) so that sessions of one or two seconds are allowed.
