@@ -113,12 +113,27 @@ def test_up_rejects_malformed_tenant_token(bad: str, capsys: pytest.CaptureFixtu
 
 def test_api_command_is_the_contract_with_loom_api() -> None:
     assert cli.api_command("tcp:127.0.0.1:1,tcp:127.0.0.1:2", 8080, "tok", ["a=x", "b=y"]) == [
-        sys.executable, "-m", "loom_api", "--db", "tcp:127.0.0.1:1,tcp:127.0.0.1:2",
-        "--listen", "127.0.0.1:8080", "--admin-token", "tok",
-        "--tenant-token", "a=x", "--tenant-token", "b=y",
+        sys.executable, "-m", "loom_api", "--db=tcp:127.0.0.1:1,tcp:127.0.0.1:2",
+        "--listen=127.0.0.1:8080", "--admin-token=tok",
+        "--tenant-token=a=x", "--tenant-token=b=y",
     ]  # fmt: skip
     noauth = cli.api_command("tcp:127.0.0.1:1", 8080, "tok", [], "noauth")
-    assert noauth[-2:] == ["--neutron-auth", "noauth"]
+    assert noauth[-1] == "--neutron-auth=noauth"
+
+
+def test_tokens_starting_with_a_dash_reach_the_api_intact() -> None:
+    """secrets.token_urlsafe can start with "-"; the API's argparse must not read an option."""
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--db")
+    parser.add_argument("--listen")
+    parser.add_argument("--admin-token")
+    parser.add_argument("--tenant-token", action="append")
+    argv = cli.api_command("tcp:127.0.0.1:1", 8080, "-Abc", ["t=-x"])[3:]
+    args = parser.parse_args(argv)
+    assert args.admin_token == "-Abc"
+    assert args.tenant_token == ["t=-x"]
 
 
 def test_first_signal_raises_stopped_later_ones_are_ignored() -> None:

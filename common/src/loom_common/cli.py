@@ -102,14 +102,15 @@ def api_command(
     neutron_auth: str = "token",
 ) -> list[str]:
     """Return the API server's command line (the contract with `loom_api`)."""
+    # `--opt=value`: a generated token may start with "-", which argparse would otherwise
+    # take for an option.
     command = [
-        sys.executable, "-m", "loom_api", "--db", db_remote,
-        "--listen", f"127.0.0.1:{api_port}", "--admin-token", admin_token,
+        sys.executable, "-m", "loom_api", f"--db={db_remote}",
+        f"--listen=127.0.0.1:{api_port}", f"--admin-token={admin_token}",
     ]  # fmt: skip
-    for pair in tenant_tokens:
-        command += ["--tenant-token", pair]
+    command += [f"--tenant-token={pair}" for pair in tenant_tokens]
     if neutron_auth != "token":
-        command += ["--neutron-auth", neutron_auth]
+        command.append(f"--neutron-auth={neutron_auth}")
     return command
 
 
