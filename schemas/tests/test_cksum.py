@@ -8,10 +8,10 @@ import subprocess
 
 import pytest
 
-from loom_schemas import CONFIG_SCHEMA, compute_cksum, schema_info, schema_path
+from loom_schemas import CONFIG_SCHEMA, UNIVERSAL_SCHEMA, compute_cksum, schema_info, schema_path
 from loom_schemas.versions import RELEASED
 
-SCHEMAS = [CONFIG_SCHEMA]
+SCHEMAS = [CONFIG_SCHEMA, UNIVERSAL_SCHEMA]
 
 
 @pytest.mark.parametrize("name", SCHEMAS)
@@ -49,22 +49,24 @@ def test_edit_changes_cksum() -> None:
 
 
 @pytest.mark.ovs
-def test_ovsdb_tool_accepts_schema(tmp_path: pytest.TempPathFactory) -> None:
+@pytest.mark.parametrize("name", SCHEMAS)
+def test_ovsdb_tool_accepts_schema(tmp_path: pytest.TempPathFactory, name: str) -> None:
     tool = shutil.which("ovsdb-tool")
     assert tool is not None, "ovsdb-tool missing: apt-get install openvswitch-switch"
     db = f"{tmp_path}/c.db"
-    subprocess.run([tool, "create", db, str(schema_path(CONFIG_SCHEMA))], check=True)
+    subprocess.run([tool, "create", db, str(schema_path(name))], check=True)
     out = subprocess.run([tool, "db-version", db], capture_output=True, check=True, text=True)
-    assert out.stdout.strip() == schema_info(schema_path(CONFIG_SCHEMA)).version
+    assert out.stdout.strip() == schema_info(schema_path(name)).version
 
 
-def test_every_table_and_column_is_documented() -> None:
-    doc = schema_path(CONFIG_SCHEMA).with_suffix(".md").read_text()
+@pytest.mark.parametrize("name", SCHEMAS)
+def test_every_table_and_column_is_documented(name: str) -> None:
+    doc = schema_path(name).with_suffix(".md").read_text()
     sections = {
         chunk.split("\n", 1)[0].split(" (")[0].strip(): chunk for chunk in doc.split("\n## ")[1:]
     }
     shared = doc.split("\n## ", 1)[0]
-    schema = json.loads(schema_path(CONFIG_SCHEMA).read_text())
+    schema = json.loads(schema_path(name).read_text())
     missing = []
     for table, spec in schema["tables"].items():
         section = sections.get(table)
@@ -74,4 +76,4 @@ def test_every_table_and_column_is_documented() -> None:
         for column in spec["columns"]:
             if f"`{column}`" not in section and f"`{column}`" not in shared:
                 missing.append(f"{table}.{column}")
-    assert not missing, f"undocumented in loom_config.md: {missing}"
+    assert not missing, f"undocumented in {schema_path(name).with_suffix('.md').name}: {missing}"

@@ -7,11 +7,12 @@ package finds them both in the source tree (editable installs, tests) and in a b
 from __future__ import annotations
 
 from loom_schemas.cksum import SchemaInfo, compute_cksum, schema_info
-from loom_schemas.paths import CONFIG_SCHEMA, OPENAPI_DOCUMENT, schema_path
+from loom_schemas.paths import CONFIG_SCHEMA, OPENAPI_DOCUMENT, UNIVERSAL_SCHEMA, schema_path
 
 __all__ = [
     "CONFIG_SCHEMA",
     "OPENAPI_DOCUMENT",
+    "UNIVERSAL_SCHEMA",
     "SchemaInfo",
     "compute_cksum",
     "schema_info",

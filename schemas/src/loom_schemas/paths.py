@@ -8,6 +8,7 @@ _SOURCE_ROOT = Path(__file__).resolve().parents[2]
 _WHEEL_DATA = Path(__file__).resolve().parent / "data"
 
 CONFIG_SCHEMA = "loom_config.ovsschema"
+UNIVERSAL_SCHEMA = "loom_universal.ovsschema"
 OPENAPI_DOCUMENT = "api/openapi.json"
 
 

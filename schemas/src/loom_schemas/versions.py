@@ -11,4 +11,7 @@ RELEASED: dict[str, dict[str, str]] = {
     "Loom_Config": {
         "1.0.0": "13753675 13518",
     },
+    "Loom_Universal": {
+        "1.0.0": "4140731774 10959",
+    },
 }
