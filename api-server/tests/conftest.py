@@ -13,60 +13,18 @@ from typing import Any
 
 import pytest
 from flask import Flask
-from flask.testing import FlaskClient
 from waitress import wasyncore
 from waitress.server import create_server
-from werkzeug.test import TestResponse
 
 from loom_api import create_app
 from loom_api.auth import Tokens
 from loom_api.store import Store
+from loom_api.testing import ApiClient
 from loom_schemas import CONFIG_SCHEMA, schema_path
 
 ADMIN_TOKEN = "admin-secret"
 TENANT_TOKENS = {"token-a": "tenant-a", "token-b": "tenant-b"}
 TOKEN_OF = {"tenant-a": "token-a", "tenant-b": "token-b"}
-
-
-class ApiClient:
-    """A Flask test client that sends one bearer token and JSON bodies."""
-
-    def __init__(self, client: FlaskClient, token: str | None) -> None:
-        self.client = client
-        self.token = token
-
-    def _headers(self, headers: dict[str, str] | None) -> dict[str, str]:
-        out = {"Authorization": f"Bearer {self.token}"} if self.token else {}
-        out.update(headers or {})
-        return out
-
-    def _send(self, method: str, path: str, body: Any, kw: dict[str, Any]) -> TestResponse:
-        headers = self._headers(kw.pop("headers", None))
-        if body is not None:
-            kw["json"] = body
-        return self.client.open(path, method=method, headers=headers, **kw)
-
-    def get(self, path: str, **kw: Any) -> TestResponse:
-        return self._send("GET", path, None, kw)
-
-    def post(self, path: str, body: Any = None, **kw: Any) -> TestResponse:
-        return self._send("POST", path, body, kw)
-
-    def put(self, path: str, body: Any = None, **kw: Any) -> TestResponse:
-        return self._send("PUT", path, body, kw)
-
-    def patch(self, path: str, body: Any = None, **kw: Any) -> TestResponse:
-        return self._send("PATCH", path, body, kw)
-
-    def delete(self, path: str, **kw: Any) -> TestResponse:
-        return self._send("DELETE", path, None, kw)
-
-    def create(self, path: str, body: Any) -> dict[str, Any]:
-        """POST `body` and return the created object, failing the test on any other status."""
-        response = self.post(path, body)
-        assert response.status_code == 201, response.get_json()
-        result: dict[str, Any] = response.get_json()
-        return result
 
 
 @pytest.fixture

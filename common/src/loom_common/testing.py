@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from loom_common.ovsdb import OvsdbCluster, OvsdbError, OvsdbServer, tool
-from loom_schemas import CONFIG_SCHEMA, schema_path
+from loom_schemas import CONFIG_SCHEMA, UNIVERSAL_SCHEMA, schema_path
 
 _LOGS = pytest.StashKey[list[Path]]()
 LOG_TAIL_LINES = 40
@@ -42,6 +42,16 @@ def missing_ovs_tools() -> list[str]:
         except OvsdbError:
             missing.append(name)
     return missing
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """`--update-snapshots`: snapshot tests rewrite their golden files instead of comparing."""
+    parser.addoption(
+        "--update-snapshots",
+        action="store_true",
+        default=False,
+        help="rewrite the golden files of snapshot tests (review the diff like code)",
+    )
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -91,6 +101,17 @@ def config_db(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[OvsdbS
     again on the same database file and port. Its log is attached to a failing report.
     """
     server = OvsdbServer(tmp_path / "config-db", schema_path(CONFIG_SCHEMA))
+    register_log(request, server.log_path)
+    try:
+        yield server.start()
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def universal_db(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[OvsdbServer]:
+    """A running standalone Loom_Universal ovsdb-server in `tmp_path`, stopped at teardown."""
+    server = OvsdbServer(tmp_path / "universal-db", schema_path(UNIVERSAL_SCHEMA), name="universal")
     register_log(request, server.log_path)
     try:
         yield server.start()

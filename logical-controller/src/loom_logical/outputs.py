@@ -1,0 +1,217 @@
+"""The engine's output relations as rows of the universal database, and their shards.
+
+Each output relation of `rules/logical` fills one `Loom_Universal` table. A row's
+*identity* is what names it across recomputations: the table's index where it has one
+(a `Port_Binding` is its `logical_port`, whatever its columns become), else the whole row
+(a `Universal_Flow` that changes is a different flow). The writer keys everything by
+(table, identity).
+
+Shards: per-datapath rows (flows, bindings, replication sets, datapaths) belong to shard
+`sNN` = datapath key mod `DATAPATH_SHARDS`; the rest (tunnels, gateway assignments,
+warnings) to `GLOBAL_SHARD`. One controller masters each shard and writes only its rows.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+DATAPATH_SHARDS = 64
+GLOBAL_SHARD = "global"
+
+Identity = tuple[Any, ...]
+Columns = dict[str, Any]
+
+
+def datapath_shard(key: int) -> str:
+    """The shard of logical datapath `key`."""
+    return f"s{key % DATAPATH_SHARDS:02d}"
+
+
+def all_shards() -> list[str]:
+    """Every shard: the datapath shards and the global one."""
+    return [datapath_shard(i) for i in range(DATAPATH_SHARDS)] + [GLOBAL_SHARD]
+
+
+def _opt(value: Any) -> Any:
+    """An engine Option as an OVSDB optional column (python-ovs: a list of 0 or 1)."""
+    return [] if value is None else [value]
+
+
+def _ranked(pairs: Any) -> dict[int, str]:
+    """(weight, system-id) pairs as an OVSDB integer -> string map."""
+    return {int(w): str(s) for w, s in pairs}
+
+
+@dataclass(frozen=True)
+class OutputTable:
+    """How one output relation becomes rows of one universal table."""
+
+    relation: str
+    table: str
+    columns: Callable[[tuple[Any, ...]], Columns]
+    identity: Callable[[tuple[Any, ...]], Identity]
+    shard: Callable[[tuple[Any, ...]], str]
+    identity_of_row: Callable[[Any], Identity]
+    """The identity of an existing universal-DB row (python-ovs IDL row)."""
+
+
+def _flow_columns(r: tuple[Any, ...]) -> Columns:
+    dp, pipeline, stage, prio, match, actions, source = r
+    return {
+        "datapath": dp,
+        "pipeline": pipeline,
+        "stage": stage,
+        "priority": prio,
+        "match": match,
+        "actions": actions,
+        "source": source,
+        "cookie": zlib.crc32(source.encode()),
+    }
+
+
+def _flow_identity_of_row(row: Any) -> Identity:
+    return (row.datapath, row.pipeline, row.stage, row.priority, row.match, row.actions, row.source)
+
+
+def _binding_columns(r: tuple[Any, ...]) -> Columns:
+    port, dp, name, key, ptype, mac, ips, vif, peer, gw, vlan, stateful = r
+    return {
+        "logical_port": port,
+        "datapath": dp,
+        "name": name,
+        "port_key": key,
+        "type": ptype,
+        "mac": _opt(mac),
+        "ips": sorted(ips),
+        "vif_id": _opt(vif),
+        "peer": _opt(peer),
+        "gateway_service": _opt(gw),
+        "vlan": _opt(vlan),
+        "stateful": stateful,
+    }
+
+
+def _datapath_columns(r: tuple[Any, ...]) -> Columns:
+    key, kind, config_id, tenant, name, mode, zone = r
+    return {
+        "key": key,
+        "kind": kind,
+        "config_id": config_id,
+        "tenant": tenant,
+        "name": name,
+        "shard": datapath_shard(key),
+        "replication_mode": _opt(mode),
+        "transport_zone": _opt(zone),
+    }
+
+
+def _replication_columns(r: tuple[Any, ...]) -> Columns:
+    dp, mode, nodes = r
+    return {"datapath": dp, "mode": mode, "service_nodes": _ranked(nodes)}
+
+
+def _tunnel_columns(r: tuple[Any, ...]) -> Columns:
+    a, b, encap, ip, bfd = r
+    return {"from_node": a, "to_node": b, "encap": encap, "remote_ip": ip, "bfd": bfd}
+
+
+def _gateway_columns(r: tuple[Any, ...]) -> Columns:
+    service, name, kind, nodes, ip, nh, vlan, umac = r
+    return {
+        "service": service,
+        "name": name,
+        "kind": kind,
+        "nodes": _ranked(nodes),
+        "uplink_ip": _opt(ip),
+        "uplink_next_hop": _opt(nh),
+        "uplink_vlan": _opt(vlan),
+        "uplink_mac": _opt(umac),
+    }
+
+
+def _warning_columns(r: tuple[Any, ...]) -> Columns:
+    source, kind, message = r
+    return {"source": source, "kind": kind, "message": message}
+
+
+def _global(_: tuple[Any, ...]) -> str:
+    return GLOBAL_SHARD
+
+
+OUTPUTS: Mapping[str, OutputTable] = {
+    t.relation: t
+    for t in (
+        OutputTable(
+            "Flow",
+            "Universal_Flow",
+            _flow_columns,
+            lambda r: tuple(r),
+            lambda r: datapath_shard(r[0]),
+            _flow_identity_of_row,
+        ),
+        OutputTable(
+            "Datapath",
+            "Datapath",
+            _datapath_columns,
+            lambda r: (r[0],),
+            lambda r: datapath_shard(r[0]),
+            lambda row: (row.key,),
+        ),
+        OutputTable(
+            "Port_Binding",
+            "Port_Binding",
+            _binding_columns,
+            lambda r: (r[0],),
+            lambda r: datapath_shard(r[1]),
+            lambda row: (row.logical_port,),
+        ),
+        OutputTable(
+            "Replication_Set",
+            "Replication_Set",
+            _replication_columns,
+            lambda r: (r[0],),
+            lambda r: datapath_shard(r[0]),
+            lambda row: (row.datapath,),
+        ),
+        OutputTable(
+            "Tunnel",
+            "Tunnel",
+            _tunnel_columns,
+            lambda r: (r[0], r[1], r[2]),
+            _global,
+            lambda row: (row.from_node, row.to_node, row.encap),
+        ),
+        OutputTable(
+            "Gateway_Assignment",
+            "Gateway_Assignment",
+            _gateway_columns,
+            lambda r: (r[0],),
+            _global,
+            lambda row: (row.service,),
+        ),
+        OutputTable(
+            "Warning",
+            "Warning",
+            _warning_columns,
+            lambda r: tuple(r),
+            _global,
+            lambda row: (row.source, row.kind, row.message),
+        ),
+    )
+}
+"""Output relation name -> how it is written."""
+
+TABLE_OUTPUT: Mapping[str, OutputTable] = {t.table: t for t in OUTPUTS.values()}
+"""Universal table name -> its output relation."""
+
+
+def shard_of_row(table: str, row: Any) -> str:
+    """The shard of an existing universal-DB row of `table`."""
+    if table == "Datapath":
+        return datapath_shard(int(row.key))
+    if table in ("Universal_Flow", "Port_Binding", "Replication_Set"):
+        return datapath_shard(int(row.datapath))
+    return GLOBAL_SHARD

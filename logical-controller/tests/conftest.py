@@ -1,0 +1,267 @@
+"""Fixtures for logical-controller tests: the API in-process on a real config DB, a logical
+controller between it and a real universal DB, and the scenario runner of the snapshot tests.
+
+A scenario (`tests/snapshots/NAME.yaml`) is a list of steps, each one API call or one
+physical fact:
+
+    - create: logical-switches/{sw}/ports    # POST; `{name}` is the id created `as: name`
+      as: p1
+      body: {name: p1, mac: "00:00:00:00:00:01", attachment: {type: vif, vif_id: vif1}}
+    - update: logical-switches/{sw}/ports/{p1}   # PATCH
+      body: {admin_state_up: false}
+    - delete: logical-switches/{sw}/ports/{p1}
+    - locate: {port: p1, node: hv1}       # a physical controller saw p1's VIF on hv1
+
+After every step the runner waits until the controller has written what the step caused
+(a configuration generation, or the location), then renders the universal database.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from flask import Flask
+
+from loom_api import create_app
+from loom_api.auth import Tokens
+from loom_api.store import Store
+from loom_api.testing import ApiClient
+from loom_common.ovsdb import OvsdbServer, tool
+from loom_logical.controller import LogicalController
+from loom_schemas import CONFIG_SCHEMA, schema_path
+
+ADMIN_TOKEN = "admin-secret"
+WAIT = 30.0
+UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+@pytest.fixture
+def store(config_db: OvsdbServer) -> Iterator[Store]:
+    """A started API store on the test's config DB."""
+    s = Store(config_db.remote, str(schema_path(CONFIG_SCHEMA)), reconnect_grace=0.5, timeout=5.0)
+    s.start()
+    assert s.wait_connected(10.0), "the store did not connect to ovsdb-server"
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def admin(store: Store) -> ApiClient:
+    """An admin API client (Flask test client, in-process)."""
+    app: Flask = create_app(store, Tokens(admin=ADMIN_TOKEN, tenants={}))
+    return ApiClient(app.test_client(), ADMIN_TOKEN)
+
+
+@pytest.fixture
+def controller(config_db: OvsdbServer, universal_db: OvsdbServer) -> Iterator[LogicalController]:
+    """A running logical controller between the two databases, stopped at teardown."""
+    c = LogicalController(config_db.remote, universal_db.remote).start()
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+def dump_universal(remote: str) -> dict[str, list[dict[str, Any]]]:
+    """Every row of the universal DB, by table, as {column: python value}."""
+    out = subprocess.run(
+        [tool("ovsdb-client"), "--format=json", "dump", remote, "Loom_Universal"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    tables: dict[str, list[dict[str, Any]]] = {}
+    for line in out.splitlines():
+        if not line.strip():
+            continue
+        doc = json.loads(line)
+        caption = doc.get("caption", "")
+        name = caption.split()[0] if caption else ""
+        tables[name] = [dict(zip(doc["headings"], map(_value, row), strict=True)) for row in doc["data"]]
+    return tables
+
+
+def _value(datum: Any) -> Any:
+    """An OVSDB JSON datum as a plain value (sets as sorted lists, maps as dicts)."""
+    if isinstance(datum, list) and datum and datum[0] in ("set", "map", "uuid"):
+        kind, body = datum
+        if kind == "uuid":
+            return body
+        if kind == "set":
+            return sorted(_value(v) for v in body)
+        return {_value(k): _value(v) for k, v in body}
+    return datum
+
+
+class Scenario:
+    """Runs one scenario's steps against the API and renders the universal DB."""
+
+    def __init__(
+        self, admin: ApiClient, controller: LogicalController, universal: OvsdbServer
+    ) -> None:
+        self.admin = admin
+        self.controller = controller
+        self.universal = universal
+        self.ids: dict[str, str] = {}
+        self.names: dict[str, str] = {}
+
+    def sub(self, value: Any) -> Any:
+        """`value` with every `{name}` replaced by the id created as `name`."""
+        if isinstance(value, str):
+            return re.sub(r"\{(\w+)\}", lambda m: self.ids[m.group(1)], value)
+        if isinstance(value, list):
+            return [self.sub(v) for v in value]
+        if isinstance(value, dict):
+            return {k: self.sub(v) for k, v in value.items()}
+        return value
+
+    def run(self, steps: list[dict[str, Any]]) -> None:
+        """Run every step, waiting after each until the controller has written its effect."""
+        for step in steps:
+            generation = None
+            if "create" in step:
+                response = self.admin.post("/api/v1/" + self.sub(step["create"]), self.sub(step["body"]))
+                assert response.status_code == 201, (step, response.get_json())
+                created = response.get_json()
+                self._learn(step.get("as"), created)
+                generation = int(response.headers["X-Loom-Config-Generation"])
+            elif "update" in step:
+                response = self.admin.patch("/api/v1/" + self.sub(step["update"]), self.sub(step["body"]))
+                assert response.status_code == 200, (step, response.get_json())
+                self._learn(None, response.get_json())
+                generation = int(response.headers["X-Loom-Config-Generation"])
+            elif "delete" in step:
+                response = self.admin.delete("/api/v1/" + self.sub(step["delete"]))
+                assert response.status_code == 204, (step, response.get_json())
+                generation = int(response.headers["X-Loom-Config-Generation"])
+            elif "locate" in step:
+                self.locate(self.ids[step["locate"]["port"]], step["locate"]["node"])
+                continue
+            else:
+                raise AssertionError(f"unknown step {step}")
+            written = self.controller.wait_generation(generation, WAIT)
+            assert written >= generation, f"generation {generation} not written in {WAIT}s"
+
+    def _learn(self, name: str | None, obj: dict[str, Any]) -> None:
+        """Remember `obj`'s id under `name`, and stable names for it and its children."""
+        if name:
+            self.ids[name] = obj["id"]
+            self.names[obj["id"]] = name
+        if obj.get("peer_port_id") and name:
+            self.names[obj["peer_port_id"]] = f"{name}.peer"
+        for rule in obj.get("rules", []) or []:
+            if "id" in rule:
+                what = " ".join(
+                    str(rule.get(k)) for k in
+                    ("direction", "ethertype", "protocol", "port_range_min", "port_range_max",
+                     "remote_prefix")
+                )
+                remote = rule.get("remote_profile_id")
+                if remote:
+                    what += f" {self.names.get(remote, remote)}"
+                self.names[rule["id"]] = f"rule[{what}]"
+
+    def locate(self, port: str, node: str) -> None:
+        """Write `port`'s chassis as the physical controller of `node` would; wait for it."""
+        ops = [
+            "Loom_Universal",
+            {
+                "op": "update",
+                "table": "Port_Binding",
+                "where": [["logical_port", "==", port]],
+                "row": {"chassis": node},
+            },
+        ]
+        subprocess.run(
+            [tool("ovsdb-client"), "transact", self.universal.remote, json.dumps(ops)],
+            check=True,
+            capture_output=True,
+        )
+        assert self.controller.wait_pass(lambda c: c.location(port) == node, WAIT), (
+            f"the controller did not see {port} on {node}"
+        )
+
+    def render(self) -> str:
+        """The universal DB as sorted text, with config ids and hashes named."""
+        tables = dump_universal(self.universal.remote)
+        dp_name = {row["key"]: f"{row['kind']}:{row['name']}" for row in tables.get("Datapath", [])}
+        conj = {}
+        for row in tables.get("Universal_Flow", []):
+            m = re.match(r"conj_id=(\d+),", row["match"])
+            if m:
+                conj[m.group(1)] = self.name(row["source"])
+        macs = {
+            row["uplink_mac"]: f"<uplink-mac:{row['name']}>"
+            for row in tables.get("Gateway_Assignment", [])
+            if isinstance(row["uplink_mac"], str)
+        }
+        lines: list[str] = []
+
+        def section(title: str, rows: list[str]) -> None:
+            lines.append(f"## {title}")
+            lines.extend(sorted(rows))
+
+        section("Datapath", [
+            f"{dp_name[r['key']]} key={r['key']} shard={r['shard']} mode={r['replication_mode']} "
+            f"zone={r['transport_zone']} tenant={r['tenant']} config={r['config_id']}"
+            for r in tables.get("Datapath", [])
+        ])
+        section("Port_Binding", [
+            f"{dp_name.get(r['datapath'], r['datapath'])} {r['name']} key={r['port_key']} "
+            f"{r['type']} port={r['logical_port']} mac={r['mac']} ips={r['ips']} vif={r['vif_id']} "
+            f"peer={r['peer']} gw={r['gateway_service']} vlan={r['vlan']} stateful={r['stateful']}"
+            for r in tables.get("Port_Binding", [])
+        ])
+        section("Universal_Flow", [
+            f"{dp_name.get(r['datapath'], r['datapath'])} {r['pipeline']} {r['stage']} "
+            f"{r['priority']:5d} [{r['match']}] {r['actions']}"
+            for r in tables.get("Universal_Flow", [])
+        ])
+        section("Replication_Set", [
+            f"{dp_name.get(r['datapath'], r['datapath'])} {r['mode']} "
+            f"nodes={sorted(r['service_nodes'].values()) if r['service_nodes'] else []}"
+            for r in tables.get("Replication_Set", [])
+        ])
+        section("Tunnel", [
+            f"{r['from_node']} -> {r['to_node']} {r['encap']} {r['remote_ip']} bfd={r['bfd']}"
+            for r in tables.get("Tunnel", [])
+        ])
+        section("Gateway_Assignment", [
+            f"{r['name']} {r['kind']} service={r['service']} "
+            f"nodes={sorted(r['nodes'].values()) if r['nodes'] else []} ip={r['uplink_ip']} "
+            f"next_hop={r['uplink_next_hop']} vlan={r['uplink_vlan']} mac={r['uplink_mac']}"
+            for r in tables.get("Gateway_Assignment", [])
+        ])
+        section("Warning", [
+            f"{r['kind']} {r['source']}: {r['message']}" for r in tables.get("Warning", [])
+        ])
+        text = "\n".join(lines) + "\n"
+        for number, name in conj.items():
+            text = re.sub(rf"\b{number}\b", f"<conj:{name}>", text)
+        for mac, name in macs.items():
+            text = text.replace(mac, name)
+        return UUID_RE.sub(lambda m: f"<{self.name(m.group(0))}>", text)
+
+    def name(self, uuid: str) -> str:
+        """The scenario's name for config id `uuid`."""
+        return self.names.get(uuid, "unnamed")
+
+
+@pytest.fixture
+def scenario(
+    admin: ApiClient, controller: LogicalController, universal_db: OvsdbServer
+) -> Callable[[list[dict[str, Any]]], Scenario]:
+    """Run a list of steps; returns the Scenario (render() it to compare)."""
+
+    def run(steps: list[dict[str, Any]]) -> Scenario:
+        s = Scenario(admin, controller, universal_db)
+        s.run(steps)
+        return s
+
+    return run
