@@ -22,7 +22,6 @@ import json
 import re
 import subprocess
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -83,7 +82,9 @@ def dump_universal(remote: str) -> dict[str, list[dict[str, Any]]]:
         doc = json.loads(line)
         caption = doc.get("caption", "")
         name = caption.split()[0] if caption else ""
-        tables[name] = [dict(zip(doc["headings"], map(_value, row), strict=True)) for row in doc["data"]]
+        tables[name] = [
+            dict(zip(doc["headings"], map(_value, row), strict=True)) for row in doc["data"]
+        ]
     return tables
 
 
@@ -114,7 +115,7 @@ class Scenario:
     def sub(self, value: Any) -> Any:
         """`value` with every `{name}` replaced by the id created as `name`."""
         if isinstance(value, str):
-            return re.sub(r"\{(\w+)\}", lambda m: self.ids[m.group(1)], value)
+            return re.sub(r"\{([\w-]+)\}", lambda m: self.ids[m.group(1)], value)
         if isinstance(value, list):
             return [self.sub(v) for v in value]
         if isinstance(value, dict):
@@ -126,13 +127,17 @@ class Scenario:
         for step in steps:
             generation = None
             if "create" in step:
-                response = self.admin.post("/api/v1/" + self.sub(step["create"]), self.sub(step["body"]))
+                response = self.admin.post(
+                    "/api/v1/" + self.sub(step["create"]), self.sub(step["body"])
+                )
                 assert response.status_code == 201, (step, response.get_json())
                 created = response.get_json()
                 self._learn(step.get("as"), created)
                 generation = int(response.headers["X-Loom-Config-Generation"])
             elif "update" in step:
-                response = self.admin.patch("/api/v1/" + self.sub(step["update"]), self.sub(step["body"]))
+                response = self.admin.patch(
+                    "/api/v1/" + self.sub(step["update"]), self.sub(step["body"])
+                )
                 assert response.status_code == 200, (step, response.get_json())
                 self._learn(None, response.get_json())
                 generation = int(response.headers["X-Loom-Config-Generation"])
@@ -158,9 +163,15 @@ class Scenario:
         for rule in obj.get("rules", []) or []:
             if "id" in rule:
                 what = " ".join(
-                    str(rule.get(k)) for k in
-                    ("direction", "ethertype", "protocol", "port_range_min", "port_range_max",
-                     "remote_prefix")
+                    str(rule.get(k))
+                    for k in (
+                        "direction",
+                        "ethertype",
+                        "protocol",
+                        "port_range_min",
+                        "port_range_max",
+                        "remote_prefix",
+                    )
                 )
                 remote = rule.get("remote_profile_id")
                 if remote:
@@ -201,46 +212,46 @@ class Scenario:
             for row in tables.get("Gateway_Assignment", [])
             if isinstance(row["uplink_mac"], str)
         }
+
+        def dp(key: int) -> str:
+            return dp_name.get(key, str(key))
+
+        def ranked(nodes: Any) -> list[str]:  # weights are hashes of ids: show the set
+            return sorted(nodes.values()) if isinstance(nodes, dict) else []
+
+        formats: dict[str, Callable[[dict[str, Any]], str]] = {
+            "Datapath": lambda r: (
+                f"{dp(r['key'])} key={r['key']} shard={r['shard']} "
+                f"mode={r['replication_mode']} zone={r['transport_zone']} "
+                f"tenant={r['tenant']} config={r['config_id']}"
+            ),
+            "Port_Binding": lambda r: (
+                f"{dp(r['datapath'])} {r['name']} key={r['port_key']} {r['type']} "
+                f"port={r['logical_port']} mac={r['mac']} ips={r['ips']} "
+                f"vif={r['vif_id']} peer={r['peer']} gw={r['gateway_service']} "
+                f"vlan={r['vlan']} stateful={r['stateful']}"
+            ),
+            "Universal_Flow": lambda r: (
+                f"{dp(r['datapath'])} {r['pipeline']} {r['stage']} {r['priority']:5d} "
+                f"[{r['match']}] {r['actions']}"
+            ),
+            "Replication_Set": lambda r: (
+                f"{dp(r['datapath'])} {r['mode']} nodes={ranked(r['service_nodes'])}"
+            ),
+            "Tunnel": lambda r: (
+                f"{r['from_node']} -> {r['to_node']} {r['encap']} {r['remote_ip']} bfd={r['bfd']}"
+            ),
+            "Gateway_Assignment": lambda r: (
+                f"{r['name']} {r['kind']} service={r['service']} nodes={ranked(r['nodes'])} "
+                f"ip={r['uplink_ip']} next_hop={r['uplink_next_hop']} "
+                f"vlan={r['uplink_vlan']} mac={r['uplink_mac']}"
+            ),
+            "Warning": lambda r: f"{r['kind']} {r['source']}: {r['message']}",
+        }
         lines: list[str] = []
-
-        def section(title: str, rows: list[str]) -> None:
-            lines.append(f"## {title}")
-            lines.extend(sorted(rows))
-
-        section("Datapath", [
-            f"{dp_name[r['key']]} key={r['key']} shard={r['shard']} mode={r['replication_mode']} "
-            f"zone={r['transport_zone']} tenant={r['tenant']} config={r['config_id']}"
-            for r in tables.get("Datapath", [])
-        ])
-        section("Port_Binding", [
-            f"{dp_name.get(r['datapath'], r['datapath'])} {r['name']} key={r['port_key']} "
-            f"{r['type']} port={r['logical_port']} mac={r['mac']} ips={r['ips']} vif={r['vif_id']} "
-            f"peer={r['peer']} gw={r['gateway_service']} vlan={r['vlan']} stateful={r['stateful']}"
-            for r in tables.get("Port_Binding", [])
-        ])
-        section("Universal_Flow", [
-            f"{dp_name.get(r['datapath'], r['datapath'])} {r['pipeline']} {r['stage']} "
-            f"{r['priority']:5d} [{r['match']}] {r['actions']}"
-            for r in tables.get("Universal_Flow", [])
-        ])
-        section("Replication_Set", [
-            f"{dp_name.get(r['datapath'], r['datapath'])} {r['mode']} "
-            f"nodes={sorted(r['service_nodes'].values()) if r['service_nodes'] else []}"
-            for r in tables.get("Replication_Set", [])
-        ])
-        section("Tunnel", [
-            f"{r['from_node']} -> {r['to_node']} {r['encap']} {r['remote_ip']} bfd={r['bfd']}"
-            for r in tables.get("Tunnel", [])
-        ])
-        section("Gateway_Assignment", [
-            f"{r['name']} {r['kind']} service={r['service']} "
-            f"nodes={sorted(r['nodes'].values()) if r['nodes'] else []} ip={r['uplink_ip']} "
-            f"next_hop={r['uplink_next_hop']} vlan={r['uplink_vlan']} mac={r['uplink_mac']}"
-            for r in tables.get("Gateway_Assignment", [])
-        ])
-        section("Warning", [
-            f"{r['kind']} {r['source']}: {r['message']}" for r in tables.get("Warning", [])
-        ])
+        for table, fmt in formats.items():
+            lines.append(f"## {table}")
+            lines.extend(sorted(fmt(r) for r in tables.get(table, [])))
         text = "\n".join(lines) + "\n"
         for number, name in conj.items():
             text = re.sub(rf"\b{number}\b", f"<conj:{name}>", text)

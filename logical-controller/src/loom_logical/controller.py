@@ -225,8 +225,11 @@ class LogicalController:
     def _stamp(self, txn: Any, generation: int) -> None:
         """Record in `txn` that this controller has written `generation`."""
         me = next(
-            (r for r in self._universal.tables["Logical_Controller"].rows.values()
-             if r.name == self.name),
+            (
+                r
+                for r in self._universal.tables["Logical_Controller"].rows.values()
+                if r.name == self.name
+            ),
             None,
         )
         if me is None:
@@ -246,5 +249,3 @@ class LogicalController:
             txn.insert(self._universal.tables["Universal_Global"]).generation = realized
         elif rows[0].generation != realized:
             rows[0].generation = realized
-
-
