@@ -1,7 +1,8 @@
 """Snapshot-diff regression tests: each scenario under tests/snapshots/ is run through the
 API, the logical controller and a real universal DB, and the rendered universal database is
 compared with the committed golden file `NAME.golden` (`pytest --update-snapshots`
-rewrites them; review the diff like code)."""
+rewrites them; review the diff like code). Every flow is also installed, localized with
+dummy bindings, on a real ovs-vswitchd, which rejects bad syntax and unmet prerequisites."""
 
 from __future__ import annotations
 
@@ -27,9 +28,12 @@ def test_snapshot(
     path: Path,
     scenario: Callable[[list[dict[str, Any]]], Any],
     request: pytest.FixtureRequest,
+    openflow_check: Callable[[str], int],
 ) -> None:
     doc = yaml.safe_load(path.read_text())
-    rendered = scenario(doc["steps"]).render()
+    scenario_run = scenario(doc["steps"])
+    rendered = scenario_run.render()
+    openflow_check(scenario_run.universal.remote)
     golden = path.with_suffix(".golden")
     if request.config.getoption("--update-snapshots"):
         golden.write_text(rendered)
