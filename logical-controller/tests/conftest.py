@@ -37,7 +37,7 @@ from loom_common.procs import Daemon
 from loom_common.testing import register_log
 from loom_logical import pipeline
 from loom_logical.controller import LogicalController
-from loom_schemas import CONFIG_SCHEMA, schema_path
+from loom_schemas import CONFIG_SCHEMA, UNIVERSAL_SCHEMA, schema_path
 
 ADMIN_TOKEN = "admin-secret"
 WAIT = 30.0
@@ -69,6 +69,25 @@ def controller(config_db: OvsdbServer, universal_db: OvsdbServer) -> Iterator[Lo
         yield c
     finally:
         c.stop()
+
+
+@pytest.fixture
+def universal_db_2(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[OvsdbServer]:
+    """A second universal DB (for a second, fresh controller), stopped at teardown."""
+    server = OvsdbServer(
+        tmp_path / "universal-db-2", schema_path(UNIVERSAL_SCHEMA), name="universal"
+    )
+    register_log(request, server.log_path)
+    try:
+        yield server.start()
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def dump() -> Callable[[str], dict[str, list[dict[str, Any]]]]:
+    """`dump_universal`, for tests."""
+    return dump_universal
 
 
 def dump_universal(remote: str) -> dict[str, list[dict[str, Any]]]:
@@ -325,8 +344,15 @@ class DummySwitch:
         self.vsctl("--no-wait", "init")
         self.vswitchd.start(ready=self.ctl.exists)
         self.vsctl(
-            "add-br", "br-int", "--", "set", "bridge", "br-int", "datapath_type=dummy",
-            "fail-mode=secure", "protocols=OpenFlow15",
+            "add-br",
+            "br-int",
+            "--",
+            "set",
+            "bridge",
+            "br-int",
+            "datapath_type=dummy",
+            "fail-mode=secure",
+            "protocols=OpenFlow15",
         )
         return self
 
@@ -335,8 +361,15 @@ class DummySwitch:
         path = self.state_dir / "flows.txt"
         path.write_text("\n".join(flows) + "\n")
         return subprocess.run(
-            [tool("ovs-ofctl"), "-O", "OpenFlow15", "--bundle", "replace-flows",
-             f"unix:{self.mgmt}", str(path)],
+            [
+                tool("ovs-ofctl"),
+                "-O",
+                "OpenFlow15",
+                "--bundle",
+                "replace-flows",
+                f"unix:{self.mgmt}",
+                str(path),
+            ],
             capture_output=True,
             text=True,
         )
