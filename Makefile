@@ -79,6 +79,7 @@ lint: lint-python lint-rust ## Lint everything
 typecheck: ## mypy (strict) and stubtest of the native module
 	$(UV) run --no-sync mypy
 	$(UV) run --no-sync mypy api-server/tests
+	$(UV) run --no-sync mypy logical-controller/tests
 	$(UV) run --no-sync python -m mypy.stubtest loom_ddlog._native
 
 .PHONY: test-rust

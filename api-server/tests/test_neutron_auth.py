@@ -22,7 +22,7 @@ from loom_api.auth import Tokens
 from loom_api.store import Store
 
 if TYPE_CHECKING:  # (mypy checks api-server/tests as top-level modules)
-    from conftest import ApiClient
+    from loom_api.testing import ApiClient
 
 pytestmark = [
     pytest.mark.ovs,

@@ -21,7 +21,7 @@ from loom_api import create_app
 from loom_api.store import Store
 
 if TYPE_CHECKING:  # (mypy checks api-server/tests as top-level modules)
-    from conftest import ApiClient
+    from loom_api.testing import ApiClient
 
 pytestmark = [
     pytest.mark.ovs,

@@ -12,7 +12,7 @@ from loom_api.service.routers import ROUTER_KEYS
 from loom_api.store import ReadView, Store
 
 if TYPE_CHECKING:  # (mypy checks api-server/tests as top-level modules)
-    from conftest import ApiClient
+    from loom_api.testing import ApiClient
 
 pytestmark = pytest.mark.ovs
 

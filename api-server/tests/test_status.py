@@ -9,7 +9,7 @@ import pytest
 from loom_api.store import Store, WriteView
 
 if TYPE_CHECKING:  # (mypy checks api-server/tests as top-level modules)
-    from conftest import ApiClient
+    from loom_api.testing import ApiClient
 
 pytestmark = pytest.mark.ovs
 

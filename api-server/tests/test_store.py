@@ -16,8 +16,7 @@ from loom_api import errors
 from loom_api.store import ReadView, Store, WriteView
 
 if TYPE_CHECKING:  # (mypy checks api-server/tests as top-level modules)
-    from conftest import ApiClient
-
+    from loom_api.testing import ApiClient
     from loom_common.ovsdb import OvsdbServer
 
 pytestmark = pytest.mark.ovs

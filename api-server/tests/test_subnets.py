@@ -20,7 +20,7 @@ from loom_api.service.subnets import (
 from loom_api.store import ReadView, Store
 
 if TYPE_CHECKING:  # (mypy checks api-server/tests as top-level modules)
-    from conftest import ApiClient
+    from loom_api.testing import ApiClient
 
 pytestmark = pytest.mark.ovs
 
