@@ -8,13 +8,20 @@ realizes (`Logical_Controller.generation`, and `Universal_Global.generation`, th
 over the controllers). A controller started on a database that already holds rows
 reconciles them with what it computes (so a restart writes only what changed meanwhile).
 
-Sharding (which shards this controller may write) is a predicate given at construction:
-`all shards` for a single controller; `loom_common.cluster.membership` for a cluster.
+Sharding: alone (no ZooKeeper), a controller writes every shard. In a cluster each
+controller is a `loom_common.cluster.membership.Member`; the elected leader assigns every
+shard a master and a hot standby. Every member computes everything (so a standby's state is
+ready), and writes only the shards it masters, once it has *claimed* them: the `Shard` row
+says `owner` = this controller and `epoch` = the assignment's version (a fencing token).
+Each write transaction also verifies (an OVSDB `wait`) the `Shard` rows of the shards it
+writes, so a deposed master whose session expired, and which has not noticed yet, cannot
+write over its successor: the successor's claim changed the rows, and the write fails.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 import uuid
@@ -26,8 +33,10 @@ from typing import Any
 import ovs.db.idl
 import ovs.poller
 
+from loom_common.cluster import membership
 from loom_ddlog import Program
 from loom_logical.inputs import InputTable, input_tables
+from loom_logical.outputs import GLOBAL_SHARD, all_shards
 from loom_logical.rules import main_file
 from loom_logical.writer import Writer
 from loom_schemas import CONFIG_SCHEMA, UNIVERSAL_SCHEMA, schema_path
@@ -59,7 +68,9 @@ class LogicalController:
         universal_remote: str,
         *,
         name: str = "logical-0",
-        owns: Callable[[str], bool] = lambda _shard: True,
+        zookeeper: str | None = None,
+        session_timeout: float = 10.0,
+        zk_root: str = "/loom/logical",
         rules: Path | None = None,
     ) -> None:
         """Describe the controller; `start()` connects and runs it in a thread.
@@ -67,14 +78,25 @@ class LogicalController:
         Args:
             config_remote: the Loom_Config database (OVSDB remote).
             universal_remote: the Loom_Universal database.
-            name: this controller's name (its `Logical_Controller` row).
-            owns: which shards this controller writes.
+            name: this controller's name (its `Logical_Controller` row, its cluster id).
+            zookeeper: ZooKeeper hosts; None for a single controller that owns every shard.
+            session_timeout: the ZooKeeper session timeout (failover takes this long).
+            zk_root: the cluster's znode path.
             rules: the main rule file (default: the installed `rules/logical`).
         """
         self.name = name
         self.program = Program.load([rules or main_file()])
         self.tables: dict[str, InputTable] = input_tables()
-        self.writer = Writer(owns)
+        self.writer = Writer(self.owns)
+        self._zk_hosts = zookeeper
+        self._session_timeout = session_timeout
+        self._zk_root = zk_root
+        self._zk: Any = None
+        self._member: membership.Member | None = None
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        self._claimed: dict[str, int] = {}
+        """Shard -> the assignment version under which we claimed it (seen committed)."""
         self._dirty_config: dict[str, set[str]] = defaultdict(set)
         self._dirty_locations: dict[str, str | None] = {}
         self._locations: dict[str, str] = {}
@@ -107,7 +129,12 @@ class LogicalController:
     # ---- lifecycle ----
 
     def start(self) -> LogicalController:
-        """Start the controller thread."""
+        """Join the cluster (with ZooKeeper) and start the controller thread."""
+        if self._zk_hosts:
+            self._zk = membership.connect(self._zk_hosts, session_timeout=self._session_timeout)
+            self._member = membership.Member(
+                self._zk, self.name, all_shards(), root=self._zk_root, on_change=self._on_view
+            ).start()
         self._thread = threading.Thread(target=self._loop, name=f"logical-{self.name}")
         self._thread.start()
         return self
@@ -115,10 +142,89 @@ class LogicalController:
     def stop(self, timeout: float = 10.0) -> None:
         """Stop the thread and close the connections."""
         self._stop.set()
+        os.write(self._wake_w, b"x")
         if self._thread is not None:
             self._thread.join(timeout)
+        if self._member is not None:
+            self._member.stop(timeout)
+        if self._zk is not None:
+            self._zk.stop()
+            self._zk.close()
         self._config.close()
         self._universal.close()
+        os.close(self._wake_r)
+        os.close(self._wake_w)
+
+    # ---- shard ownership ----
+
+    def _on_view(self, view: membership.MemberView) -> None:
+        """A new membership view (member thread): wake the loop to claim or drop shards."""
+        os.write(self._wake_w, b"v")
+
+    def view(self) -> membership.MemberView | None:
+        """The current membership view (None without ZooKeeper)."""
+        return self._member.view if self._member is not None else None
+
+    def owns(self, shard: str) -> bool:
+        """True if this controller may write `shard` now: alone, or master and claimed."""
+        if self._member is None:
+            return True
+        view = self._member.view
+        return view.may_write(shard) and self._claimed.get(shard) == view.version
+
+    def _claim(self) -> None:
+        """Claim the shards the view says we master, in one fenced transaction."""
+        if self._member is None:
+            return
+        view = self._member.view
+        self._claimed = {s: v for s, v in self._claimed.items() if view.may_write(s)}
+        rows = {r.name: r for r in self._universal.tables["Shard"].rows.values()}
+        for shard, version in list(self._claimed.items()):
+            row = rows.get(shard)  # someone with a newer assignment took it: not ours
+            if row is None or row.owner != self.name or row.epoch != version:
+                del self._claimed[shard]
+        wanted = [
+            s
+            for s in sorted(view.masters)
+            if view.may_write(s) and self._claimed.get(s) != view.version
+        ]
+        if not wanted:
+            return
+        txn = ovs.db.idl.Transaction(self._universal)
+        claimable = []
+        for shard in wanted:
+            row = rows.get(shard)
+            if row is None:
+                row = txn.insert(self._universal.tables["Shard"])
+                row.name = shard
+            elif row.epoch > view.version:
+                continue  # a newer assignment exists; ours is stale
+            else:
+                row.verify("epoch")
+            row.owner = self.name
+            row.epoch = view.version
+            claimable.append(shard)
+        status = txn.commit_block()
+        if status in (ovs.db.idl.Transaction.SUCCESS, ovs.db.idl.Transaction.UNCHANGED):
+            for shard in claimable:
+                self._claimed[shard] = view.version
+            self.writer.reconcile()
+            log.info(
+                "%s claimed %d shards (assignment %d)", self.name, len(claimable), view.version
+            )
+        else:
+            log.warning("claiming shards failed: %s %s", status, txn.get_error())
+
+    def _fence(self, txn: Any) -> None:
+        """Make `txn` fail if another controller claimed a shard it writes since we did."""
+        if self._member is None:
+            return
+        rows = {r.name: r for r in self._universal.tables["Shard"].rows.values()}
+        for shard in self.writer.touched:
+            row = rows.get(shard)
+            if row is not None:
+                row.verify("owner")
+                row.verify("epoch")
 
     def wait_generation(self, generation: int, timeout: float) -> int:
         """Wait until the configuration `generation` is written; return the written one."""
@@ -165,12 +271,14 @@ class LogicalController:
                 log.exception("logical controller pass failed")
                 time.sleep(0.2)
             poller = ovs.poller.Poller()
+            poller.fd_wait(self._wake_r, ovs.poller.POLLIN)
             self._config.wait(poller)
             self._universal.wait(poller)
             poller.timer_wait(POLL_MS if not self.writer.pending() else 100)
             poller.block()
 
     def _step(self) -> None:
+        _drain(self._wake_r)
         self._config.run()
         self._universal.run()
         synced = self._config.has_ever_connected() and self._universal.has_ever_connected()
@@ -183,9 +291,12 @@ class LogicalController:
         if self._reconcile_needed:
             self.writer.reconcile()
             self._reconcile_needed = False
+        self._claim()
         generation = self._config_generation()
         if self.writer.pending() or generation > self._written_generation:
             status = self.writer.flush(self._universal, lambda txn: self._stamp(txn, generation))
+            if status not in ("success", "unchanged"):
+                return
             if status in ("success", "unchanged"):
                 self._written_generation = max(self._written_generation, generation)
         self._cond.notify_all()
@@ -223,7 +334,8 @@ class LogicalController:
         self.writer.apply(delta)
 
     def _stamp(self, txn: Any, generation: int) -> None:
-        """Record in `txn` that this controller has written `generation`."""
+        """Record in `txn` that this controller has written `generation` (and fence it)."""
+        self._fence(txn)
         me = next(
             (
                 r
@@ -238,10 +350,13 @@ class LogicalController:
             me.generation = generation
         elif me.generation != generation:
             me.generation = generation
+        if not self.owns(GLOBAL_SHARD):
+            return
+        live = set(self._member.view.members) if self._member is not None else {self.name}
         others = [
             int(r.generation)
             for r in self._universal.tables["Logical_Controller"].rows.values()
-            if r.name != self.name
+            if r.name != self.name and r.name in live
         ]
         realized = min([generation, *others])
         rows = list(self._universal.tables["Universal_Global"].rows.values())
@@ -249,3 +364,12 @@ class LogicalController:
             txn.insert(self._universal.tables["Universal_Global"]).generation = realized
         elif rows[0].generation != realized:
             rows[0].generation = realized
+
+
+def _drain(fd: int) -> None:
+    """Read whatever wake-up bytes are waiting on the non-blocking pipe `fd`."""
+    try:
+        while os.read(fd, 4096):
+            pass
+    except BlockingIOError:
+        pass

@@ -4,10 +4,11 @@ The writer keeps two maps per universal table, both keyed by row identity
 (`outputs.OutputTable.identity`): *desired* (what the engine's outputs say, for every shard,
 so a standby that takes a shard over already has its state) and *actual* (the rows in the
 database, mirrored by the IDL and maintained by its change notifications, whoever wrote
-them). `apply(delta)` updates desired and marks the identities it touched; `flush()` makes
-actual equal desired for those identities, in owned shards only, in one transaction:
-insert what is missing, update what differs, delete what is no longer wanted. Nothing else
-is read or written, so a change costs what it touches.
+them). `apply(delta)` updates desired and marks the identities it touched, per shard;
+`flush()` makes actual equal desired for the marked identities of owned shards, in one
+transaction: insert what is missing, update what differs, delete what is no longer wanted.
+Nothing else is read or written, so a change costs what it touches, and marks of shards
+this controller only stands by for wait, untouched, until it owns them.
 
 `reconcile()` marks every identity of both maps, for a full comparison: after (re)connecting
 and when the controller takes shards over (rows a previous master left behind, or a crash
@@ -47,7 +48,10 @@ class Writer:
         self.owns = owns
         self.desired: dict[str, dict[Identity, tuple[str, Columns]]] = defaultdict(dict)
         self.actual: dict[str, dict[Identity, list[Any]]] = defaultdict(dict)
-        self.dirty: dict[str, set[Identity]] = defaultdict(set)
+        self.dirty: dict[str, dict[str, set[Identity]]] = defaultdict(lambda: defaultdict(set))
+        """Shard -> table -> identities to compare at the next flush."""
+        self.touched: set[str] = set()
+        """The shards the transaction being built writes (for fencing)."""
 
     # ---- the two sides ----
 
@@ -57,14 +61,15 @@ class Writer:
             out = OUTPUTS.get(relation)
             if out is None:
                 continue
-            desired, dirty = self.desired[out.table], self.dirty[out.table]
+            desired = self.desired[out.table]
             for weight, row in sorted(changes, key=lambda c: c[0]):
                 ident = out.identity(row)
-                dirty.add(ident)
+                shard = out.shard(row)
+                self.dirty[shard][out.table].add(ident)
                 if weight < 0:
                     desired.pop(ident, None)
                 else:
-                    desired[ident] = (out.shard(row), out.columns(row))
+                    desired[ident] = (shard, out.columns(row))
 
     def observe(self, event: str, table: str, row: Any) -> None:
         """Mirror one IDL change of a universal row into actual (called from `notify`).
@@ -89,63 +94,63 @@ class Writer:
     def reconcile(self) -> None:
         """Mark every identity, desired or actual, for comparison at the next flush."""
         for table in TABLE_OUTPUT:
-            self.dirty[table].update(self.desired[table])
-            self.dirty[table].update(self.actual[table])
+            for ident, (shard, _) in self.desired[table].items():
+                self.dirty[shard][table].add(ident)
+            for ident, rows in self.actual[table].items():
+                self.dirty[shard_of_row(table, rows[0])][table].add(ident)
 
     def pending(self) -> bool:
-        """True if some identity awaits a flush."""
-        return any(self.dirty.values())
+        """True if some identity of an owned shard awaits a flush."""
+        return any(self.owns(shard) and any(t.values()) for shard, t in self.dirty.items())
 
     # ---- writing ----
 
     def flush(self, idl: ovs.db.idl.Idl, before_commit: Callable[[Any], None]) -> str:
         """Write the dirty identities of owned shards in one transaction; return its status.
 
-        `before_commit(txn)` adds what must commit with the rows (generations, fencing).
-        On success the dirty marks are cleared (rows of shards not owned stay marked, for
-        when they are); on failure they stay, for a retry after the IDL catches up.
+        `before_commit(txn)` adds what must commit with the rows (generations, fencing of
+        `touched`, the shards written). On success the marks of those shards are cleared
+        (marks of shards not owned stay, for when they are); on failure they stay, for a
+        retry once the IDL has caught up.
         """
         txn = ovs.db.idl.Transaction(idl)
-        kept: dict[str, set[Identity]] = defaultdict(set)
+        shards = [shard for shard in self.dirty if self.owns(shard)]
+        self.touched = set()
         try:
-            for table, idents in self.dirty.items():
-                for ident in idents:
-                    if not self._sync(txn, idl, table, ident):
-                        kept[table].add(ident)
+            for shard in shards:
+                for table, idents in self.dirty[shard].items():
+                    for ident in idents:
+                        self._sync(txn, idl, table, ident)
+                self.touched.add(shard)
             before_commit(txn)
         except BaseException:
             txn.abort()
             raise
         status = txn.commit_block()
         if status in (ovs.db.idl.Transaction.SUCCESS, ovs.db.idl.Transaction.UNCHANGED):
-            self.dirty = kept
+            for shard in shards:
+                self.dirty.pop(shard, None)
         else:
             log.warning("universal DB write failed: %s %s", status, txn.get_error())
         return str(status)
 
-    def _sync(self, txn: Any, idl: ovs.db.idl.Idl, table: str, ident: Identity) -> bool:
-        """Add the operations making `ident` right; False if its shard is not owned."""
+    def _sync(self, txn: Any, idl: ovs.db.idl.Idl, table: str, ident: Identity) -> None:
+        """Add the operations that make `ident`'s rows what desired says."""
         want = self.desired[table].get(ident)
         rows = list(self.actual[table].get(ident, []))
-        shard = want[0] if want else (shard_of_row(table, rows[0]) if rows else None)
-        if shard is None:
-            return True
-        if not self.owns(shard):
-            return False
         if want is None:
             for row in rows:
                 row.delete()
-            return True
+            return
         columns = want[1]
         if not rows:
             new = txn.insert(idl.tables[table])
             for column, value in columns.items():
                 setattr(new, column, value)
-            return True
+            return
         first, extra = rows[0], rows[1:]
         for row in extra:
             row.delete()
         for column, value in columns.items():
             if _normal(getattr(first, column)) != _normal(value):
                 setattr(first, column, value)
-        return True
