@@ -56,6 +56,12 @@ openapi: ## Regenerate schemas/api/openapi.json from the API's collections and m
 		|| { rm -f schemas/api/openapi.json.tmp; exit 1; }
 	mv schemas/api/openapi.json.tmp schemas/api/openapi.json
 
+.PHONY: rules
+rules: ## Regenerate rules/logical/config.dl from the config schema
+	$(VENV)/bin/python -m loom_logical.inputs > rules/logical/config.dl.tmp \
+		|| { rm -f rules/logical/config.dl.tmp; exit 1; }
+	mv rules/logical/config.dl.tmp rules/logical/config.dl
+
 .PHONY: format
 format: ## Format Python and Rust code
 	$(UV) run --no-sync ruff check --fix .

@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -16,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from loom_common.ovsdb import free_port
+from loom_common.ovsdb import free_port, tool
 from loom_common.procs import pid_exists
 
-pytestmark = pytest.mark.ovs
+pytestmark = [pytest.mark.ovs, pytest.mark.zk]
 
 LOOM = Path(sys.executable).parent / "loom"
 
@@ -85,6 +86,22 @@ def _loom_up(*args: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
         proc.stdout.close()
 
 
+def _wait_for_logical_realization(universal: str, generation: int, timeout: float = 30) -> None:
+    """Wait until the logical controller has written `generation` to the universal DB."""
+    deadline = time.monotonic() + timeout
+    query = json.dumps(["Loom_Universal", {"op": "select", "table": "Universal_Global",
+                                           "where": []}])  # fmt: skip
+    while True:
+        out = subprocess.run(
+            [tool("ovsdb-client"), "transact", universal, query], capture_output=True, text=True
+        )
+        rows = json.loads(out.stdout)[0]["rows"] if out.returncode == 0 else []
+        if rows and rows[0]["generation"] >= generation:
+            return
+        assert time.monotonic() < deadline, f"generation {generation} not written: {rows}"
+        time.sleep(0.05)
+
+
 def test_up_serves_and_ctrl_c_stops_everything(tmp_path: Path) -> None:
     port = free_port()
     args = ["--api-port", str(port), "--admin-token", "t", "--state-dir", str(tmp_path / "s")]
@@ -92,8 +109,10 @@ def test_up_serves_and_ctrl_c_stops_everything(tmp_path: Path) -> None:
         assert f"API:         http://127.0.0.1:{port}/api/v1" in banner, banner
         assert "admin token: t\n" in banner
         assert "config DB:   tcp:127.0.0.1:" in banner
+        assert "universal DB: tcp:127.0.0.1:" in banner
+        assert "ZooKeeper:   127.0.0.1:" in banner
         children = _descendants(proc.pid)
-        assert len(children) >= 2, "expected ovsdb-server and the API server"
+        assert len(children) >= 5, "expected 2 ovsdb-servers, ZooKeeper, API, controller"
 
         assert _get(f"http://127.0.0.1:{port}/api/v1/health")[0] == 200
         request = urllib.request.Request(
@@ -103,7 +122,10 @@ def test_up_serves_and_ctrl_c_stops_everything(tmp_path: Path) -> None:
         )
         with urllib.request.urlopen(request, timeout=10) as response:
             assert response.status == 201
-            assert int(response.headers["X-Loom-Config-Generation"]) >= 1
+            generation = int(response.headers["X-Loom-Config-Generation"])
+            assert generation >= 1
+        (universal,) = [ln.split()[-1] for ln in banner.splitlines() if "universal DB:" in ln]
+        _wait_for_logical_realization(universal, generation)
 
         proc.send_signal(signal.SIGINT)
         rest, _ = proc.communicate(timeout=30)
@@ -124,7 +146,7 @@ def test_up_db_cluster_with_tenant_token_and_sigterm(tmp_path: Path) -> None:
         admin = token_line.split(":", 1)[1].strip()
         assert len(admin) >= 20, "a generated token is long and random"
         children = _descendants(proc.pid)
-        assert len(children) >= 4, "expected 3 ovsdb-servers and the API server"
+        assert len(children) >= 6, "expected 4 ovsdb-servers, ZooKeeper, API, controller"
 
         url = f"http://127.0.0.1:{port}/api/v1/logical-switches"
         assert _get(url, admin)[0] == 200

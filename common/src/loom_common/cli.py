@@ -1,9 +1,10 @@
 """The `loom` command: the local deployment's composition root.
 
 `loom up` starts, in order, the configuration database (standalone, or a 3-member RAFT
-cluster with `--db-cluster`) and the API server, prints the API URL and the admin token, and
-stays up until Ctrl-C or SIGTERM, then stops everything it started (by PID, newest first).
-Later issues add ZooKeeper, the controllers and simulated transport nodes to `Deployment`.
+cluster with `--db-cluster`), the universal-flow database, ZooKeeper, the API server and a
+logical controller, prints the API URL and the admin token, and stays up until Ctrl-C or
+SIGTERM, then stops everything it started (by PID, newest first). Issue 5 adds the physical
+controllers and simulated transport nodes to `Deployment`.
 
 `loom db` starts only the configuration database and prints its remote.
 
@@ -13,14 +14,21 @@ The API server runs as its own process, with this command line (the contract wit
     <python> -m loom_api --db REMOTE --listen 127.0.0.1:PORT --admin-token TOKEN
         [--tenant-token TENANT=TOKEN ...]
 
-The daemons meet only in the databases; this package imports none of them.
+and the logical controller's (the contract with `loom_logical`)::
+
+    <python> -m loom_logical --name NAME --config-db REMOTE --universal-db REMOTE
+        --zookeeper HOSTS
+
+The daemons meet only in the databases and ZooKeeper; this package imports none of them.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import secrets
 import signal
+import subprocess
 import sys
 import time
 import urllib.error
@@ -31,9 +39,10 @@ from types import FrameType
 from typing import Protocol
 
 from loom_common.errors import LoomError
-from loom_common.ovsdb import OvsdbCluster, OvsdbServer
+from loom_common.ovsdb import OvsdbCluster, OvsdbServer, tool
 from loom_common.procs import Daemon
-from loom_schemas import CONFIG_SCHEMA, schema_path
+from loom_common.zookeeper import ZooKeeperServer
+from loom_schemas import CONFIG_SCHEMA, UNIVERSAL_SCHEMA, schema_path
 
 DEFAULT_STATE_DIR = Path("run/loom")
 DEFAULT_API_PORT = 8080
@@ -94,6 +103,20 @@ def http_ok(url: str, timeout: float = 2.0) -> bool:
         return False
 
 
+def has_row(remote: str, table: str, name: str) -> bool:
+    """True if universal-DB `table` has a row named `name` (a daemon announced itself)."""
+    query = json.dumps(
+        ["Loom_Universal", {"op": "select", "table": table, "where": [["name", "==", name]]}]
+    )
+    result = subprocess.run(
+        [tool("ovsdb-client"), "transact", remote, query], capture_output=True, text=True
+    )
+    if result.returncode != 0:
+        return False
+    reply = json.loads(result.stdout)
+    return bool(reply and reply[0].get("rows"))
+
+
 def api_command(
     db_remote: str,
     api_port: int,
@@ -149,6 +172,8 @@ class Deployment:
         self.db_cluster = db_cluster
         self.neutron_auth = neutron_auth
         self.db_remote = ""
+        self.universal_remote = ""
+        self.zookeeper_hosts = ""
         self.processes: dict[str, Process] = {}
 
     @property
@@ -164,7 +189,10 @@ class Deployment:
         """
         try:
             self._start_db()
+            self._start_universal_db()
+            self._start_zookeeper()
             self._start_api()
+            self._start_logical_controller()
         except BaseException:
             self.stop()
             raise
@@ -182,6 +210,33 @@ class Deployment:
             self.processes["config DB"] = server
             server.start()
             self.db_remote = server.remote
+
+    def _start_universal_db(self) -> None:
+        server = OvsdbServer(
+            self.state_dir / "universal-db", schema_path(UNIVERSAL_SCHEMA), name="universal"
+        )
+        self.processes["universal DB"] = server
+        server.start()
+        self.universal_remote = server.remote
+
+    def _start_zookeeper(self) -> None:
+        server = ZooKeeperServer(self.state_dir / "zookeeper")
+        self.processes["ZooKeeper"] = server
+        server.start()
+        self.zookeeper_hosts = server.hosts
+
+    def _start_logical_controller(self) -> None:
+        name = "logical-0"
+        command = [
+            sys.executable, "-m", "loom_logical", "--name", name,
+            "--config-db", self.db_remote, "--universal-db", self.universal_remote,
+            "--zookeeper", self.zookeeper_hosts,
+        ]  # fmt: skip
+        daemon = Daemon("logical-controller", command, self.state_dir)
+        self.processes["logical controller"] = daemon
+        daemon.start(
+            ready=lambda: has_row(self.universal_remote, "Logical_Controller", name), timeout=60
+        )
 
     def _start_api(self) -> None:
         command = api_command(
@@ -245,6 +300,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         deployment.start()
         print(f"Loom is up. State in {deployment.state_dir}", flush=True)
         print(f"  config DB:   {deployment.db_remote}", flush=True)
+        print(f"  universal DB: {deployment.universal_remote}", flush=True)
+        print(f"  ZooKeeper:   {deployment.zookeeper_hosts}", flush=True)
         print(f"  API:         {deployment.api_url}/api/v1", flush=True)
         print(f"  Neutron API: {deployment.api_url}/v2.0 ({args.neutron_auth})", flush=True)
         print(f"  admin token: {token}", flush=True)
@@ -297,7 +354,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """Parse the `loom` command line."""
     parser = argparse.ArgumentParser(prog="loom", description="Loom's local deployment")
     sub = parser.add_subparsers(dest="command", required=True)
-    up = sub.add_parser("up", help="start the local deployment (config DB and API server)")
+    up = sub.add_parser(
+        "up", help="start the local deployment (databases, ZooKeeper, API, logical controller)"
+    )
     up.add_argument("--api-port", type=int, default=DEFAULT_API_PORT, help="default 8080")
     up.add_argument("--admin-token", help="the admin bearer token (default: a random one)")
     up.add_argument("--state-dir", default=str(DEFAULT_STATE_DIR), help="default ./run/loom")
