@@ -11,7 +11,6 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -82,7 +81,7 @@ def duplicates(universal: OvsdbServer, dump: Dump) -> list[Any]:
     found = []
     for out in OUTPUTS.values():
         rows = tables.get(out.table, [])
-        keys = Counter(repr(out.identity_of_row(SimpleNamespace(**r))) for r in rows)
+        keys = Counter(repr(tuple(r[c] for c in out.identity_columns)) for r in rows)
         found += [k for k, n in keys.items() if n > 1]
     return found
 

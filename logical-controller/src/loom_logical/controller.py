@@ -34,6 +34,7 @@ import ovs.db.idl
 import ovs.poller
 
 from loom_common.cluster import membership
+from loom_common.ovsdb import RawConnection, TransactError
 from loom_ddlog import Program
 from loom_logical.inputs import InputTable, input_tables
 from loom_logical.outputs import GLOBAL_SHARD, all_shards
@@ -49,9 +50,21 @@ POLL_MS = 1000
 class _Idl(ovs.db.idl.Idl):  # type: ignore[misc]
     """An IDL that reports each row change to a callback (python-ovs has no change tracking)."""
 
-    def __init__(self, remote: str, schema: Path, on_change: Callable[[str, str, Any], None]):
+    def __init__(
+        self,
+        remote: str,
+        schema: Path,
+        on_change: Callable[[str, str, Any], None],
+        columns: dict[str, list[str] | None] | None = None,
+    ):
         helper = ovs.db.idl.SchemaHelper(location=str(schema))
-        helper.register_all()
+        if columns is None:
+            helper.register_all()
+        for table, names in (columns or {}).items():
+            if names is None:
+                helper.register_table(table)
+            else:
+                helper.register_columns(table, names)
         super().__init__(remote, helper)
         self._on_change = on_change
 
@@ -85,7 +98,8 @@ class LogicalController:
             rules: the main rule file (default: the installed `rules/logical`).
         """
         self.name = name
-        self.program = Program.load([rules or main_file()])
+        self.rules_path = rules or main_file()
+        self.program = Program.load([self.rules_path])
         self.tables: dict[str, InputTable] = input_tables()
         self.writer = Writer(self.owns)
         self._zk_hosts = zookeeper
@@ -101,9 +115,21 @@ class LogicalController:
         self._dirty_locations: dict[str, str | None] = {}
         self._locations: dict[str, str] = {}
         self._config = _Idl(config_remote, schema_path(CONFIG_SCHEMA), self._config_change)
+        # Only the small tables, and where VIFs are: the rows this controller writes go over
+        # `self._conn` (see `writer`), and are never mirrored in Python.
         self._universal = _Idl(
-            universal_remote, schema_path(UNIVERSAL_SCHEMA), self._universal_change
+            universal_remote,
+            schema_path(UNIVERSAL_SCHEMA),
+            self._universal_change,
+            {
+                "Shard": None,
+                "Logical_Controller": None,
+                "Universal_Global": None,
+                "Port_Binding": ["logical_port", "chassis"],
+            },
         )
+        self._universal_remote = universal_remote
+        self._conn: RawConnection | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._cond = threading.Condition()
@@ -121,7 +147,6 @@ class LogicalController:
             self._dirty_config[table].add(str(row.uuid))
 
     def _universal_change(self, event: str, table: str, row: Any) -> None:
-        self.writer.observe(event, table, row)
         if table == "Port_Binding":
             chassis = None if event == ovs.db.idl.ROW_DELETE else (row.chassis or [None])[0]
             self._dirty_locations[row.logical_port] = chassis
@@ -152,6 +177,8 @@ class LogicalController:
             self._zk.close()
         self._config.close()
         self._universal.close()
+        if self._conn is not None:
+            self._conn.close()
         os.close(self._wake_r)
         os.close(self._wake_w)
 
@@ -208,23 +235,23 @@ class LogicalController:
         if status in (ovs.db.idl.Transaction.SUCCESS, ovs.db.idl.Transaction.UNCHANGED):
             for shard in claimable:
                 self._claimed[shard] = view.version
-            self.writer.reconcile()
+            self.writer.load_actual(self._connection(), claimable)
             log.info(
                 "%s claimed %d shards (assignment %d)", self.name, len(claimable), view.version
             )
         else:
             log.warning("claiming shards failed: %s %s", status, txn.get_error())
 
-    def _fence(self, txn: Any) -> None:
-        """Make `txn` fail if another controller claimed a shard it writes since we did."""
+    def _fence(self, shards: Any) -> list[dict[str, Any]]:
+        """Operations that fail a write if another controller claimed one of `shards`."""
         if self._member is None:
-            return
-        rows = {r.name: r for r in self._universal.tables["Shard"].rows.values()}
-        for shard in self.writer.touched:
-            row = rows.get(shard)
-            if row is not None:
-                row.verify("owner")
-                row.verify("epoch")
+            return []
+        return [
+            {"op": "wait", "table": "Shard", "timeout": 0, "where": [["name", "==", shard]],
+             "columns": ["owner", "epoch"], "until": "==",
+             "rows": [{"owner": self.name, "epoch": self._claimed[shard]}]}
+            for shard in shards
+        ]  # fmt: skip
 
     def wait_generation(self, generation: int, timeout: float) -> int:
         """Wait until the configuration `generation` is written; return the written one."""
@@ -250,6 +277,14 @@ class LogicalController:
 
     def _dirty(self) -> bool:
         return bool(self._dirty_config or self._dirty_locations)
+
+    def config_rows(self) -> dict[str, list[tuple[Any, ...]]]:
+        """Every config row the controller sees now, as engine input tuples, by table."""
+        with self._cond:
+            return {
+                name: [spec.row_tuple(r) for r in self._config.tables[name].rows.values()]
+                for name, spec in self.tables.items()
+            }
 
     def location(self, port: str) -> str | None:
         """Where the engine believes logical port `port`'s VIF is."""
@@ -288,17 +323,23 @@ class LogicalController:
             return
         if self._dirty_config or self._dirty_locations:
             self._compute()
-        if self._reconcile_needed:
-            self.writer.reconcile()
-            self._reconcile_needed = False
-        self._claim()
-        generation = self._config_generation()
-        if self.writer.pending() or generation > self._written_generation:
-            status = self.writer.flush(self._universal, lambda txn: self._stamp(txn, generation))
-            if status not in ("success", "unchanged"):
-                return
-            if status in ("success", "unchanged"):
+        try:
+            if self._reconcile_needed:
+                self.writer.load_actual(self._connection())
+                self._reconcile_needed = False
+            self._claim()
+            generation = self._config_generation()
+            if self.writer.pending() or generation > self._written_generation:
+                conn = self._connection()
+                if not self.writer.flush(conn, self._fence, self._stamp(generation)):
+                    self._reconcile_needed = True  # learn what is there before a retry
+                    return
                 self._written_generation = max(self._written_generation, generation)
+        except (OSError, TransactError) as exc:
+            log.warning("universal DB connection failed: %s", exc)
+            self._drop_connection()
+            self._reconcile_needed = True
+            return
         self._cond.notify_all()
 
     def _config_generation(self) -> int:
@@ -333,37 +374,40 @@ class LogicalController:
         self.transactions += 1
         self.writer.apply(delta)
 
-    def _stamp(self, txn: Any, generation: int) -> None:
-        """Record in `txn` that this controller has written `generation` (and fence it)."""
-        self._fence(txn)
-        me = next(
-            (
-                r
-                for r in self._universal.tables["Logical_Controller"].rows.values()
-                if r.name == self.name
-            ),
-            None,
-        )
-        if me is None:
-            me = txn.insert(self._universal.tables["Logical_Controller"])
-            me.name = self.name
-            me.generation = generation
-        elif me.generation != generation:
-            me.generation = generation
+    def _connection(self) -> RawConnection:
+        if self._conn is None:
+            self._conn = RawConnection(self._universal_remote)
+        return self._conn
+
+    def _drop_connection(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def _stamp(self, generation: int) -> list[dict[str, Any]]:
+        """Operations recording that this controller has written `generation`, and the
+        realized generation (the minimum over live controllers) if it owns the global shard."""
+        controllers = self._universal.tables["Logical_Controller"].rows.values()
+        if any(r.name == self.name for r in controllers):
+            ops: list[dict[str, Any]] = [
+                {"op": "update", "table": "Logical_Controller",
+                 "where": [["name", "==", self.name]], "row": {"generation": generation}}
+            ]  # fmt: skip
+        else:
+            ops = [{"op": "insert", "table": "Logical_Controller",
+                    "row": {"name": self.name, "generation": generation}}]  # fmt: skip
         if not self.owns(GLOBAL_SHARD):
-            return
+            return ops
         live = set(self._member.view.members) if self._member is not None else {self.name}
-        others = [
-            int(r.generation)
-            for r in self._universal.tables["Logical_Controller"].rows.values()
-            if r.name != self.name and r.name in live
-        ]
+        others = [int(r.generation) for r in controllers if r.name != self.name and r.name in live]
         realized = min([generation, *others])
-        rows = list(self._universal.tables["Universal_Global"].rows.values())
-        if not rows:
-            txn.insert(self._universal.tables["Universal_Global"]).generation = realized
-        elif rows[0].generation != realized:
-            rows[0].generation = realized
+        if self._universal.tables["Universal_Global"].rows:
+            ops.append({"op": "update", "table": "Universal_Global", "where": [],
+                        "row": {"generation": realized}})  # fmt: skip
+        else:
+            ops.append({"op": "insert", "table": "Universal_Global",
+                        "row": {"generation": realized}})  # fmt: skip
+        return ops
 
 
 def _drain(fd: int) -> None:

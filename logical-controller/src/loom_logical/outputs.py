@@ -52,10 +52,29 @@ class OutputTable:
     relation: str
     table: str
     columns: Callable[[tuple[Any, ...]], Columns]
-    identity: Callable[[tuple[Any, ...]], Identity]
-    shard: Callable[[tuple[Any, ...]], str]
-    identity_of_row: Callable[[Any], Identity]
-    """The identity of an existing universal-DB row (python-ovs IDL row)."""
+    """The engine row as {column: python value} (optional and set columns as lists)."""
+    identity_columns: tuple[str, ...]
+    """The columns that name a row: the table's index, or all of them."""
+    shard_column: str | None
+    """The column holding the datapath key that decides the shard (None: global)."""
+
+    @property
+    def shard_columns(self) -> tuple[str, ...]:
+        """The columns to read to know an existing row's shard."""
+        return (self.shard_column,) if self.shard_column else ()
+
+    @property
+    def updatable(self) -> bool:
+        """True if a row can change without changing its identity (an update, not a new row)."""
+        return self.relation not in ("Flow", "Warning")
+
+    def identity(self, columns: Columns) -> Identity:
+        """The identity of a row given as columns."""
+        return tuple(columns[c] for c in self.identity_columns)
+
+    def shard(self, columns: Columns) -> str:
+        """The shard of a row given as columns."""
+        return datapath_shard(columns[self.shard_column]) if self.shard_column else GLOBAL_SHARD
 
 
 def _flow_columns(r: tuple[Any, ...]) -> Columns:
@@ -70,10 +89,6 @@ def _flow_columns(r: tuple[Any, ...]) -> Columns:
         "source": source,
         "cookie": zlib.crc32(source.encode()),
     }
-
-
-def _flow_identity_of_row(row: Any) -> Identity:
-    return (row.datapath, row.pipeline, row.stage, row.priority, row.match, row.actions, row.source)
 
 
 def _binding_columns(r: tuple[Any, ...]) -> Columns:
@@ -137,69 +152,24 @@ def _warning_columns(r: tuple[Any, ...]) -> Columns:
     return {"source": source, "kind": kind, "message": message}
 
 
-def _global(_: tuple[Any, ...]) -> str:
-    return GLOBAL_SHARD
-
+FLOW_IDENTITY = ("datapath", "pipeline", "stage", "priority", "match", "actions", "source")
 
 OUTPUTS: Mapping[str, OutputTable] = {
     t.relation: t
     for t in (
+        OutputTable("Flow", "Universal_Flow", _flow_columns, FLOW_IDENTITY, "datapath"),
+        OutputTable("Datapath", "Datapath", _datapath_columns, ("key",), "key"),
         OutputTable(
-            "Flow",
-            "Universal_Flow",
-            _flow_columns,
-            lambda r: tuple(r),
-            lambda r: datapath_shard(r[0]),
-            _flow_identity_of_row,
+            "Port_Binding", "Port_Binding", _binding_columns, ("logical_port",), "datapath"
         ),
         OutputTable(
-            "Datapath",
-            "Datapath",
-            _datapath_columns,
-            lambda r: (r[0],),
-            lambda r: datapath_shard(r[0]),
-            lambda row: (row.key,),
+            "Replication_Set", "Replication_Set", _replication_columns, ("datapath",), "datapath"
         ),
+        OutputTable("Tunnel", "Tunnel", _tunnel_columns, ("from_node", "to_node", "encap"), None),
         OutputTable(
-            "Port_Binding",
-            "Port_Binding",
-            _binding_columns,
-            lambda r: (r[0],),
-            lambda r: datapath_shard(r[1]),
-            lambda row: (row.logical_port,),
+            "Gateway_Assignment", "Gateway_Assignment", _gateway_columns, ("service",), None
         ),
-        OutputTable(
-            "Replication_Set",
-            "Replication_Set",
-            _replication_columns,
-            lambda r: (r[0],),
-            lambda r: datapath_shard(r[0]),
-            lambda row: (row.datapath,),
-        ),
-        OutputTable(
-            "Tunnel",
-            "Tunnel",
-            _tunnel_columns,
-            lambda r: (r[0], r[1], r[2]),
-            _global,
-            lambda row: (row.from_node, row.to_node, row.encap),
-        ),
-        OutputTable(
-            "Gateway_Assignment",
-            "Gateway_Assignment",
-            _gateway_columns,
-            lambda r: (r[0],),
-            _global,
-            lambda row: (row.service,),
-        ),
-        OutputTable(
-            "Warning",
-            "Warning",
-            _warning_columns,
-            lambda r: tuple(r),
-            _global,
-            lambda row: (row.source, row.kind, row.message),
-        ),
+        OutputTable("Warning", "Warning", _warning_columns, ("source", "kind", "message"), None),
     )
 }
 """Output relation name -> how it is written."""
@@ -208,10 +178,7 @@ TABLE_OUTPUT: Mapping[str, OutputTable] = {t.table: t for t in OUTPUTS.values()}
 """Universal table name -> its output relation."""
 
 
-def shard_of_row(table: str, row: Any) -> str:
-    """The shard of an existing universal-DB row of `table`."""
-    if table == "Datapath":
-        return datapath_shard(int(row.key))
-    if table in ("Universal_Flow", "Port_Binding", "Replication_Set"):
-        return datapath_shard(int(row.datapath))
-    return GLOBAL_SHARD
+def shard_of_json(table: str, row: Mapping[str, Any]) -> str:
+    """The shard of a universal-DB row read as OVSDB JSON (its shard column, if any)."""
+    column = TABLE_OUTPUT[table].shard_column
+    return datapath_shard(int(row[column])) if column else GLOBAL_SHARD

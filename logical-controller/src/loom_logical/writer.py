@@ -1,42 +1,48 @@
 """The universal-DB writer: the engine's output deltas in, the fewest OVSDB operations out.
 
 The writer keeps two maps per universal table, both keyed by row identity
-(`outputs.OutputTable.identity`): *desired* (what the engine's outputs say, for every shard,
-so a standby that takes a shard over already has its state) and *actual* (the rows in the
-database, mirrored by the IDL and maintained by its change notifications, whoever wrote
-them). `apply(delta)` updates desired and marks the identities it touched, per shard;
-`flush()` makes actual equal desired for the marked identities of owned shards, in one
-transaction: insert what is missing, update what differs, delete what is no longer wanted.
-Nothing else is read or written, so a change costs what it touches, and marks of shards
-this controller only stands by for wait, untouched, until it owns them.
+(`outputs.OutputTable.identity_columns`): *desired* (what the engine's outputs say, for
+every shard, so a standby that takes a shard over already has its state) and *actual* (the
+uuids of the rows in the database with that identity). `apply(delta)` updates desired and
+marks the identities it touched, per shard; `flush()` makes the database match desired for
+the marked identities of owned shards: insert what is missing, update what changed, delete
+what is no longer wanted. Nothing else is read or written, so a change costs what it
+touches, and marks of shards this controller only stands by for wait until it owns them.
 
-`reconcile()` marks every identity of both maps, for a full comparison: after (re)connecting
-and when the controller takes shards over (rows a previous master left behind, or a crash
-between engine commit and database write, are then corrected).
+Rows go over a raw JSON-RPC connection (`loom_common.ovsdb.RawConnection`), not through
+python-ovs's IDL: the IDL builds a Python object per row and column, which at the NVP
+workload's 10^5..10^6 universal flows cost minutes and gigabytes (see the README's
+benchmark). The writer is the only writer of its shards' rows (the `Shard` fencing in
+`controller` makes that true), so its own transaction results keep *actual* current;
+`load_actual()` reads it afresh when that cannot be assumed (start, takeover, a failure).
 """
 
 from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-import ovs.db.idl
-
-from loom_logical.outputs import OUTPUTS, TABLE_OUTPUT, Columns, Identity, shard_of_row
+from loom_common.ovsdb import RawConnection, TransactError
+from loom_logical.outputs import OUTPUTS, TABLE_OUTPUT, Columns, Identity, shard_of_json
 
 log = logging.getLogger(__name__)
+
+DB = "Loom_Universal"
+CHUNK = 50_000
+"""Operations per transaction when a flush is large (a cold start): ovsdb-server holds a
+whole transaction in memory, and a chunk commits in well under its inactivity probe."""
 
 Delta = Mapping[str, Sequence[tuple[int, tuple[Any, ...]]]]
 
 
-def _normal(value: Any) -> Any:
-    """A column value in a form where desired and actual compare equal when they are."""
+def to_json(value: Any) -> Any:
+    """A column value as OVSDB JSON: lists are sets, dicts are maps."""
     if isinstance(value, dict):
-        return tuple(sorted(value.items()))
+        return ["map", [[k, v] for k, v in sorted(value.items())]]
     if isinstance(value, list | tuple | set | frozenset):
-        return tuple(sorted(value))
+        return ["set", sorted(value)]
     return value
 
 
@@ -47,11 +53,12 @@ class Writer:
         """Create a writer that writes only rows whose shard `owns(shard)` accepts."""
         self.owns = owns
         self.desired: dict[str, dict[Identity, tuple[str, Columns]]] = defaultdict(dict)
-        self.actual: dict[str, dict[Identity, list[Any]]] = defaultdict(dict)
+        self.actual: dict[str, dict[Identity, tuple[str, list[str]]]] = defaultdict(dict)
+        """Table -> identity -> (shard, uuids of its rows)."""
         self.dirty: dict[str, dict[str, set[Identity]]] = defaultdict(lambda: defaultdict(set))
         """Shard -> table -> identities to compare at the next flush."""
-        self.touched: set[str] = set()
-        """The shards the transaction being built writes (for fencing)."""
+        self.changed: dict[str, set[Identity]] = defaultdict(set)
+        """Table -> identities whose desired columns changed (their rows need an update)."""
 
     # ---- the two sides ----
 
@@ -63,94 +70,147 @@ class Writer:
                 continue
             desired = self.desired[out.table]
             for weight, row in sorted(changes, key=lambda c: c[0]):
-                ident = out.identity(row)
-                shard = out.shard(row)
+                columns = out.columns(row)
+                ident = out.identity(columns)
+                shard = out.shard(columns)
                 self.dirty[shard][out.table].add(ident)
                 if weight < 0:
                     desired.pop(ident, None)
                 else:
-                    desired[ident] = (shard, out.columns(row))
+                    desired[ident] = (shard, columns)
+                    self.changed[out.table].add(ident)
 
-    def observe(self, event: str, table: str, row: Any) -> None:
-        """Mirror one IDL change of a universal row into actual (called from `notify`).
+    def load_actual(self, conn: RawConnection, shards: Iterable[str] | None = None) -> None:
+        """Read what the database holds (of `shards`, default all) and mark it all dirty.
 
-        Identities are columns nobody updates in place (a changed flow is a new row), so an
-        update does not move a row between identities.
+        After this, a flush corrects every difference: rows a previous master left, rows
+        lost in a crash between the engine's commit and the database's.
         """
-        out = TABLE_OUTPUT.get(table)
-        if out is None or event == ovs.db.idl.ROW_UPDATE:
-            return
-        actual = self.actual[table]
-        ident = out.identity_of_row(row)
-        if event == ovs.db.idl.ROW_DELETE:
-            rows = actual.get(ident, [])
-            if row in rows:
-                rows.remove(row)
-            if not rows:
-                actual.pop(ident, None)
-        else:
-            actual.setdefault(ident, []).append(row)
-
-    def reconcile(self) -> None:
-        """Mark every identity, desired or actual, for comparison at the next flush."""
-        for table in TABLE_OUTPUT:
-            for ident, (shard, _) in self.desired[table].items():
+        wanted = None if shards is None else set(shards)
+        for table, out in TABLE_OUTPUT.items():
+            columns = sorted({"_uuid", *out.identity_columns, *out.shard_columns})
+            (reply,) = conn.transact(
+                DB, [{"op": "select", "table": table, "where": [], "columns": columns}]
+            )
+            actual = {
+                ident: entry
+                for ident, entry in self.actual[table].items()
+                if wanted is not None and entry[0] not in wanted
+            }
+            for row in reply["rows"]:
+                shard = shard_of_json(table, row)
+                if wanted is not None and shard not in wanted:
+                    continue
+                ident = tuple(row[c] for c in out.identity_columns)
+                actual.setdefault(ident, (shard, []))[1].append(row["_uuid"][1])
+            self.actual[table] = actual
+            for ident, (shard, _) in actual.items():
                 self.dirty[shard][table].add(ident)
-            for ident, rows in self.actual[table].items():
-                self.dirty[shard_of_row(table, rows[0])][table].add(ident)
+            for ident, (shard, _) in self.desired[table].items():
+                if wanted is None or shard in wanted:
+                    self.dirty[shard][table].add(ident)
+                    self.changed[table].add(ident)
 
     def pending(self) -> bool:
         """True if some identity of an owned shard awaits a flush."""
         return any(self.owns(shard) and any(t.values()) for shard, t in self.dirty.items())
 
+    def owned_dirty_shards(self) -> list[str]:
+        """The shards a flush would write now."""
+        return sorted(s for s, t in self.dirty.items() if self.owns(s) and any(t.values()))
+
     # ---- writing ----
 
-    def flush(self, idl: ovs.db.idl.Idl, before_commit: Callable[[Any], None]) -> str:
-        """Write the dirty identities of owned shards in one transaction; return its status.
+    def flush(
+        self,
+        conn: RawConnection,
+        fence: Callable[[Iterable[str]], list[dict[str, Any]]],
+        stamp: list[dict[str, Any]],
+    ) -> bool:
+        """Write the marked identities of owned shards; return True on success.
 
-        `before_commit(txn)` adds what must commit with the rows (generations, fencing of
-        `touched`, the shards written). On success the marks of those shards are cleared
-        (marks of shards not owned stay, for when they are); on failure they stay, for a
-        retry once the IDL has caught up.
+        Every transaction starts with `fence(shards)` (operations that fail it if this
+        controller no longer owns a shard it writes) and the last one ends with `stamp`
+        (the generation this write realizes). On success the marks of the written shards
+        are cleared; on failure they stay, and `actual` is reloaded before a retry.
         """
-        txn = ovs.db.idl.Transaction(idl)
-        shards = [shard for shard in self.dirty if self.owns(shard)]
-        self.touched = set()
+        shards = self.owned_dirty_shards()
+        plan: list[tuple[str, str, Identity, dict[str, Any]]] = []
+        for shard in shards:
+            for table, idents in self.dirty[shard].items():
+                for ident in idents:
+                    plan.extend(self._ops(table, shard, ident))
         try:
-            for shard in shards:
-                for table, idents in self.dirty[shard].items():
-                    for ident in idents:
-                        self._sync(txn, idl, table, ident)
-                self.touched.add(shard)
-            before_commit(txn)
-        except BaseException:
-            txn.abort()
-            raise
-        status = txn.commit_block()
-        if status in (ovs.db.idl.Transaction.SUCCESS, ovs.db.idl.Transaction.UNCHANGED):
-            for shard in shards:
-                self.dirty.pop(shard, None)
-        else:
-            log.warning("universal DB write failed: %s %s", status, txn.get_error())
-        return str(status)
+            for start in range(0, max(len(plan), 1), CHUNK):
+                chunk = plan[start : start + CHUNK]
+                last = start + CHUNK >= len(plan)
+                fencing = fence(shards)
+                ops = [*fencing, *(op for _, _, _, op in chunk), *(stamp if last else [])]
+                results = conn.transact(DB, ops)
+                self._record(chunk, results[len(fencing) : len(fencing) + len(chunk)])
+        except TransactError as exc:
+            log.warning("universal DB write failed: %s", exc)
+            return False
+        for shard in shards:
+            self.dirty.pop(shard, None)
+        written = set(shards)
+        for table, idents in self.changed.items():
+            self.changed[table] = {i for i in idents if self._shard(table, i) not in written}
+        return True
 
-    def _sync(self, txn: Any, idl: ovs.db.idl.Idl, table: str, ident: Identity) -> None:
-        """Add the operations that make `ident`'s rows what desired says."""
+    def _shard(self, table: str, ident: Identity) -> str | None:
         want = self.desired[table].get(ident)
-        rows = list(self.actual[table].get(ident, []))
+        if want is not None:
+            return want[0]
+        have = self.actual[table].get(ident)
+        return have[0] if have is not None else None
+
+    def _ops(
+        self, table: str, shard: str, ident: Identity
+    ) -> Iterable[tuple[str, str, Identity, dict[str, Any]]]:
+        """The operations that make `ident`'s rows what desired says, tagged for `_record`."""
+        want = self.desired[table].get(ident)
+        _, uuids = self.actual[table].get(ident, (shard, []))
+        keep = uuids[:1] if want is not None else []
+        for uuid in uuids[len(keep) :]:
+            yield (
+                "delete",
+                table,
+                ident,
+                {"op": "delete", "table": table, "where": [["_uuid", "==", ["uuid", uuid]]]},
+            )
         if want is None:
-            for row in rows:
-                row.delete()
             return
-        columns = want[1]
-        if not rows:
-            new = txn.insert(idl.tables[table])
-            for column, value in columns.items():
-                setattr(new, column, value)
-            return
-        first, extra = rows[0], rows[1:]
-        for row in extra:
-            row.delete()
-        for column, value in columns.items():
-            if _normal(getattr(first, column)) != _normal(value):
-                setattr(first, column, value)
+        row = {column: to_json(value) for column, value in want[1].items()}
+        if not keep:
+            yield "insert", table, ident, {"op": "insert", "table": table, "row": row}
+        elif ident in self.changed[table] and TABLE_OUTPUT[table].updatable:
+            yield (
+                "update",
+                table,
+                ident,
+                {
+                    "op": "update",
+                    "table": table,
+                    "where": [["_uuid", "==", ["uuid", keep[0]]]],
+                    "row": row,
+                },
+            )
+
+    def _record(
+        self, chunk: list[tuple[str, str, Identity, dict[str, Any]]], results: list[Any]
+    ) -> None:
+        """Fold a committed chunk's results into actual."""
+        for (kind, table, ident, op), result in zip(chunk, results, strict=True):
+            actual = self.actual[table]
+            if kind == "insert":
+                shard = self._shard(table, ident) or ""
+                actual[ident] = (shard, [*actual.get(ident, (shard, []))[1], result["uuid"][1]])
+            elif kind == "delete":
+                uuid = op["where"][0][2][1]
+                shard, uuids = actual.get(ident, ("", []))
+                rest = [u for u in uuids if u != uuid]
+                if rest:
+                    actual[ident] = (shard, rest)
+                else:
+                    actual.pop(ident, None)

@@ -1,0 +1,159 @@
+"""Logical controller benchmark: the NVP workload from a loaded config DB to universal flows.
+
+    loom-logical-bench [--workload nvp-scale-0.1.json.gz] [--changes 100]
+
+1. Loads the NVP paper's controller workload into a fresh config DB with raw OVSDB writes
+   (`loom_api.bench.drive_raw`: the same rows the API would write; the API's own cost is
+   `loom-api-bench`'s subject, not this one's).
+2. **Cold start**: a logical controller starts on it with an empty universal DB; the clock
+   runs until every universal row is written (the controller reports the configuration
+   generation written). Reports the time, the number of universal flows and other rows,
+   and the resident memory of the controller process and of the universal ovsdb-server.
+3. **Port changes**: `--changes` times, one port's addresses change through the API (the
+   real Flask app, in-process, on the same database); the clock runs from the request until
+   the controller has written that generation's universal rows. Median and p99.
+4. **Baseline, same invocation**: a fresh engine computes the final configuration from
+   scratch (what a controller without incremental computation would do for every change);
+   the ratio to the median port change says what incrementality buys.
+
+Prints one JSON document.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+DEFAULT_WORKLOAD = Path("/work/shared/workloads/nvp-scale-0.1.json.gz")
+
+
+def _rss_mib(pid: int | None = None) -> float:
+    """Resident memory of `pid` (default: this process's peak), MiB."""
+    if pid is None:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def run(workload_path: Path, changes: int) -> dict[str, Any]:
+    """Run the benchmark; return its figures."""
+    from loom_api import create_app
+    from loom_api.auth import Tokens
+    from loom_api.bench import drive_raw, load_workload, phases
+    from loom_api.store import Store
+    from loom_api.testing import ApiClient
+    from loom_common.ovsdb import OvsdbServer
+    from loom_ddlog import Program
+    from loom_logical.controller import LogicalController
+    from loom_schemas import CONFIG_SCHEMA, UNIVERSAL_SCHEMA, schema_path
+
+    workload = load_workload(workload_path)
+    with tempfile.TemporaryDirectory(prefix="loom-logical-bench-") as tmp:
+        config = OvsdbServer(Path(tmp) / "config", schema_path(CONFIG_SCHEMA)).start()
+        universal = OvsdbServer(
+            Path(tmp) / "universal", schema_path(UNIVERSAL_SCHEMA), name="universal"
+        ).start()
+        controller = None
+        store = None
+        try:
+            began = time.perf_counter()
+            drive_raw(config.remote, phases(workload))
+            load_s = time.perf_counter() - began
+
+            began = time.perf_counter()
+            controller = LogicalController(config.remote, universal.remote).start()
+            written = controller.wait_generation(0, 3600)
+            cold_s = time.perf_counter() - began
+            assert written >= 0, "the cold start did not finish"
+            rows = {t: len(d) for t, d in controller.writer.desired.items()}
+            rss_controller = _rss_mib()
+            rss_universal = _rss_mib(universal.pid)
+
+            store = Store(config.remote, str(schema_path(CONFIG_SCHEMA)), timeout=30.0)
+            store.start()
+            assert store.wait_connected(60)
+            admin = ApiClient(create_app(store, Tokens(admin="b", tenants={})).test_client(), "b")
+            ports = admin.get("/api/v1/logical-switches?limit=20").get_json()["items"]
+            port_paths = []
+            for sw in ports:
+                for p in admin.get(f"/api/v1/logical-switches/{sw['id']}/ports").get_json()[
+                    "items"
+                ]:
+                    port_paths.append((f"/api/v1/logical-switches/{sw['id']}/ports/{p['id']}", p))
+            latencies = []
+            for i in range(changes):
+                path, _ = port_paths[i % len(port_paths)]
+                ip = f"10.250.{i // 250}.{i % 250 + 1}"
+                began = time.perf_counter()
+                response = admin.patch(path, {"ips": [ip]})
+                assert response.status_code == 200, response.get_json()
+                generation = int(response.headers["X-Loom-Config-Generation"])
+                assert controller.wait_generation(generation, 60) >= generation
+                latencies.append(time.perf_counter() - began)
+
+            # Baseline: the same final configuration computed from scratch by a fresh engine.
+            snapshot = controller.config_rows()
+            program = Program.load([controller.rules_path])
+            began = time.perf_counter()
+            with program.transaction() as txn:
+                for name, tuples in snapshot.items():
+                    for row in tuples:
+                        txn.insert(name, row)
+                txn.commit()
+            recompute_s = time.perf_counter() - began
+        finally:
+            if store is not None:
+                store.stop()
+            if controller is not None:
+                controller.stop()
+            universal.stop()
+            config.stop()
+
+    median = statistics.median(latencies)
+    return {
+        "benchmark": "logical-controller",
+        "workload": workload_path.name,
+        "scale": workload.get("scale"),
+        "config_rows_loaded_s": round(load_s, 2),
+        "cold_start_s": round(cold_s, 2),
+        "universal_rows": rows,
+        "universal_flows": rows.get("Universal_Flow", 0),
+        "rss_mib": {
+            "controller_process_peak": round(rss_controller, 1),
+            "universal_ovsdb_server": round(rss_universal, 1),
+        },
+        "port_change_ms": {
+            "changes": len(latencies),
+            "median": round(median * 1000, 2),
+            "p99": round(_percentile(latencies, 0.99) * 1000, 2),
+        },
+        "baseline_recompute_engine_only_s": round(recompute_s, 2),
+        "ratio_recompute_over_median_change": round(recompute_s / median, 1),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark and print its JSON."""
+    parser = argparse.ArgumentParser(prog="loom-logical-bench", description=__doc__)
+    parser.add_argument("--workload", type=Path, default=DEFAULT_WORKLOAD)
+    parser.add_argument("--changes", type=int, default=100)
+    args = parser.parse_args(argv)
+    print(json.dumps(run(args.workload, args.changes), indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
