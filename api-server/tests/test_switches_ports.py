@@ -257,6 +257,8 @@ def test_wait_for_realization_answers_not_realized(admin: ApiClient) -> None:
         "config_generation": generation(response),
         "realized_generation": 0,
         "realized": False,
+        "logical_generation": 0,
+        "logically_realized": False,
     }
     assert "X-Loom-Realized" not in admin.post(SWITCHES, {}).headers
 

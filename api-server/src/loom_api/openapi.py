@@ -607,7 +607,14 @@ def _status_paths() -> dict[str, JsonDict]:
     realization = {
         "type": "object",
         "additionalProperties": False,
-        "required": ["generation", "config_generation", "realized_generation", "realized"],
+        "required": [
+            "generation",
+            "config_generation",
+            "realized_generation",
+            "realized",
+            "logical_generation",
+            "logically_realized",
+        ],
         "properties": {
             "generation": {**generation, "description": "The generation asked about."},
             "config_generation": {**generation, "description": "The newest generation."},
@@ -616,15 +623,42 @@ def _status_paths() -> dict[str, JsonDict]:
                 "description": "The newest generation realized on the transport nodes.",
             },
             "realized": {"type": "boolean"},
+            "logical_generation": {
+                **generation,
+                "description": "The newest generation whose universal flows are written.",
+            },
+            "logically_realized": {"type": "boolean"},
+        },
+    }
+    warning = {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["source", "kind", "message"],
+        "properties": {
+            "source": {"type": "string", "description": "The id of the object at fault."},
+            "kind": {"type": "string"},
+            "message": {"type": "string"},
         },
     }
     status = {
         "type": "object",
         "additionalProperties": False,
-        "required": ["config_generation", "realized_generation", "database"],
+        "required": [
+            "config_generation",
+            "realized_generation",
+            "logical_generation",
+            "warnings",
+            "database",
+        ],
         "properties": {
             "config_generation": generation,
             "realized_generation": generation,
+            "logical_generation": generation,
+            "warnings": {
+                "type": "array",
+                "items": warning,
+                "description": "Problems the logical controllers found in the configuration.",
+            },
             "database": {"type": "string", "enum": ["connected"]},
         },
     }

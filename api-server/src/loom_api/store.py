@@ -131,6 +131,24 @@ class ReadView:
         row = self.global_row()
         return int(row.realized_generation) if row is not None else 0
 
+    def logical_generation(self) -> int:
+        """Return the generation whose universal flows the logical controllers have written."""
+        row = self.global_row()
+        return int(row.logical_generation) if row is not None else 0
+
+    def owner_tenant(self, uuid_text: str) -> str | None:
+        """Return the tenant of the config row with id `uuid_text` (None: no such row, or a
+        row without a tenant such as a transport node)."""
+        try:
+            key = uuidlib.UUID(uuid_text)
+        except ValueError:
+            return None
+        for table in self._idl.tables.values():
+            row = table.rows.get(key)
+            if row is not None:
+                return str(row.tenant) if "tenant" in table.columns else None
+        return None
+
 
 class WriteView(ReadView):
     """A `ReadView` plus the changes of one transaction; valid only inside `Store.write`."""

@@ -25,6 +25,7 @@ import argparse
 import json
 import resource
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -41,6 +42,10 @@ def _rss_mib(pid: int | None = None) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return 0.0
+
+
+def _progress(text: str) -> None:
+    print(f"loom-logical-bench: {text}", file=sys.stderr, flush=True)
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -72,11 +77,13 @@ def run(workload_path: Path, changes: int) -> dict[str, Any]:
             began = time.perf_counter()
             drive_raw(config.remote, phases(workload))
             load_s = time.perf_counter() - began
+            _progress(f"config loaded in {load_s:.1f}s")
 
             began = time.perf_counter()
             controller = LogicalController(config.remote, universal.remote).start()
             written = controller.wait_generation(0, 3600)
             cold_s = time.perf_counter() - began
+            _progress(f"cold start {cold_s:.1f}s")
             assert written >= 0, "the cold start did not finish"
             rows = {t: len(d) for t, d in controller.writer.desired.items()}
             rss_controller = _rss_mib()
@@ -84,7 +91,8 @@ def run(workload_path: Path, changes: int) -> dict[str, Any]:
 
             store = Store(config.remote, str(schema_path(CONFIG_SCHEMA)), timeout=30.0)
             store.start()
-            assert store.wait_connected(60)
+            assert store.wait_connected(600), "the API's store did not connect"
+            _progress("API store connected")
             admin = ApiClient(create_app(store, Tokens(admin="b", tenants={})).test_client(), "b")
             ports = admin.get("/api/v1/logical-switches?limit=20").get_json()["items"]
             port_paths = []

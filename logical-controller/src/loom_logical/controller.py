@@ -335,6 +335,8 @@ class LogicalController:
                     self._reconcile_needed = True  # learn what is there before a retry
                     return
                 self._written_generation = max(self._written_generation, generation)
+            if self.owns(GLOBAL_SHARD):
+                self._report()
         except (OSError, TransactError) as exc:
             log.warning("universal DB connection failed: %s", exc)
             self._drop_connection()
@@ -373,6 +375,35 @@ class LogicalController:
             delta = txn.commit()
         self.transactions += 1
         self.writer.apply(delta)
+
+    def _report(self) -> None:
+        """Copy the realized generation and the warnings back to the config DB for the API.
+
+        Only the master of the global shard does this; the rows are few, so the config IDL
+        (which has them) writes them.
+        """
+        universal = list(self._universal.tables["Universal_Global"].rows.values())
+        realized = int(universal[0].generation) if universal else 0
+        glob = next(iter(self._config.tables["Loom_Global"].rows.values()), None)
+        want = set(self.writer.desired["Warning"])
+        have = {
+            (r.source, r.kind, r.message): r for r in self._config.tables["Warning"].rows.values()
+        }
+        stale_generation = glob is not None and glob.logical_generation < realized
+        if not stale_generation and want == set(have):
+            return
+        txn = ovs.db.idl.Transaction(self._config)
+        if stale_generation:
+            glob.logical_generation = realized
+        for key, row in have.items():
+            if key not in want:
+                row.delete()
+        for source, kind, message in sorted(want - set(have)):
+            new = txn.insert(self._config.tables["Warning"])
+            new.source, new.kind, new.message = source, kind, message
+        status = txn.commit_block()
+        if status not in (ovs.db.idl.Transaction.SUCCESS, ovs.db.idl.Transaction.UNCHANGED):
+            log.warning("reporting to the config DB failed: %s %s", status, txn.get_error())
 
     def _connection(self) -> RawConnection:
         if self._conn is None:

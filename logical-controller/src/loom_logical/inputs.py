@@ -24,7 +24,8 @@ from typing import Any
 
 from loom_schemas import CONFIG_SCHEMA, schema_path
 
-SKIPPED_TABLES = frozenset({"Loom_Global"})
+SKIPPED_TABLES = frozenset({"Loom_Global", "Warning"})
+"""Tables that are not configuration: generations, and what controllers report back."""
 SKIPPED_COLUMNS = frozenset({"tags", "revision", "external_ids", "status", "description"})
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 RELEASED: dict[str, dict[str, str]] = {
     "Loom_Config": {
         "1.0.0": "13753675 13518",
+        "1.1.0": "96155693 13826",
     },
     "Loom_Universal": {
         "1.0.0": "4140731774 10959",

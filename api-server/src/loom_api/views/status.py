@@ -22,8 +22,10 @@ def health() -> tuple[Response, int]:
 def realization() -> Response:
     """Say whether configuration generation `generation` is realized on the transport nodes.
 
-    `X-Loom-Wait-For-Realization: <seconds>` waits up to that long for it. Until controllers
-    report realization, `realized` stays false: nothing has been pushed to any node.
+    `X-Loom-Wait-For-Realization: <seconds>` waits up to that long for it. Until physical
+    controllers report realization, `realized` stays false: nothing has been pushed to any
+    node. `logically_realized` says whether the logical controllers have written the
+    generation's universal flows.
     """
     http.caller()
     raw = request.args.get("generation")
@@ -35,10 +37,10 @@ def realization() -> Response:
         ) from None
     store = http.store()
 
-    def read(view: ReadView) -> tuple[int, int]:
-        return view.generation(), view.realized_generation()
+    def read(view: ReadView) -> tuple[int, int, int]:
+        return view.generation(), view.realized_generation(), view.logical_generation()
 
-    current, realized = store.read(read)
+    current, realized, logical = store.read(read)
     wanted = current if generation is None else generation
     if generation is not None and generation < 0:
         raise errors.ValidationFailed(field="generation", detail="generation must be >= 0")
@@ -51,19 +53,31 @@ def realization() -> Response:
             "config_generation": current,
             "realized_generation": realized,
             "realized": realized >= wanted,
+            "logical_generation": logical,
+            "logically_realized": logical >= wanted,
         }
     )
 
 
 @bp.get("/status")
 def status() -> Response:
-    """Return the configuration and realized generations and the database connection."""
-    http.caller()
+    """Return the generations, the logical controllers' warnings and the DB connection.
+
+    Tenants see only the warnings about their own objects.
+    """
+    caller = http.caller()
 
     def read(view: ReadView) -> dict[str, object]:
+        warnings = [
+            {"source": w.source, "kind": w.kind, "message": w.message}
+            for w in view.rows("Warning")
+            if caller.is_admin or view.owner_tenant(w.source) == caller.tenant
+        ]
         return {
             "config_generation": view.generation(),
             "realized_generation": view.realized_generation(),
+            "logical_generation": view.logical_generation(),
+            "warnings": sorted(warnings, key=lambda w: (w["kind"], w["source"], w["message"])),
         }
 
     body = http.store().read(read)
