@@ -212,11 +212,13 @@ class Scenario:
                 "row": {"chassis": node},
             },
         ]
-        subprocess.run(
+        done = subprocess.run(
             [tool("ovsdb-client"), "transact", self.universal.remote, json.dumps(ops)],
             check=True,
             capture_output=True,
+            text=True,
         )
+        assert json.loads(done.stdout) == [{"count": 1}], f"no binding of {port}: {done.stdout}"
         assert self.controller.wait_pass(lambda c: c.location(port) == node, WAIT), (
             f"the controller did not see {port} on {node}"
         )

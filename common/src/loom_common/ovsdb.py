@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import select
 import shutil
 import socket
 import subprocess
@@ -389,12 +390,13 @@ class TransactError(OvsdbError):
 
 
 class RawConnection:
-    """A blocking JSON-RPC connection to ovsdb-server, for bulk `transact`s.
+    """A JSON-RPC connection to ovsdb-server: blocking calls, and notifications polled.
 
-    python-ovs's IDL builds a Python object per row and per column; for hundreds of
-    thousands of rows that costs minutes and gigabytes (measured: `loom-logical-bench`).
-    This client sends the OVSDB protocol's JSON (RFC 7047) as it is, with the standard
-    library's `json`, and answers the server's inactivity probes.
+    python-ovs's IDL builds a Python object per row and per column and parses JSON in pure
+    Python; for 10^4..10^6 rows that costs minutes and gigabytes (measured with
+    `loom-logical-bench`). This client speaks the OVSDB protocol (RFC 7047) with the standard
+    library's `json`, answers the server's inactivity probes, and keeps notifications
+    (`update` of a monitor) that arrive while it waits for a reply, for `poll()`.
     """
 
     def __init__(self, remote: str, *, timeout: float = 120.0) -> None:
@@ -412,6 +414,16 @@ class RawConnection:
         self._buffer = ""
         self._decoder = json.JSONDecoder()
         self._next_id = 0
+        self.notifications: list[dict[str, Any]] = []
+
+    def fileno(self) -> int:
+        """The socket's descriptor (to wait for notifications with select/poll)."""
+        return self._sock.fileno()
+
+    def has_pending(self) -> bool:
+        """True if messages were received (during a call) that `poll()` has not returned:
+        the socket will not signal them."""
+        return bool(self.notifications or self._buffer.strip())
 
     def call(self, method: str, params: list[Any]) -> Any:
         """Send one request and return its result (raise `TransactError` on an error)."""
@@ -419,16 +431,22 @@ class RawConnection:
         request_id = self._next_id
         self._send({"method": method, "params": params, "id": request_id})
         while True:
-            message = self._receive()
-            if message.get("method") == "echo":
-                self._send({"result": message.get("params", []), "error": None,
-                            "id": message.get("id")})  # fmt: skip
+            message = self._receive(block=True)
+            assert message is not None
+            if self._handled(message):
                 continue
             if message.get("id") != request_id:
-                continue  # a notification (we monitor nothing) or a stale reply
+                continue  # a stale reply
             if message.get("error") is not None:
                 raise TransactError(detail=f"{method}: {message['error']}")
             return message.get("result")
+
+    def poll(self) -> list[dict[str, Any]]:
+        """Return the notifications received so far, without waiting."""
+        while (message := self._receive(block=False)) is not None:
+            self._handled(message)
+        out, self.notifications = self.notifications, []
+        return out
 
     def transact(self, db: str, ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Run one transaction; return its per-operation results, raising on any error."""
@@ -438,13 +456,25 @@ class RawConnection:
                 raise TransactError(detail=f"operation {index}: {op}")
         return result
 
+    def _handled(self, message: dict[str, Any]) -> bool:
+        """Answer a probe or keep a notification; False for a reply."""
+        method = message.get("method")
+        if method == "echo":
+            self._send({"result": message.get("params", []), "error": None,
+                        "id": message.get("id")})  # fmt: skip
+            return True
+        if method is not None:
+            self.notifications.append(message)
+            return True
+        return False
+
     def _send(self, message: dict[str, Any]) -> None:
         self._sock.sendall(json.dumps(message, separators=(",", ":")).encode())
 
-    def _receive(self) -> dict[str, Any]:
+    def _receive(self, *, block: bool) -> dict[str, Any] | None:
         while True:
             text = self._buffer.lstrip()
-            if text.endswith("}"):  # a message is complete only then: parse once, not per chunk
+            if text.endswith("}"):  # a message can be complete only then: parse once
                 try:
                     message, end = self._decoder.raw_decode(text)
                 except json.JSONDecodeError:
@@ -453,6 +483,11 @@ class RawConnection:
                     self._buffer = text[end:]
                     result: dict[str, Any] = message
                     return result
+            if not block:
+                ready, _, _ = select.select([self._sock], [], [], 0)
+                if not ready:
+                    self._buffer = text
+                    return None
             chunk = self._sock.recv(1 << 20)
             if not chunk:
                 raise TransactError(detail="connection closed by ovsdb-server")
@@ -461,3 +496,76 @@ class RawConnection:
     def close(self) -> None:
         """Close the connection."""
         self._sock.close()
+
+
+Change = tuple[str, str, "dict[str, Any] | None"]
+"""(table, row uuid, the row's new columns or None when it was deleted)."""
+
+
+class Replica:
+    """A read-only replica of some tables of one database, kept by an OVSDB `monitor`.
+
+    `rows[table][uuid]` is the row's columns as OVSDB JSON. `start()` (and `restart()` after
+    a lost connection) reads the initial contents; `poll()` applies the updates that
+    arrived and returns what changed. Writes go through `conn.transact`.
+    """
+
+    def __init__(self, remote: str, db: str, tables: dict[str, list[str]]) -> None:
+        """Describe the replica: `tables` maps each table to the columns to replicate."""
+        self.remote = remote
+        self.db = db
+        self.tables = tables
+        self.rows: dict[str, dict[str, dict[str, Any]]] = {t: {} for t in tables}
+        self.conn: RawConnection | None = None
+
+    def start(self) -> list[Change]:
+        """(Re)connect and read the tables; return every difference from what was held."""
+        if self.conn is not None:
+            self.conn.close()
+        self.conn = RawConnection(self.remote)
+        requests = {t: {"columns": cols} for t, cols in self.tables.items()}
+        initial = self.conn.call("monitor", [self.db, None, requests])
+        old, self.rows = self.rows, {t: {} for t in self.tables}
+        for table, updates in initial.items():
+            for uuid, update in updates.items():
+                self.rows[table][uuid] = update["new"]
+        changes: list[Change] = []
+        for table in self.tables:
+            for uuid in old[table].keys() - self.rows[table].keys():
+                changes.append((table, uuid, None))
+            for uuid, row in self.rows[table].items():
+                if old[table].get(uuid) != row:
+                    changes.append((table, uuid, row))
+        return changes
+
+    def poll(self) -> list[Change]:
+        """Apply the updates received so far; return the changes."""
+        assert self.conn is not None, "start() first"
+        changes: list[Change] = []
+        for message in self.conn.poll():
+            if message.get("method") != "update":
+                continue
+            for table, updates in message["params"][1].items():
+                for uuid, update in updates.items():
+                    new = update.get("new")
+                    if new is None:
+                        self.rows[table].pop(uuid, None)
+                    else:
+                        self.rows[table][uuid] = new
+                    changes.append((table, uuid, new))
+        return changes
+
+    def fileno(self) -> int:
+        """The connection's descriptor."""
+        assert self.conn is not None
+        return self.conn.fileno()
+
+    def has_pending(self) -> bool:
+        """True if updates already received wait for `poll()`."""
+        return self.conn is not None and self.conn.has_pending()
+
+    def close(self) -> None:
+        """Close the connection."""
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None

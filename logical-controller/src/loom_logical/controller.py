@@ -22,54 +22,25 @@ from __future__ import annotations
 
 import logging
 import os
+import select
 import threading
 import time
-import uuid
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import ovs.db.idl
-import ovs.poller
-
 from loom_common.cluster import membership
-from loom_common.ovsdb import RawConnection, TransactError
+from loom_common.ovsdb import Change, RawConnection, Replica, TransactError
 from loom_ddlog import Program
 from loom_logical.inputs import InputTable, input_tables
 from loom_logical.outputs import GLOBAL_SHARD, all_shards
 from loom_logical.rules import main_file
 from loom_logical.writer import Writer
-from loom_schemas import CONFIG_SCHEMA, UNIVERSAL_SCHEMA, schema_path
 
 log = logging.getLogger(__name__)
 
 POLL_MS = 1000
-
-
-class _Idl(ovs.db.idl.Idl):  # type: ignore[misc]
-    """An IDL that reports each row change to a callback (python-ovs has no change tracking)."""
-
-    def __init__(
-        self,
-        remote: str,
-        schema: Path,
-        on_change: Callable[[str, str, Any], None],
-        columns: dict[str, list[str] | None] | None = None,
-    ):
-        helper = ovs.db.idl.SchemaHelper(location=str(schema))
-        if columns is None:
-            helper.register_all()
-        for table, names in (columns or {}).items():
-            if names is None:
-                helper.register_table(table)
-            else:
-                helper.register_columns(table, names)
-        super().__init__(remote, helper)
-        self._on_change = on_change
-
-    def notify(self, event: str, row: Any, updates: Any = None) -> None:
-        self._on_change(event, row._table.name, row)
 
 
 class LogicalController:
@@ -114,22 +85,27 @@ class LogicalController:
         self._dirty_config: dict[str, set[str]] = defaultdict(set)
         self._dirty_locations: dict[str, str | None] = {}
         self._locations: dict[str, str] = {}
-        self._config = _Idl(config_remote, schema_path(CONFIG_SCHEMA), self._config_change)
-        # Only the small tables, and where VIFs are: the rows this controller writes go over
-        # `self._conn` (see `writer`), and are never mirrored in Python.
-        self._universal = _Idl(
+        self._binding_ports: dict[str, str] = {}
+        """Port_Binding row uuid -> its logical port (to know a deleted row's port)."""
+        config_tables: dict[str, list[str]] = {
+            name: table.column_names for name, table in self.tables.items()
+        }
+        config_tables["Loom_Global"] = ["generation", "logical_generation"]
+        config_tables["Warning"] = ["source", "kind", "message"]
+        self._config = Replica(config_remote, "Loom_Config", config_tables)
+        # Only the small tables, and where VIFs are: the rows this controller writes are
+        # never mirrored (the writer keeps their identities; see `writer`).
+        self._universal = Replica(
             universal_remote,
-            schema_path(UNIVERSAL_SCHEMA),
-            self._universal_change,
+            "Loom_Universal",
             {
-                "Shard": None,
-                "Logical_Controller": None,
-                "Universal_Global": None,
+                "Shard": ["name", "owner", "epoch"],
+                "Logical_Controller": ["name", "generation"],
+                "Universal_Global": ["generation"],
                 "Port_Binding": ["logical_port", "chassis"],
             },
         )
-        self._universal_remote = universal_remote
-        self._conn: RawConnection | None = None
+        self._connected = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._cond = threading.Condition()
@@ -140,16 +116,25 @@ class LogicalController:
         self.transactions = 0
         """Engine transactions committed (for tests and status)."""
 
-    # ---- IDL callbacks (run on the controller thread, inside Idl.run) ----
+    # ---- replica changes ----
 
-    def _config_change(self, event: str, table: str, row: Any) -> None:
-        if table in self.tables:
-            self._dirty_config[table].add(str(row.uuid))
+    def _config_changes(self, changes: list[Change]) -> None:
+        for table, uuid, _ in changes:
+            if table in self.tables:
+                self._dirty_config[table].add(uuid)
 
-    def _universal_change(self, event: str, table: str, row: Any) -> None:
-        if table == "Port_Binding":
-            chassis = None if event == ovs.db.idl.ROW_DELETE else (row.chassis or [None])[0]
-            self._dirty_locations[row.logical_port] = chassis
+    def _universal_changes(self, changes: list[Change]) -> None:
+        for table, uuid, row in changes:
+            if table != "Port_Binding":
+                continue
+            if row is None:
+                port = self._binding_ports.pop(uuid, None)
+                if port is not None:
+                    self._dirty_locations[port] = None
+                continue
+            self._binding_ports[uuid] = row["logical_port"]
+            chassis = _optional(row["chassis"])
+            self._dirty_locations[row["logical_port"]] = chassis
 
     # ---- lifecycle ----
 
@@ -177,8 +162,6 @@ class LogicalController:
             self._zk.close()
         self._config.close()
         self._universal.close()
-        if self._conn is not None:
-            self._conn.close()
         os.close(self._wake_r)
         os.close(self._wake_w)
 
@@ -205,10 +188,10 @@ class LogicalController:
             return
         view = self._member.view
         self._claimed = {s: v for s, v in self._claimed.items() if view.may_write(s)}
-        rows = {r.name: r for r in self._universal.tables["Shard"].rows.values()}
+        rows = {r["name"]: r for r in self._universal.rows["Shard"].values()}
         for shard, version in list(self._claimed.items()):
             row = rows.get(shard)  # someone with a newer assignment took it: not ours
-            if row is None or row.owner != self.name or row.epoch != version:
+            if row is None or row["owner"] != self.name or row["epoch"] != version:
                 del self._claimed[shard]
         wanted = [
             s
@@ -217,41 +200,38 @@ class LogicalController:
         ]
         if not wanted:
             return
-        txn = ovs.db.idl.Transaction(self._universal)
+        ops: list[dict[str, Any]] = []
         claimable = []
+        mine = {"owner": self.name, "epoch": view.version}
         for shard in wanted:
             row = rows.get(shard)
             if row is None:
-                row = txn.insert(self._universal.tables["Shard"])
-                row.name = shard
-            elif row.epoch > view.version:
+                ops.append({"op": "insert", "table": "Shard", "row": {"name": shard, **mine}})
+            elif row["epoch"] > view.version:
                 continue  # a newer assignment exists; ours is stale
             else:
-                row.verify("epoch")
-            row.owner = self.name
-            row.epoch = view.version
+                where = [["name", "==", shard], ["epoch", "==", row["epoch"]]]
+                ops.append({"op": "update", "table": "Shard", "where": where, "row": mine})
+                ops.append(_wait_shard(shard, mine))  # the update matched: the row is ours
             claimable.append(shard)
-        status = txn.commit_block()
-        if status in (ovs.db.idl.Transaction.SUCCESS, ovs.db.idl.Transaction.UNCHANGED):
-            for shard in claimable:
-                self._claimed[shard] = view.version
-            self.writer.load_actual(self._connection(), claimable)
-            log.info(
-                "%s claimed %d shards (assignment %d)", self.name, len(claimable), view.version
-            )
-        else:
-            log.warning("claiming shards failed: %s %s", status, txn.get_error())
+        try:
+            self._universal_conn().transact("Loom_Universal", ops)
+        except TransactError as exc:
+            log.warning("claiming shards failed: %s", exc)
+            return
+        for shard in claimable:
+            self._claimed[shard] = view.version
+        self.writer.load_actual(self._universal_conn(), claimable)
+        log.info("%s claimed %d shards (assignment %d)", self.name, len(claimable), view.version)
 
     def _fence(self, shards: Any) -> list[dict[str, Any]]:
         """Operations that fail a write if another controller claimed one of `shards`."""
         if self._member is None:
             return []
         return [
-            {"op": "wait", "table": "Shard", "timeout": 0, "where": [["name", "==", shard]],
-             "columns": ["owner", "epoch"], "until": "==",
-             "rows": [{"owner": self.name, "epoch": self._claimed[shard]}]}
+            _wait_shard(shard, {"owner": self.name, "epoch": self._claimed[shard]})
             for shard in shards
-        ]  # fmt: skip
+        ]
 
     def wait_generation(self, generation: int, timeout: float) -> int:
         """Wait until the configuration `generation` is written; return the written one."""
@@ -282,7 +262,7 @@ class LogicalController:
         """Every config row the controller sees now, as engine input tuples, by table."""
         with self._cond:
             return {
-                name: [spec.row_tuple(r) for r in self._config.tables[name].rows.values()]
+                name: [spec.json_tuple(u, r) for u, r in self._config.rows[name].items()]
                 for name, spec in self.tables.items()
             }
 
@@ -301,36 +281,45 @@ class LogicalController:
         while not self._stop.is_set():
             try:
                 with self._cond:  # waiters see the state between passes, never inside one
-                    self._step()
+                    try:
+                        self._step()
+                    finally:
+                        self._cond.notify_all()
             except Exception:  # the daemon must outlive one bad pass; the next retries
                 log.exception("logical controller pass failed")
                 time.sleep(0.2)
-            poller = ovs.poller.Poller()
-            poller.fd_wait(self._wake_r, ovs.poller.POLLIN)
-            self._config.wait(poller)
-            self._universal.wait(poller)
-            poller.timer_wait(POLL_MS if not self.writer.pending() else 100)
-            poller.block()
+            waiting = [self._wake_r]
+            if self._connected:
+                waiting += [self._config.fileno(), self._universal.fileno()]
+            timeout = POLL_MS if self._connected and not self.writer.pending() else 100
+            if self._connected and (self._config.has_pending() or self._universal.has_pending()):
+                timeout = 0
+            select.select(waiting, [], [], timeout / 1000)
 
     def _step(self) -> None:
         _drain(self._wake_r)
-        self._config.run()
-        self._universal.run()
-        synced = self._config.has_ever_connected() and self._universal.has_ever_connected()
-        if not synced or self._config.state != self._config.IDL_S_MONITORING:
-            return
-        if self._universal.state != self._universal.IDL_S_MONITORING:
+        try:
+            if not self._connected:
+                self._config_changes(self._config.start())
+                self._universal_changes(self._universal.start())
+                self._connected = True
+                self._reconcile_needed = True
+            self._config_changes(self._config.poll())
+            self._universal_changes(self._universal.poll())
+        except (OSError, TransactError) as exc:
+            log.warning("database connection failed: %s", exc)
+            self._connected = False
             return
         if self._dirty_config or self._dirty_locations:
             self._compute()
         try:
             if self._reconcile_needed:
-                self.writer.load_actual(self._connection())
+                self.writer.load_actual(self._universal_conn())
                 self._reconcile_needed = False
             self._claim()
             generation = self._config_generation()
             if self.writer.pending() or generation > self._written_generation:
-                conn = self._connection()
+                conn = self._universal_conn()
                 if not self.writer.flush(conn, self._fence, self._stamp(generation)):
                     self._reconcile_needed = True  # learn what is there before a retry
                     return
@@ -338,15 +327,13 @@ class LogicalController:
             if self.owns(GLOBAL_SHARD):
                 self._report()
         except (OSError, TransactError) as exc:
-            log.warning("universal DB connection failed: %s", exc)
-            self._drop_connection()
-            self._reconcile_needed = True
+            log.warning("database write failed: %s", exc)
+            self._connected = False
             return
-        self._cond.notify_all()
 
     def _config_generation(self) -> int:
-        rows = list(self._config.tables["Loom_Global"].rows.values())
-        return int(rows[0].generation) if rows else 0
+        rows = list(self._config.rows["Loom_Global"].values())
+        return int(rows[0]["generation"]) if rows else 0
 
     def _compute(self) -> None:
         """One engine transaction about the rows that changed; its delta to the writer."""
@@ -354,14 +341,14 @@ class LogicalController:
         locations, self._dirty_locations = self._dirty_locations, {}
         with self.program.transaction() as txn:
             for table, uuids in dirty.items():
-                rows = self._config.tables[table].rows
+                rows = self._config.rows[table]
                 spec = self.tables[table]
-                for text in uuids:
-                    row = rows.get(uuid.UUID(text))
+                for row_uuid in uuids:
+                    row = rows.get(row_uuid)
                     if row is None:
-                        txn.delete_key(table, text)
+                        txn.delete_key(table, row_uuid)
                     else:
-                        txn.insert_or_update(table, spec.row_tuple(row))
+                        txn.insert_or_update(table, spec.json_tuple(row_uuid, row))
             for port, chassis in locations.items():
                 known = self._locations.get(port)
                 if chassis == known:
@@ -379,47 +366,45 @@ class LogicalController:
     def _report(self) -> None:
         """Copy the realized generation and the warnings back to the config DB for the API.
 
-        Only the master of the global shard does this; the rows are few, so the config IDL
-        (which has them) writes them.
+        Only the master of the global shard does this.
         """
-        universal = list(self._universal.tables["Universal_Global"].rows.values())
-        realized = int(universal[0].generation) if universal else 0
-        glob = next(iter(self._config.tables["Loom_Global"].rows.values()), None)
+        universal = list(self._universal.rows["Universal_Global"].values())
+        realized = int(universal[0]["generation"]) if universal else 0
+        glob = next(iter(self._config.rows["Loom_Global"].items()), None)
         want = set(self.writer.desired["Warning"])
         have = {
-            (r.source, r.kind, r.message): r for r in self._config.tables["Warning"].rows.values()
+            (r["source"], r["kind"], r["message"]): u
+            for u, r in self._config.rows["Warning"].items()
         }
-        stale_generation = glob is not None and glob.logical_generation < realized
-        if not stale_generation and want == set(have):
-            return
-        txn = ovs.db.idl.Transaction(self._config)
-        if stale_generation:
-            glob.logical_generation = realized
-        for key, row in have.items():
+        ops: list[dict[str, Any]] = []
+        if glob is not None and glob[1]["logical_generation"] < realized:
+            where = [["_uuid", "==", ["uuid", glob[0]]]]
+            ops.append({"op": "update", "table": "Loom_Global", "where": where,
+                        "row": {"logical_generation": realized}})  # fmt: skip
+        for key, row_uuid in have.items():
             if key not in want:
-                row.delete()
+                where = [["_uuid", "==", ["uuid", row_uuid]]]
+                ops.append({"op": "delete", "table": "Warning", "where": where})
         for source, kind, message in sorted(want - set(have)):
-            new = txn.insert(self._config.tables["Warning"])
-            new.source, new.kind, new.message = source, kind, message
-        status = txn.commit_block()
-        if status not in (ovs.db.idl.Transaction.SUCCESS, ovs.db.idl.Transaction.UNCHANGED):
-            log.warning("reporting to the config DB failed: %s %s", status, txn.get_error())
+            ops.append({"op": "insert", "table": "Warning",
+                        "row": {"source": source, "kind": kind, "message": message}})  # fmt: skip
+        if not ops:
+            return
+        assert self._config.conn is not None
+        try:
+            self._config.conn.transact("Loom_Config", ops)
+        except TransactError as exc:  # the replica catches up; the next pass retries
+            log.warning("reporting to the config DB failed: %s", exc)
 
-    def _connection(self) -> RawConnection:
-        if self._conn is None:
-            self._conn = RawConnection(self._universal_remote)
-        return self._conn
-
-    def _drop_connection(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-            self._conn = None
+    def _universal_conn(self) -> RawConnection:
+        assert self._universal.conn is not None, "not connected"
+        return self._universal.conn
 
     def _stamp(self, generation: int) -> list[dict[str, Any]]:
         """Operations recording that this controller has written `generation`, and the
         realized generation (the minimum over live controllers) if it owns the global shard."""
-        controllers = self._universal.tables["Logical_Controller"].rows.values()
-        if any(r.name == self.name for r in controllers):
+        controllers = list(self._universal.rows["Logical_Controller"].values())
+        if any(r["name"] == self.name for r in controllers):
             ops: list[dict[str, Any]] = [
                 {"op": "update", "table": "Logical_Controller",
                  "where": [["name", "==", self.name]], "row": {"generation": generation}}
@@ -430,9 +415,13 @@ class LogicalController:
         if not self.owns(GLOBAL_SHARD):
             return ops
         live = set(self._member.view.members) if self._member is not None else {self.name}
-        others = [int(r.generation) for r in controllers if r.name != self.name and r.name in live]
+        others = [
+            int(r["generation"])
+            for r in controllers
+            if r["name"] != self.name and r["name"] in live
+        ]
         realized = min([generation, *others])
-        if self._universal.tables["Universal_Global"].rows:
+        if self._universal.rows["Universal_Global"]:
             ops.append({"op": "update", "table": "Universal_Global", "where": [],
                         "row": {"generation": realized}})  # fmt: skip
         else:
@@ -448,3 +437,18 @@ def _drain(fd: int) -> None:
             pass
     except BlockingIOError:
         pass
+
+
+def _optional(value: object) -> str | None:
+    """An optional string column read as OVSDB JSON (`["set", []]` when empty)."""
+    if isinstance(value, list):
+        return str(value[1][0]) if value[1] else None
+    return str(value)
+
+
+def _wait_shard(shard: str, owner: dict[str, Any]) -> dict[str, Any]:
+    """An operation that fails its transaction unless `shard`'s row has `owner`'s columns."""
+    return {
+        "op": "wait", "table": "Shard", "timeout": 0, "where": [["name", "==", shard]],
+        "columns": sorted(owner), "until": "==", "rows": [owner],
+    }  # fmt: skip

@@ -54,6 +54,15 @@ class InputTable:
             values.append(_convert(column, getattr(row, column.name)))
         return tuple(values)
 
+    def json_tuple(self, uuid: str, row: Mapping[str, Any]) -> tuple[Any, ...]:
+        """Convert a row read as OVSDB JSON (RFC 7047) into this relation's tuple."""
+        return (uuid, *(_from_json(c, row[c.name]) for c in self.columns))
+
+    @property
+    def column_names(self) -> list[str]:
+        """The config columns this relation reads."""
+        return [c.name for c in self.columns]
+
     def declaration(self) -> str:
         """The `input relation` declaration of this table."""
         fields = ", ".join(["_uuid: string"] + [f"{c.name}: {c.engine_type}" for c in self.columns])
@@ -108,6 +117,32 @@ def _convert(column: Column, value: Any) -> Any:
     return tuple(
         sorted((_atom(column.atom, k), _atom(column.value_atom, v)) for k, v in value.items())
     )
+
+
+def _json_atom(value: Any) -> Any:
+    """An OVSDB JSON atom: `["uuid", text]` is the uuid's text, others are themselves."""
+    if isinstance(value, list) and len(value) == 2 and value[0] in ("uuid", "named-uuid"):
+        return value[1]
+    return value
+
+
+def _json_set(value: Any) -> list[Any]:
+    """An OVSDB JSON set (a one-element set may come as the bare atom)."""
+    if isinstance(value, list) and len(value) == 2 and value[0] == "set":
+        return [_json_atom(v) for v in value[1]]
+    return [_json_atom(value)]
+
+
+def _from_json(column: Column, value: Any) -> Any:
+    if column.shape == "scalar":
+        return _json_atom(value)
+    if column.shape == "optional":
+        items = _json_set(value)
+        return items[0] if items else None
+    if column.shape == "set":
+        return frozenset(_json_set(value))
+    assert value[0] == "map", value
+    return tuple(sorted((_json_atom(k), _json_atom(v)) for k, v in value[1]))
 
 
 def input_tables(schema_file: Path | None = None) -> dict[str, InputTable]:
