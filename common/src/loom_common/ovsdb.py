@@ -13,6 +13,7 @@ stop with their owner, and kill -9 / restart of one member is a method call.
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import json
 import select
@@ -389,6 +390,9 @@ class TransactError(OvsdbError):
     """An OVSDB transaction failed (an operation's error, or the connection's)."""
 
 
+RECV_SIZE = 1 << 20
+
+
 class RawConnection:
     """A JSON-RPC connection to ovsdb-server: blocking calls, and notifications polled.
 
@@ -412,7 +416,10 @@ class RawConnection:
         else:
             raise OvsdbError(detail=f"unsupported remote {remote!r}")
         self._buffer = ""
+        self._drained = False
+        self._tried = 0
         self._decoder = json.JSONDecoder()
+        self._utf8 = codecs.getincrementaldecoder("utf-8")()  # a character may span chunks
         self._next_id = 0
         self.notifications: list[dict[str, Any]] = []
 
@@ -474,13 +481,18 @@ class RawConnection:
     def _receive(self, *, block: bool) -> dict[str, Any] | None:
         while True:
             text = self._buffer.lstrip()
-            if text.endswith("}"):  # a message can be complete only then: parse once
+            # Parse only when a message may be complete: it ends with "}", and either the
+            # socket had nothing more for now or the text doubled since the last failed
+            # try (a reply of 10^5 rows arrives in many chunks; parsing it after each one
+            # would be quadratic).
+            if text.endswith("}") and (self._drained or len(text) >= 2 * self._tried):
                 try:
                     message, end = self._decoder.raw_decode(text)
                 except json.JSONDecodeError:
-                    pass
+                    self._tried = len(text)
                 else:
                     self._buffer = text[end:]
+                    self._tried = 0
                     result: dict[str, Any] = message
                     return result
             if not block:
@@ -488,10 +500,11 @@ class RawConnection:
                 if not ready:
                     self._buffer = text
                     return None
-            chunk = self._sock.recv(1 << 20)
+            chunk = self._sock.recv(RECV_SIZE)
             if not chunk:
                 raise TransactError(detail="connection closed by ovsdb-server")
-            self._buffer = text + chunk.decode()
+            self._drained = len(chunk) < RECV_SIZE
+            self._buffer = text + self._utf8.decode(chunk)
 
     def close(self) -> None:
         """Close the connection."""

@@ -105,7 +105,8 @@ class LogicalController:
                 "Port_Binding": ["logical_port", "chassis"],
             },
         )
-        self._connected = False
+        self._config_up = False
+        self._universal_up = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._cond = threading.Condition()
@@ -298,17 +299,7 @@ class LogicalController:
 
     def _step(self) -> None:
         _drain(self._wake_r)
-        try:
-            if not self._connected:
-                self._config_changes(self._config.start())
-                self._universal_changes(self._universal.start())
-                self._connected = True
-                self._reconcile_needed = True
-            self._config_changes(self._config.poll())
-            self._universal_changes(self._universal.poll())
-        except (OSError, TransactError) as exc:
-            log.warning("database connection failed: %s", exc)
-            self._connected = False
+        if not self._sync_replicas():
             return
         if self._dirty_config or self._dirty_locations:
             self._compute()
@@ -320,16 +311,61 @@ class LogicalController:
             generation = self._config_generation()
             if self.writer.pending() or generation > self._written_generation:
                 conn = self._universal_conn()
-                if not self.writer.flush(conn, self._fence, self._stamp(generation)):
+                ok = self.writer.flush(
+                    conn, self._fence, self._stamp(generation), between=self._keep_config_alive
+                )
+                if not ok:
                     self._reconcile_needed = True  # learn what is there before a retry
                     return
                 self._written_generation = max(self._written_generation, generation)
-            if self.owns(GLOBAL_SHARD):
-                self._report()
         except (OSError, TransactError) as exc:
-            log.warning("database write failed: %s", exc)
-            self._connected = False
+            # The outcome of a write in flight is unknown: read what is there before the next.
+            log.warning("universal DB write failed: %s", exc)
+            self._universal_up = False
+            self._reconcile_needed = True
             return
+        if self.owns(GLOBAL_SHARD):
+            try:
+                self._report()
+            except (OSError, TransactError) as exc:
+                log.warning("config DB report failed: %s", exc)
+                self._config_up = False
+
+    def _sync_replicas(self) -> bool:
+        """(Re)connect the replicas that need it and apply their updates; False if down.
+
+        Each database reconnects on its own: a replica that restarts reports exactly what
+        changed while it was away, so only a lost universal write needs a full reconcile.
+        """
+        try:
+            if not self._config_up:
+                self._config_changes(self._config.start())
+                self._config_up = True
+            self._config_changes(self._config.poll())
+        except (OSError, TransactError) as exc:
+            log.warning("config DB connection failed: %s", exc)
+            self._config_up = False
+        try:
+            if not self._universal_up:
+                self._universal_changes(self._universal.start())
+                self._universal_up = True
+            self._universal_changes(self._universal.poll())
+        except (OSError, TransactError) as exc:
+            log.warning("universal DB connection failed: %s", exc)
+            self._universal_up = False
+        return self._config_up and self._universal_up
+
+    def _keep_config_alive(self) -> None:
+        """Between the chunks of a long write: answer the config DB's probes, keep updates."""
+        if self._config_up:
+            try:
+                self._config_changes(self._config.poll())
+            except (OSError, TransactError):
+                self._config_up = False
+
+    @property
+    def _connected(self) -> bool:
+        return self._config_up and self._universal_up
 
     def _config_generation(self) -> int:
         rows = list(self._config.rows["Loom_Global"].values())
