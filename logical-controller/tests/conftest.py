@@ -37,6 +37,7 @@ from loom_common.procs import Daemon
 from loom_common.testing import register_log
 from loom_logical import pipeline
 from loom_logical.controller import LogicalController
+from loom_logical.outputs import parse_flow
 from loom_schemas import CONFIG_SCHEMA, UNIVERSAL_SCHEMA, schema_path
 
 ADMIN_TOKEN = "admin-secret"
@@ -91,6 +92,23 @@ def dump() -> Callable[[str], dict[str, list[dict[str, Any]]]]:
 
 
 def dump_universal(remote: str) -> dict[str, list[dict[str, Any]]]:
+    """Every row of the universal DB, by table, as {column: python value}; the flows of
+    `Universal_Flow` groups one row each ({datapath, source, cookie, pipeline, stage,
+    priority, match, actions})."""
+    tables = dump_universal_rows(remote)
+    flows = []
+    for group in tables.get("Universal_Flow", []):
+        texts = group["flows"] if isinstance(group["flows"], list) else [group["flows"]]
+        for text in texts:
+            flows.append({
+                "datapath": group["datapath"], "source": group["source"],
+                "cookie": group["cookie"], **parse_flow(text),
+            })  # fmt: skip
+    tables["Universal_Flow"] = flows
+    return tables
+
+
+def dump_universal_rows(remote: str) -> dict[str, list[dict[str, Any]]]:
     """Every row of the universal DB, by table, as {column: python value}."""
     out = subprocess.run(
         [tool("ovsdb-client"), "--format=json", "dump", remote, "Loom_Universal"],

@@ -81,7 +81,10 @@ def duplicates(universal: OvsdbServer, dump: Dump) -> list[Any]:
     found = []
     for out in OUTPUTS.values():
         rows = tables.get(out.table, [])
-        keys = Counter(repr(tuple(r[c] for c in out.identity_columns)) for r in rows)
+        columns = out.identity_columns
+        if out.table == "Universal_Flow":  # one row per flow here (see `dump`)
+            columns = ("datapath", "pipeline", "stage", "priority", "match")
+        keys = Counter(repr(tuple(r[c] for c in columns)) for r in rows)
         found += [k for k, n in keys.items() if n > 1]
     return found
 

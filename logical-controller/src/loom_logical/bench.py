@@ -86,6 +86,9 @@ def run(workload_path: Path, changes: int) -> dict[str, Any]:
             _progress(f"cold start {cold_s:.1f}s")
             assert written >= 0, "the cold start did not finish"
             rows = {t: len(d) for t, d in controller.writer.desired.items()}
+            flows = sum(
+                len(c["flows"]) for _, c in controller.writer.desired["Universal_Flow"].values()
+            )
             rss_controller = _rss_mib()
             rss_universal = _rss_mib(universal.pid)
 
@@ -138,7 +141,7 @@ def run(workload_path: Path, changes: int) -> dict[str, Any]:
         "config_rows_loaded_s": round(load_s, 2),
         "cold_start_s": round(cold_s, 2),
         "universal_rows": rows,
-        "universal_flows": rows.get("Universal_Flow", 0),
+        "universal_flows": flows,
         "rss_mib": {
             "controller_process_peak": round(rss_controller, 1),
             "universal_ovsdb_server": round(rss_universal, 1),

@@ -2,9 +2,9 @@
 
 Each output relation of `rules/logical` fills one `Loom_Universal` table. A row's
 *identity* is what names it across recomputations: the table's index where it has one
-(a `Port_Binding` is its `logical_port`, whatever its columns become), else the whole row
-(a `Universal_Flow` that changes is a different flow). The writer keys everything by
-(table, identity).
+(a `Port_Binding` is its `logical_port`, a `Universal_Flow` group its datapath and source
+object, whatever their other columns become), else the whole row (a `Warning`). The writer
+keys everything by (table, identity).
 
 Shards: per-datapath rows (flows, bindings, replication sets, datapaths) belong to shard
 `sNN` = datapath key mod `DATAPATH_SHARDS`; the rest (tunnels, gateway assignments,
@@ -66,7 +66,7 @@ class OutputTable:
     @property
     def updatable(self) -> bool:
         """True if a row can change without changing its identity (an update, not a new row)."""
-        return self.relation not in ("Flow", "Warning")
+        return self.relation != "Warning"
 
     def identity(self, columns: Columns) -> Identity:
         """The identity of a row given as columns."""
@@ -77,17 +77,26 @@ class OutputTable:
         return datapath_shard(columns[self.shard_column]) if self.shard_column else GLOBAL_SHARD
 
 
-def _flow_columns(r: tuple[Any, ...]) -> Columns:
-    dp, pipeline, stage, prio, match, actions, source = r
+def _flow_group_columns(r: tuple[Any, ...]) -> Columns:
+    dp, source, flows = r
     return {
         "datapath": dp,
+        "source": source,
+        "flows": list(flows),
+        "cookie": zlib.crc32(source.encode()),
+    }
+
+
+def parse_flow(text: str) -> dict[str, Any]:
+    """One flow of `Universal_Flow.flows` ("pipeline TAB stage TAB priority TAB match TAB
+    actions") as {pipeline, stage, priority, match, actions}."""
+    pipeline, stage, priority, match, actions = text.split("\t")
+    return {
         "pipeline": pipeline,
         "stage": stage,
-        "priority": prio,
+        "priority": int(priority),
         "match": match,
         "actions": actions,
-        "source": source,
-        "cookie": zlib.crc32(source.encode()),
     }
 
 
@@ -152,12 +161,12 @@ def _warning_columns(r: tuple[Any, ...]) -> Columns:
     return {"source": source, "kind": kind, "message": message}
 
 
-FLOW_IDENTITY = ("datapath", "pipeline", "stage", "priority", "match", "actions", "source")
-
 OUTPUTS: Mapping[str, OutputTable] = {
     t.relation: t
     for t in (
-        OutputTable("Flow", "Universal_Flow", _flow_columns, FLOW_IDENTITY, "datapath"),
+        OutputTable(
+            "Flow_Group", "Universal_Flow", _flow_group_columns, ("datapath", "source"), "datapath"
+        ),
         OutputTable("Datapath", "Datapath", _datapath_columns, ("key",), "key"),
         OutputTable(
             "Port_Binding", "Port_Binding", _binding_columns, ("logical_port",), "datapath"

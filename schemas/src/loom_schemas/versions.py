@@ -14,5 +14,6 @@ RELEASED: dict[str, dict[str, str]] = {
     },
     "Loom_Universal": {
         "1.0.0": "4140731774 10959",
+        "1.1.0": "1620949981 10534",
     },
 }
