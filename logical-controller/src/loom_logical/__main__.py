@@ -25,6 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--name", default=f"logical-{socket.gethostname()}")
     parser.add_argument("--zookeeper", help="ZooKeeper hosts (host:port,...) for a cluster")
     parser.add_argument("--session-timeout", type=float, default=10.0)
+    parser.add_argument("--workers", type=int, default=2, help="engine worker threads")
     parser.add_argument("--verbose", action="store_true")
     args = parser.parse_args(argv)
     logging.basicConfig(
@@ -46,6 +47,7 @@ def main(argv: list[str] | None = None) -> int:
         name=args.name,
         zookeeper=args.zookeeper,
         session_timeout=args.session_timeout,
+        workers=args.workers,
     ).start()
     logging.getLogger("loom_logical").info("logical controller %s running", args.name)
     try:
