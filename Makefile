@@ -50,6 +50,10 @@ example: install ## Run the example rule program on its script with loom-ddlog a
 bench-api: install ## The API load benchmark (NVP workload, scale 0.1) against raw OVSDB writes
 	$(VENV)/bin/loom-api-bench
 
+.PHONY: bench-logical
+bench-logical: install ## The logical controller benchmark (NVP workload, scale 0.1): cold start and port changes
+	$(VENV)/bin/loom-logical-bench
+
 .PHONY: openapi
 openapi: ## Regenerate schemas/api/openapi.json from the API's collections and models
 	$(VENV)/bin/python -m loom_api.openapi > schemas/api/openapi.json.tmp \

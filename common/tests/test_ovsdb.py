@@ -8,8 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from loom_common.ovsdb import OvsdbCluster, OvsdbServer, free_ports, schema_name, tool
+from loom_common.ovsdb import (
+    OvsdbCluster,
+    OvsdbError,
+    OvsdbServer,
+    RawConnection,
+    free_ports,
+    schema_name,
+    tool,
+)
 from loom_common.procs import DaemonError, pid_exists
+from loom_common.testing import wait_for
 from loom_schemas import CONFIG_SCHEMA, schema_path
 
 pytestmark = pytest.mark.ovs
@@ -173,3 +182,46 @@ def test_cluster_through_the_combined_remote(config_db_cluster: OvsdbCluster) ->
     """`ovsdb-client` (like the IDL) accepts the comma-separated remote list."""
     insert_zone(config_db_cluster.remote, "tz-any")
     assert zone_names(config_db_cluster.remote) == ["tz-any"]
+
+
+def test_raw_connection_to_a_cluster_passes_over_dead_and_cut_off_members(
+    config_db_cluster: OvsdbCluster,
+) -> None:
+    """`RawConnection` (the controllers' client) takes the combined remote: it connects to a
+    live member that is in its cluster, never to a dead one or to one cut off from the
+    majority (it could serve stale data)."""
+    cluster = config_db_cluster
+    dead, *alive = cluster.members
+    dead.kill9()
+    for n in range(12):  # each connection starts at a random member
+        conn = RawConnection(cluster.remote, db="Loom_Config", timeout=10)
+        try:
+            assert conn.remote in {m.remote for m in alive}
+            ops = [{"op": "insert", "table": "Transport_Zone",
+                    "row": {"name": f"tz-{n}", "encap": "geneve", "revision": 1}}]  # fmt: skip
+            conn.transact("Loom_Config", ops)  # a write through either member
+        finally:
+            conn.close()
+    assert len(zone_names(alive[0].remote)) == 12
+
+    alive[0].kill9()  # the last member has no majority: it stops being connected
+
+    def cut_off() -> bool:
+        status = transact_server(alive[1].remote)
+        return status["connected"] is False
+
+    wait_for(cut_off, 30, "the last member to notice it lost its cluster")
+    with pytest.raises(OvsdbError, match="not connected to its cluster"):
+        RawConnection(cluster.remote, db="Loom_Config", timeout=10)
+
+
+def transact_server(remote: str) -> dict[str, object]:
+    """The `_Server` database's row about Loom_Config on one server."""
+    out = subprocess.run(
+        [tool("ovsdb-client"), "--timeout=10", "transact", remote,
+         json.dumps(["_Server", {"op": "select", "table": "Database",
+                                 "where": [["name", "==", "Loom_Config"]]}])],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    row: dict[str, object] = json.loads(out)[0]["rows"][0]
+    return row

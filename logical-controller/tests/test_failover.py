@@ -18,6 +18,7 @@ import pytest
 from loom_api.testing import ApiClient
 from loom_common.ovsdb import OvsdbServer
 from loom_common.procs import Daemon
+from loom_common.testing import wait_for
 from loom_common.zookeeper import ZooKeeperServer
 from loom_logical.controller import LogicalController
 from loom_logical.outputs import OUTPUTS, all_shards
@@ -28,18 +29,6 @@ SLACK = 1.5
 """Process scheduling and one claim transaction, on a loaded 2-core CI machine."""
 
 Dump = Callable[[str], dict[str, list[dict[str, Any]]]]
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
-    """Poll `predicate` until it returns something true; fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.02)
 
 
 def controller_process(
@@ -73,6 +62,18 @@ def owners(universal: OvsdbServer, dump: Dump) -> dict[str, str]:
 def realized(universal: OvsdbServer, dump: Dump) -> int:
     rows = dump(universal.remote).get("Universal_Global", [])
     return int(rows[0]["generation"]) if rows else -1
+
+
+def assignments(universal: OvsdbServer, dump: Dump) -> dict[str, tuple[set[str], set[str]]]:
+    """Controller -> (the shards its `Logical_Controller` row says it writes, stands by for)."""
+
+    def atoms(value: Any) -> set[str]:
+        return set(value) if isinstance(value, list) else {value}
+
+    return {
+        r["name"]: (atoms(r["shards"]), atoms(r["standby"]))
+        for r in dump(universal.remote).get("Logical_Controller", [])
+    }
 
 
 def duplicates(universal: OvsdbServer, dump: Dump) -> list[Any]:
@@ -140,6 +141,16 @@ def test_kill9_master_standby_takes_over(
         wait_for(lambda: realized(universal_db, dump) >= generation, 30, "realization")
         assert duplicates(universal_db, dump) == []
 
+        # Each controller's row shows its part: masters and standbys swap between the two.
+        def rows_show_ownership() -> bool:
+            rows = assignments(universal_db, dump)
+            owned = {n: {s for s, o in owners(universal_db, dump).items() if o == n} for n in procs}
+            return set(rows) == set(procs) and all(
+                rows[n] == (owned[n], owned[other]) for n, other in (("lc1", "lc2"), ("lc2", "lc1"))
+            )
+
+        wait_for(rows_show_ownership, 30, "Logical_Controller rows to show masters and standbys")
+
         victim = owners(universal_db, dump)["s01"]
         survivor = next(n for n in procs if n != victim)
         procs[victim].kill9()
@@ -155,6 +166,11 @@ def test_kill9_master_standby_takes_over(
 
         generation = create_ports(admin, 3, "bb")
         wait_for(lambda: realized(universal_db, dump) >= generation, 30, "realization after")
+        wait_for(
+            lambda: assignments(universal_db, dump)[survivor] == (shards, set()),
+            30,
+            "the survivor's row to show every shard and no standby",
+        )
         assert duplicates(universal_db, dump) == []
         after = dump(universal_db.remote)
     finally:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import codecs
 import contextlib
 import json
+import random
 import select
 import shutil
 import socket
@@ -403,18 +404,15 @@ class RawConnection:
     (`update` of a monitor) that arrive while it waits for a reply, for `poll()`.
     """
 
-    def __init__(self, remote: str, *, timeout: float = 120.0) -> None:
-        """Connect to `remote` (`tcp:HOST:PORT` or `unix:PATH`)."""
-        kind, _, where = remote.partition(":")
-        if kind == "tcp":
-            host, _, port = where.rpartition(":")
-            self._sock = socket.create_connection((host, int(port)), timeout=timeout)
-        elif kind == "unix":
-            self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            self._sock.settimeout(timeout)
-            self._sock.connect(where)
-        else:
-            raise OvsdbError(detail=f"unsupported remote {remote!r}")
+    def __init__(self, remote: str, *, timeout: float = 120.0, db: str | None = None) -> None:
+        """Connect to `remote`: `tcp:HOST:PORT` or `unix:PATH`, or the members of a RAFT
+        cluster separated by commas.
+
+        Members are tried in turn from a random one (clients spread over the cluster). With
+        `db`, a member whose `_Server` database says it is not connected to its cluster is
+        passed over, as python-ovs's IDL does: it could serve stale data. `remote` is then
+        the member connected to.
+        """
         self._buffer = ""
         self._drained = False
         self._tried = 0
@@ -422,6 +420,33 @@ class RawConnection:
         self._utf8 = codecs.getincrementaldecoder("utf-8")()  # a character may span chunks
         self._next_id = 0
         self.notifications: list[dict[str, Any]] = []
+        members = [m.strip() for m in remote.split(",") if m.strip()]
+        if not members:
+            raise OvsdbError(detail=f"no remote in {remote!r}")
+        first = random.randrange(len(members))
+        failures = []
+        for member in members[first:] + members[:first]:
+            try:
+                self._sock = _open(member, timeout)
+            except OSError as exc:
+                failures.append(f"{member}: {exc}")
+                continue
+            self.remote = member
+            if db is None or len(members) == 1 or self._in_cluster(db):
+                return
+            self._sock.close()
+            failures.append(f"{member}: not connected to its cluster")
+        raise OvsdbError(detail="cannot connect: " + "; ".join(failures))
+
+    def _in_cluster(self, db: str) -> bool:
+        """False if this server holds `db` as a cluster member cut off from its cluster."""
+        try:
+            select_op = {"op": "select", "table": "Database", "where": [["name", "==", db]],
+                         "columns": ["model", "connected"]}  # fmt: skip
+            rows = self.transact("_Server", [select_op])[0]["rows"]
+        except (OSError, TransactError):
+            return False
+        return not rows or rows[0]["model"] != "clustered" or rows[0]["connected"] is True
 
     def fileno(self) -> int:
         """The socket's descriptor (to wait for notifications with select/poll)."""
@@ -511,6 +536,24 @@ class RawConnection:
         self._sock.close()
 
 
+def _open(remote: str, timeout: float) -> socket.socket:
+    """A connected socket to one `tcp:HOST:PORT` or `unix:PATH`."""
+    kind, _, where = remote.partition(":")
+    if kind == "tcp":
+        host, _, port = where.rpartition(":")
+        return socket.create_connection((host, int(port)), timeout=timeout)
+    if kind == "unix":
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(timeout)
+        try:
+            sock.connect(where)
+        except OSError:
+            sock.close()
+            raise
+        return sock
+    raise OSError(f"unsupported remote {remote!r}")
+
+
 Change = tuple[str, str, "dict[str, Any] | None"]
 """(table, row uuid, the row's new columns or None when it was deleted)."""
 
@@ -535,7 +578,7 @@ class Replica:
         """(Re)connect and read the tables; return every difference from what was held."""
         if self.conn is not None:
             self.conn.close()
-        self.conn = RawConnection(self.remote)
+        self.conn = RawConnection(self.remote, db=self.db)
         requests = {t: {"columns": cols} for t, cols in self.tables.items()}
         initial = self.conn.call("monitor", [self.db, None, requests])
         old, self.rows = self.rows, {t: {} for t in self.tables}

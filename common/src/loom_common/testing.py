@@ -7,14 +7,17 @@ Loaded by the root `conftest.py` (`pytest_plugins = ["loom_common.testing"]`).
 - `config_db_cluster`: a 3-member RAFT cluster of `Loom_Config`.
 - Tests marked `ovs` need ovsdb-server: skipped locally when it is missing, but a failure
   when `CI=true` or `LOOM_REQUIRE_INTEGRATION=1`, so CI never goes green by skipping.
+- `wait_for(predicate, timeout, what)`: how tests wait for a state (never a bare sleep).
 - A failing test's report carries the tails of the logs its daemons wrote.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Generator, Iterator
+import time
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,6 +26,19 @@ from loom_schemas import CONFIG_SCHEMA, UNIVERSAL_SCHEMA, schema_path
 
 _LOGS = pytest.StashKey[list[Path]]()
 LOG_TAIL_LINES = 40
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
+    """Poll `predicate` until it returns something true and return that; fail the test
+    (`AssertionError` naming `what`) after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.02)
 
 
 def integration_required() -> bool:

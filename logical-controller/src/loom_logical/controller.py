@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from loom_common.cluster import membership
-from loom_common.ovsdb import Change, RawConnection, Replica, TransactError
+from loom_common.ovsdb import Change, OvsdbError, RawConnection, Replica, TransactError
 from loom_ddlog import Program
 from loom_logical.inputs import InputTable, input_tables
 from loom_logical.outputs import GLOBAL_SHARD, all_shards
@@ -104,7 +104,13 @@ class LogicalController:
             "Loom_Universal",
             {
                 "Shard": ["name", "owner", "epoch"],
-                "Logical_Controller": ["name", "generation"],
+                "Logical_Controller": [
+                    "name",
+                    "generation",
+                    "assignment_version",
+                    "shards",
+                    "standby",
+                ],
                 "Universal_Global": ["generation"],
                 "Port_Binding": ["logical_port", "chassis"],
             },
@@ -317,7 +323,11 @@ class LogicalController:
                 self._reconcile_needed = False
             self._claim()
             generation = self._config_generation()
-            if self.writer.pending() or generation > self._written_generation:
+            if (
+                self.writer.pending()
+                or generation > self._written_generation
+                or self._assignment_row_stale()
+            ):
                 conn = self._universal_conn()
                 ok = self.writer.flush(
                     conn, self._fence, self._stamp(generation), between=self._keep_config_alive
@@ -351,7 +361,7 @@ class LogicalController:
                 self._config_changes(self._config.start())
                 self._config_up = True
             self._config_changes(self._config.poll())
-        except (OSError, TransactError) as exc:
+        except (OSError, OvsdbError) as exc:
             log.warning("config DB connection failed: %s", exc)
             self._config_up = False
         try:
@@ -359,7 +369,7 @@ class LogicalController:
                 self._universal_changes(self._universal.start())
                 self._universal_up = True
             self._universal_changes(self._universal.poll())
-        except (OSError, TransactError) as exc:
+        except (OSError, OvsdbError) as exc:
             log.warning("universal DB connection failed: %s", exc)
             self._universal_up = False
         return self._config_up and self._universal_up
@@ -449,14 +459,15 @@ class LogicalController:
         """Operations recording that this controller has written `generation`, and the
         realized generation (the minimum over live controllers) if it owns the global shard."""
         controllers = list(self._universal.rows["Logical_Controller"].values())
+        row = {"generation": generation, **self._assignment_columns()}
         if any(r["name"] == self.name for r in controllers):
             ops: list[dict[str, Any]] = [
                 {"op": "update", "table": "Logical_Controller",
-                 "where": [["name", "==", self.name]], "row": {"generation": generation}}
+                 "where": [["name", "==", self.name]], "row": row}
             ]  # fmt: skip
         else:
             ops = [{"op": "insert", "table": "Logical_Controller",
-                    "row": {"name": self.name, "generation": generation}}]  # fmt: skip
+                    "row": {"name": self.name, **row}}]  # fmt: skip
         if not self.owns(GLOBAL_SHARD):
             return ops
         live = set(self._member.view.members) if self._member is not None else {self.name}
@@ -473,6 +484,36 @@ class LogicalController:
             ops.append({"op": "insert", "table": "Universal_Global",
                         "row": {"generation": realized}})  # fmt: skip
         return ops
+
+    def _assignment_columns(self) -> dict[str, Any]:
+        """`Logical_Controller`'s view of the assignment: its version, the shards this
+        controller writes (claimed under that version) and those it stands by for."""
+        if self._member is None:
+            return {"assignment_version": 0, "shards": ["set", all_shards()],
+                    "standby": ["set", []]}  # fmt: skip
+        view = self._member.view
+        return {
+            "assignment_version": max(view.version, 0),
+            "shards": ["set", sorted(s for s in self._claimed if self.owns(s))],
+            "standby": ["set", sorted(view.standbys)],
+        }
+
+    def _assignment_row_stale(self) -> bool:
+        """True if our `Logical_Controller` row does not show the current assignment."""
+        want = self._assignment_columns()
+        for row in self._universal.rows["Logical_Controller"].values():
+            if row["name"] == self.name:
+                return any(
+                    _atoms(row.get(column)) != _atoms(value) for column, value in want.items()
+                )
+        return True
+
+
+def _atoms(value: object) -> list[Any]:
+    """A column's OVSDB JSON value as a sorted list of atoms (a one-atom set is bare)."""
+    if isinstance(value, list) and value and value[0] == "set":
+        return sorted(value[1])
+    return [value]
 
 
 def _drain(fd: int) -> None:
