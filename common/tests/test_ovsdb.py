@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
@@ -225,3 +226,30 @@ def transact_server(remote: str) -> dict[str, object]:
     ).stdout  # fmt: skip
     row: dict[str, object] = json.loads(out)[0]["rows"][0]
     return row
+
+
+def test_keep_alive_answers_probes_while_the_owner_is_busy(config_db: OvsdbServer) -> None:
+    """ovsdb-server drops a client that ignores its probes for 5 + 5 s; a connection with
+    keep-alive survives being left alone, and its thread hands on updates with a wake-up."""
+    plain = RawConnection(config_db.remote, timeout=30)
+    kept = RawConnection(config_db.remote, timeout=30)
+    woken = threading.Event()
+    kept.keep_alive(0.5, woken.set)
+    try:
+        kept.call("monitor", ["Loom_Config", None, {"Transport_Zone": {"columns": ["name"]}}])
+
+        def dropped() -> bool:  # the plain connection, never polled, is dropped
+            return "no response to inactivity probe" in config_db.log_path.read_text()
+
+        wait_for(dropped, 30, "ovsdb-server to drop the silent connection")
+        insert_zone(config_db.remote, "tz-while-busy")
+        wait_for(woken.is_set, 10, "the keep-alive thread to report the update")
+        updates = kept.poll()
+        assert [u["method"] for u in updates] == ["update"]
+        assert "tz-while-busy" in json.dumps(updates)
+        assert kept.transact("Loom_Config", [{"op": "comment", "comment": "alive"}])
+        with pytest.raises((OSError, OvsdbError)):
+            plain.transact("Loom_Config", [{"op": "comment", "comment": "gone"}])
+    finally:
+        plain.close()
+        kept.close()

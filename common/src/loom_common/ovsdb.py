@@ -21,6 +21,8 @@ import select
 import shutil
 import socket
 import subprocess
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -394,6 +396,11 @@ class TransactError(OvsdbError):
 RECV_SIZE = 1 << 20
 
 
+KEEPALIVE_IDLE = 2.0
+"""Seconds a replica's connection may sit unused before its keep-alive thread answers the
+server (ovsdb-server probes after 5 s of silence and gives up 5 s later)."""
+
+
 class RawConnection:
     """A JSON-RPC connection to ovsdb-server: blocking calls, and notifications polled.
 
@@ -420,6 +427,10 @@ class RawConnection:
         self._utf8 = codecs.getincrementaldecoder("utf-8")()  # a character may span chunks
         self._next_id = 0
         self.notifications: list[dict[str, Any]] = []
+        self._lock = threading.RLock()
+        """Held by whoever reads or writes the socket: the caller, or the keep-alive thread."""
+        self._used = time.monotonic()
+        self._closed = threading.Event()
         members = [m.strip() for m in remote.split(",") if m.strip()]
         if not members:
             raise OvsdbError(detail=f"no remote in {remote!r}")
@@ -459,26 +470,59 @@ class RawConnection:
 
     def call(self, method: str, params: list[Any]) -> Any:
         """Send one request and return its result (raise `TransactError` on an error)."""
-        self._next_id += 1
-        request_id = self._next_id
-        self._send({"method": method, "params": params, "id": request_id})
-        while True:
-            message = self._receive(block=True)
-            assert message is not None
-            if self._handled(message):
-                continue
-            if message.get("id") != request_id:
-                continue  # a stale reply
-            if message.get("error") is not None:
-                raise TransactError(detail=f"{method}: {message['error']}")
-            return message.get("result")
+        with self._lock:
+            self._used = time.monotonic()
+            self._next_id += 1
+            request_id = self._next_id
+            self._send({"method": method, "params": params, "id": request_id})
+            while True:
+                message = self._receive(block=True)
+                assert message is not None
+                if self._handled(message):
+                    continue
+                if message.get("id") != request_id:
+                    continue  # a stale reply
+                if message.get("error") is not None:
+                    raise TransactError(detail=f"{method}: {message['error']}")
+                return message.get("result")
 
     def poll(self) -> list[dict[str, Any]]:
         """Return the notifications received so far, without waiting."""
-        while (message := self._receive(block=False)) is not None:
-            self._handled(message)
-        out, self.notifications = self.notifications, []
-        return out
+        with self._lock:
+            self._used = time.monotonic()
+            while (message := self._receive(block=False)) is not None:
+                self._handled(message)
+            out, self.notifications = self.notifications, []
+            return out
+
+    def keep_alive(self, idle: float, wake: Callable[[], None]) -> None:
+        """Answer the server's probes while the owner is busy elsewhere.
+
+        ovsdb-server drops a client that leaves its inactivity probe (an `echo`, every 5 s
+        on a command-line remote) unanswered for another 5 s; a controller computing a
+        large change in the engine does exactly that. A daemon thread takes over whenever
+        the connection has not been used for `idle` seconds: it answers probes and keeps
+        notifications for `poll()`, calling `wake()` when it kept some (the owner may be
+        waiting on the socket, whose bytes the thread has consumed). It stops at `close()`.
+        """
+
+        def run() -> None:
+            while not self._closed.wait(idle / 2):
+                if time.monotonic() - self._used < idle or not self._lock.acquire(False):
+                    continue
+                try:
+                    before = len(self.notifications)
+                    while (message := self._receive(block=False)) is not None:
+                        self._handled(message)
+                    kept = len(self.notifications) > before
+                except (OSError, OvsdbError):
+                    return  # the owner finds out at its next call or poll
+                finally:
+                    self._lock.release()
+                if kept:
+                    wake()
+
+        threading.Thread(target=run, name="ovsdb-keepalive", daemon=True).start()
 
     def transact(self, db: str, ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Run one transaction; return its per-operation results, raising on any error."""
@@ -532,7 +576,8 @@ class RawConnection:
             self._buffer = text + self._utf8.decode(chunk)
 
     def close(self) -> None:
-        """Close the connection."""
+        """Close the connection (and stop its keep-alive thread)."""
+        self._closed.set()
         self._sock.close()
 
 
@@ -566,11 +611,23 @@ class Replica:
     arrived and returns what changed. Writes go through `conn.transact`.
     """
 
-    def __init__(self, remote: str, db: str, tables: dict[str, list[str]]) -> None:
-        """Describe the replica: `tables` maps each table to the columns to replicate."""
+    def __init__(
+        self,
+        remote: str,
+        db: str,
+        tables: dict[str, list[str]],
+        *,
+        wake: Callable[[], None] | None = None,
+    ) -> None:
+        """Describe the replica: `tables` maps each table to the columns to replicate.
+
+        With `wake`, the connection answers the server's probes by itself when the owner
+        is busy for long (`RawConnection.keep_alive`) and calls `wake()` when updates
+        arrived meanwhile."""
         self.remote = remote
         self.db = db
         self.tables = tables
+        self.wake = wake
         self.rows: dict[str, dict[str, dict[str, Any]]] = {t: {} for t in tables}
         self.conn: RawConnection | None = None
 
@@ -579,6 +636,8 @@ class Replica:
         if self.conn is not None:
             self.conn.close()
         self.conn = RawConnection(self.remote, db=self.db)
+        if self.wake is not None:
+            self.conn.keep_alive(KEEPALIVE_IDLE, self.wake)
         requests = {t: {"columns": cols} for t, cols in self.tables.items()}
         initial = self.conn.call("monitor", [self.db, None, requests])
         old, self.rows = self.rows, {t: {} for t in self.tables}

@@ -21,6 +21,7 @@ write over its successor: the successor's claim changed the rows, and the write 
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import os
 import select
@@ -84,6 +85,7 @@ class LogicalController:
         self._member: membership.Member | None = None
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
         self._claimed: dict[str, int] = {}
         """Shard -> the assignment version under which we claimed it (seen committed)."""
         self._dirty_config: dict[str, set[str]] = defaultdict(set)
@@ -96,7 +98,7 @@ class LogicalController:
         }
         config_tables["Loom_Global"] = ["generation", "logical_generation"]
         config_tables["Warning"] = ["source", "kind", "message"]
-        self._config = Replica(config_remote, "Loom_Config", config_tables)
+        self._config = Replica(config_remote, "Loom_Config", config_tables, wake=self._wake)
         # Only the small tables, and where VIFs are: the rows this controller writes are
         # never mirrored (the writer keeps their identities; see `writer`).
         self._universal = Replica(
@@ -114,6 +116,7 @@ class LogicalController:
                 "Universal_Global": ["generation"],
                 "Port_Binding": ["logical_port", "chassis"],
             },
+            wake=self._wake,
         )
         self._config_up = False
         self._universal_up = False
@@ -165,7 +168,7 @@ class LogicalController:
     def stop(self, timeout: float = 10.0) -> None:
         """Stop the thread and close the connections."""
         self._stop.set()
-        os.write(self._wake_w, b"x")
+        self._wake()
         if self._thread is not None:
             self._thread.join(timeout)
         if self._member is not None:
@@ -180,9 +183,14 @@ class LogicalController:
 
     # ---- shard ownership ----
 
+    def _wake(self) -> None:
+        """Make the loop run a pass now (from any thread)."""
+        with contextlib.suppress(OSError):  # full: a pass is due anyway; closed: stopping
+            os.write(self._wake_w, b"w")
+
     def _on_view(self, view: membership.MemberView) -> None:
         """A new membership view (member thread): wake the loop to claim or drop shards."""
-        os.write(self._wake_w, b"v")
+        self._wake()
 
     def view(self) -> membership.MemberView | None:
         """The current membership view (None without ZooKeeper)."""
