@@ -216,3 +216,25 @@ def test_concurrent_transactions_are_consistent(reach: Program) -> None:
     for rel in ("Reach", "OnCycle", "Acyclic"):
         combined: set[Row] = set().union(*(acc.get(rel, set()) for acc in per_thread))
         assert combined == set(reach.dump(rel)) == set(naive[rel])
+
+
+def test_without_internal_relations_outputs_match_and_internal_dumps_fail() -> None:
+    source = """
+input relation Kv(k: bit<8>, v: string)
+relation Mid(k: bit<8>, v: string)
+Mid(k, v) :- Kv(k, v).
+output relation Out(v: string)
+Out(v) :- Mid(_, v).
+"""
+    full = Program.compile(source, "internal.dl")
+    lean = Program.compile(source, "internal.dl", internal=False)
+    deltas = []
+    for program in (full, lean):
+        with program.transaction() as txn:
+            txn.insert("Kv", (1, "a"))
+            txn.insert("Kv", (2, "a"))
+            deltas.append(txn.commit())
+    assert deltas[0] == deltas[1] == {"Out": [(1, ("a",))]}
+    assert len(full.dump("Mid")) == 2
+    with pytest.raises(EngineError, match="Mid is internal"):
+        lean.dump("Mid")

@@ -38,7 +38,9 @@ class CompiledProgram:
 class Engine:
     """A running program."""
 
-    def __new__(cls, program: CompiledProgram, workers: int = 1) -> Engine: ...
+    def __new__(
+        cls, program: CompiledProgram, workers: int = 1, internal: bool = True
+    ) -> Engine: ...
     def apply(self, updates: Iterable[tuple[Any, ...]]) -> dict[str, list[tuple[int, _Row]]]:
         """Apply updates atomically; return the output deltas."""
 

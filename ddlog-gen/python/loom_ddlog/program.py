@@ -77,13 +77,19 @@ class Program:
     reads (:meth:`dump`, :meth:`stats`) never block on an open transaction.
     """
 
-    def __init__(self, compiled: _native.CompiledProgram, *, workers: int = 1) -> None:
+    def __init__(
+        self, compiled: _native.CompiledProgram, *, workers: int = 1, internal: bool = True
+    ) -> None:
         """Start an engine for `compiled` with `workers` worker threads.
+
+        With `internal=False` the engine keeps only output relations: less memory and
+        work when internal relations are large, and :meth:`dump` of one raises
+        :class:`EngineError`.
 
         Raises:
             ValueError: `workers` is less than 1.
         """
-        self._engine = _native.Engine(compiled, workers)
+        self._engine = _native.Engine(compiled, workers, internal)
         self._relations: Mapping[str, Relation] = MappingProxyType(
             {
                 name: Relation(name, cast(Role, role), tuple(cols), key)
@@ -94,28 +100,34 @@ class Program:
         self._owner: int | None = None
 
     @classmethod
-    def load(cls, paths: StrPath | Iterable[StrPath], *, workers: int = 1) -> Program:
+    def load(
+        cls, paths: StrPath | Iterable[StrPath], *, workers: int = 1, internal: bool = True
+    ) -> Program:
         """Compile rule files and start them.
 
         Args:
             paths: One `.dl` file or several; imports resolve relative to each file.
             workers: Engine worker threads (1 is best on small machines).
+            internal: Keep internal relations for :meth:`dump` (see :meth:`__init__`).
 
         Raises:
             CompileError: With `file`, `line`, `col` and `message` set.
         """
         if isinstance(paths, str | os.PathLike):
             paths = [paths]
-        return cls(_native.compile_files([os.fspath(p) for p in paths]), workers=workers)
+        compiled = _native.compile_files([os.fspath(p) for p in paths])
+        return cls(compiled, workers=workers, internal=internal)
 
     @classmethod
-    def compile(cls, source: str, name: str = "<string>", *, workers: int = 1) -> Program:
+    def compile(
+        cls, source: str, name: str = "<string>", *, workers: int = 1, internal: bool = True
+    ) -> Program:
         """Compile a program given as text and start it; `name` appears in errors.
 
         Raises:
             CompileError: With `file`, `line`, `col` and `message` set.
         """
-        return cls(_native.compile_source(source, name), workers=workers)
+        return cls(_native.compile_source(source, name), workers=workers, internal=internal)
 
     @property
     def relations(self) -> Mapping[str, Relation]:

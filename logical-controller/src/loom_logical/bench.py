@@ -120,7 +120,7 @@ def run(workload_path: Path, changes: int) -> dict[str, Any]:
             write_ms = sorted(t[1] * 1000 for t in controller.timings)
             # Baseline: the same final configuration computed from scratch by a fresh engine.
             snapshot = controller.config_rows()
-            program = Program.load([controller.rules_path], workers=2)
+            program = Program.load([controller.rules_path], workers=2, internal=False)
             began = time.perf_counter()
             with program.transaction() as txn:
                 for name, tuples in snapshot.items():

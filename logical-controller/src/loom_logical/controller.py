@@ -75,7 +75,7 @@ class LogicalController:
         """
         self.name = name
         self.rules_path = rules or main_file()
-        self.program = Program.load([self.rules_path], workers=workers)
+        self.program = Program.load([self.rules_path], workers=workers, internal=False)
         self.tables: dict[str, InputTable] = input_tables()
         self.writer = Writer(self.owns)
         self._zk_hosts = zookeeper

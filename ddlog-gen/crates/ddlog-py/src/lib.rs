@@ -198,10 +198,16 @@ impl Engine {
 
 #[pymethods]
 impl Engine {
-    /// Build the dataflow for `program` and start `workers` worker threads.
+    /// Build the dataflow for `program` and start `workers` worker threads; with
+    /// `internal=False` only output relations are kept (dumping an internal one fails).
     #[new]
-    #[pyo3(signature = (program, workers = 1))]
-    fn new(py: Python<'_>, program: &CompiledProgram, workers: usize) -> Result<Self> {
+    #[pyo3(signature = (program, workers = 1, internal = true))]
+    fn new(
+        py: Python<'_>,
+        program: &CompiledProgram,
+        workers: usize,
+        internal: bool,
+    ) -> Result<Self> {
         if workers == 0 {
             return Err(PyValueError::new_err("workers must be at least 1").into());
         }
@@ -212,7 +218,7 @@ impl Engine {
             .enumerate()
             .map(|(i, r)| (r.name.clone(), i))
             .collect();
-        let options = engine::Options { workers };
+        let options = engine::Options { workers, internal };
         let engine = py.detach(|| engine::Engine::new(prog, &options))?;
         Ok(Engine {
             engine: Arc::new(engine),

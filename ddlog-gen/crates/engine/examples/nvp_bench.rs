@@ -122,7 +122,14 @@ fn main() {
     let n_inputs = load.len();
     let rss0 = rss_mb();
     let t = Instant::now();
-    let eng = Engine::new(prog.clone(), &Options { workers }).expect("engine");
+    let eng = Engine::new(
+        prog.clone(),
+        &Options {
+            workers,
+            ..Options::default()
+        },
+    )
+    .expect("engine");
     let built = t.elapsed();
     let t = Instant::now();
     let c0 = cpu_s();

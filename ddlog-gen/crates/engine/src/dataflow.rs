@@ -4,11 +4,11 @@
 //! stratum is one `iterative` scope with a `Variable` per relation. Atoms are `join_core`s
 //! against arrangements cached per (relation, key columns) and scope; `not` is the
 //! binding collection minus its semijoin with the negated relation's key set; `group_by`
-//! is a `reduce`. Every derived relation that some rule reads ends in `distinct` (set
-//! semantics). A *sink* — an output relation of a non-recursive stratum that no rule reads
-//! — skips that `distinct`: it would arrange every row of the relation (the biggest ones,
-//! the flows, are sinks) only to hand the engine what it can count more cheaply itself, so
-//! a sink's changes are multiplicities that [`crate::Engine`] turns into set changes.
+//! is a `reduce`. A derived relation ends in `distinct` (set semantics) only where
+//! multiplicities would change a result: in recursion and under `not`. Elsewhere it carries
+//! counts of derivations (see [`multisets`]) that [`crate::Engine`] turns into set changes
+//! when it materializes the relation; a `distinct` would arrange every row twice, and the
+//! biggest relations (the flows) need none.
 
 use std::cell::RefCell;
 use std::collections::{BTreeSet, HashMap};
@@ -213,15 +213,16 @@ impl<'s, T: Timestamp + Lattice + Ord> Ctx<'s, T> {
         cur
     }
 
-    /// The union of the given rules' heads: distinct, or with multiplicities for a sink.
-    fn derive(&mut self, rules: &[usize], sink: bool) -> Coll<'s, T> {
+    /// The union of the given rules' heads: distinct, or with multiplicities (see
+    /// [`multisets`]).
+    fn derive(&mut self, rules: &[usize], multiset: bool) -> Coll<'s, T> {
         let prog = self.prog.clone();
         let parts: Vec<Coll<'s, T>> = rules.iter().map(|r| self.rule(&prog.rules[*r])).collect();
         if parts.is_empty() {
             return self.unit.clone().filter(|_| false);
         }
         let all = concatenate(self.scope, parts);
-        if sink {
+        if multiset {
             all
         } else {
             all.distinct()
@@ -229,16 +230,28 @@ impl<'s, T: Timestamp + Lattice + Ord> Ctx<'s, T> {
     }
 }
 
-/// Per relation: is it a sink — derived in a non-recursive stratum and read by no rule?
-/// Its changes leave the dataflow as multiplicities (counts of derivations), not as set
-/// changes.
-fn sinks(prog: &Program) -> Vec<bool> {
-    let all: Vec<usize> = (0..prog.rules.len()).collect();
-    let read = body_relations(prog, &all);
+/// Per relation: may it carry multiplicities (counts of derivations) instead of ending in
+/// `distinct`? Yes when it is derived in a non-recursive stratum, no rule negates it, and no
+/// rule of a recursive stratum reads it: joins then only multiply counts that a later
+/// `distinct` or the engine's counting absorbs, and `group_by` sees each distinct value
+/// once whatever its count. A `distinct` arranges every row of its relation twice (its
+/// input and its output), and the biggest relations — the flows — are exactly these.
+fn multisets(prog: &Program) -> Vec<bool> {
     let mut out = vec![false; prog.relations.len()];
     for stratum in prog.strata.iter().filter(|s| !s.recursive) {
         for rel in &stratum.relations {
-            out[*rel] = !read.contains(rel);
+            out[*rel] = true;
+        }
+    }
+    for stratum in &prog.strata {
+        for r in &stratum.rules {
+            for item in &prog.rules[*r].body {
+                match item {
+                    BodyItem::Not { rel, .. } => out[*rel] = false,
+                    BodyItem::Atom { rel, .. } if stratum.recursive => out[*rel] = false,
+                    _ => {}
+                }
+            }
         }
     }
     out
@@ -257,14 +270,16 @@ fn body_relations(prog: &Program, rules: &[usize]) -> BTreeSet<RelId> {
     out
 }
 
-/// Build the whole program into the root scope: inputs, strata, and the capture of every
-/// derived relation's changes into `captured` (all attached to `probe`).
+/// Build the whole program into the root scope: inputs, strata, and the capture of the
+/// changes of every derived relation that `capture` marks into `captured` (all attached to
+/// `probe`).
 pub fn build(
     scope: Scope<'_, u64>,
     prog: &Arc<Program>,
     errors: &Arc<AtomicU64>,
     probe: &ProbeHandle<u64>,
     captured: &Captured,
+    capture: &[bool],
 ) -> Built {
     let (unit_in, unit) = scope.new_collection::<Row, isize>();
     let mut ctx = Ctx {
@@ -284,7 +299,7 @@ pub fn build(
             ctx.rels.insert(id, coll);
         }
     }
-    let sinks = sinks(prog);
+    let multisets = multisets(prog);
     let mut derived: Vec<(RelId, Coll<'_, u64>)> = Vec::new();
     for stratum in &prog.strata {
         if stratum.recursive {
@@ -353,13 +368,13 @@ pub fn build(
                     })
                     .unwrap_or(0);
                 let rel = pending.remove(ready);
-                let c = ctx.derive(&rules_of(rel), sinks[rel]);
+                let c = ctx.derive(&rules_of(rel), multisets[rel]);
                 ctx.rels.insert(rel, c.clone());
                 derived.push((rel, c));
             }
         }
     }
-    for (rel, c) in derived {
+    for (rel, c) in derived.into_iter().filter(|(rel, _)| capture[*rel]) {
         // A sink-like operator that moves the rows out (no clone) and outputs nothing; the
         // probe after it passes an epoch only once it has consumed that epoch's rows.
         let buf = captured.clone();

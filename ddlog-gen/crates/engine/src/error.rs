@@ -40,6 +40,10 @@ pub enum Error {
     /// No relation with this id or name.
     #[error("unknown relation {0}")]
     UnknownRelation(String),
+    /// `dump` of an internal relation whose contents the engine does not keep
+    /// ([`crate::Options::internal`] is off).
+    #[error("relation {0} is internal, and this engine keeps only output relations (Options::internal is off)")]
+    NotMaterialized(String),
     /// A row of the wrong arity for its relation.
     #[error("relation {relation} has {expected} columns, got {got}")]
     Arity {

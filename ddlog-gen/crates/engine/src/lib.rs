@@ -53,11 +53,19 @@ pub type Delta = BTreeMap<RelId, Vec<(Row, isize)>>;
 pub struct Options {
     /// Number of timely worker threads (1 is best on small machines).
     pub workers: usize,
+    /// Keep the contents of internal relations, so that [`Engine::dump`] can show them
+    /// (DDlog's `dump R`). A service that only reads outputs turns it off: the engine then
+    /// captures and stores only output relations (the logical controller's largest
+    /// internal relations are as big as its flows).
+    pub internal: bool,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { workers: 1 }
+        Options {
+            workers: 1,
+            internal: true,
+        }
     }
 }
 
@@ -76,6 +84,8 @@ pub struct Engine {
     errors: Arc<AtomicU64>,
     /// Per relation: is it an output relation (its changes go into the delta)?
     output: Vec<bool>,
+    /// Per relation: are its changes captured and its contents kept (in `State::derived`)?
+    materialized: Vec<bool>,
     state: Mutex<State>,
 }
 
@@ -84,7 +94,7 @@ struct State {
     workers: worker::Workers,
     inputs: txn::Inputs,
     /// Current contents of every derived relation with each row's multiplicity: 1 for
-    /// relations that end in `distinct`, the number of derivations for sinks (empty for
+    /// relations that end in `distinct`, the number of derivations for multisets (empty for
     /// inputs). A row is in the relation while its count is positive.
     derived: Vec<FxHashMap<Row, isize>>,
     recorder: Option<Box<dyn Write + Send>>,
@@ -95,7 +105,16 @@ impl Engine {
     /// Build the dataflow for `program` and start its workers.
     pub fn new(program: Arc<Program>, options: &Options) -> Result<Engine, Error> {
         let errors = Arc::new(AtomicU64::new(0));
-        let workers = worker::Workers::start(&program, options.workers, &errors)?;
+        let materialized: Vec<bool> = program
+            .relations
+            .iter()
+            .map(|r| match r.role {
+                Role::Input => false,
+                Role::Output => true,
+                Role::Internal => options.internal,
+            })
+            .collect();
+        let workers = worker::Workers::start(&program, options.workers, &errors, &materialized)?;
         let state = State {
             workers,
             inputs: txn::Inputs::new(&program),
@@ -112,6 +131,7 @@ impl Engine {
             program,
             errors,
             output,
+            materialized,
             state: Mutex::new(state),
         })
     }
@@ -155,7 +175,7 @@ impl Engine {
     ///
     /// Every change adds its weight to its row's count, in arrival order and in one pass: a
     /// row is in its relation while its count is positive. The changes of one commit are
-    /// not consolidated — a sink's are multiplicities, a recursive stratum's come from
+    /// not consolidated — a multiset's are multiplicities, a recursive stratum's come from
     /// several iterations, and any stream may carry a row's `+1` after its `-1` — so a
     /// count may cross zero several times, even dip below it, within a commit. Each
     /// crossing is recorded (`+1` upwards, `-1` downwards); crossings of one row
@@ -228,6 +248,9 @@ impl Engine {
         let Some(r) = self.program.relations.get(rel) else {
             return Err(Error::UnknownRelation(rel.to_string()));
         };
+        if r.role == Role::Internal && !self.materialized[rel] {
+            return Err(Error::NotMaterialized(r.name.clone()));
+        }
         let st = self.lock();
         let mut rows: Vec<Row> = if r.role == Role::Input {
             st.inputs

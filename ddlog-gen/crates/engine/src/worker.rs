@@ -37,7 +37,13 @@ pub struct Workers {
 
 impl Workers {
     /// Start `n` workers, each building the dataflow for `prog`.
-    pub fn start(prog: &Arc<Program>, n: usize, errors: &Arc<AtomicU64>) -> Result<Workers, Error> {
+    /// Only the relations `capture` marks send their changes back.
+    pub fn start(
+        prog: &Arc<Program>,
+        n: usize,
+        errors: &Arc<AtomicU64>,
+        capture: &[bool],
+    ) -> Result<Workers, Error> {
         let n = n.max(1);
         let mut txs = Vec::new();
         let mut rxs = Vec::new();
@@ -50,6 +56,7 @@ impl Workers {
         let (resp_tx, resp_rx) = channel::<Result<Changes, String>>();
         let prog = prog.clone();
         let errors = errors.clone();
+        let capture = capture.to_vec();
         let guards = timely::execute(timely::Config::process(n), move |worker| {
             let index = worker.index();
             let rx = rxs
@@ -62,7 +69,7 @@ impl Workers {
             let probe = ProbeHandle::new();
             let captured: Captured = Captured::default();
             let mut built = worker.dataflow::<u64, _, _>(|scope| {
-                dataflow::build(scope, &prog, &errors, &probe, &captured)
+                dataflow::build(scope, &prog, &errors, &probe, &captured, &capture)
             });
             if index == 0 {
                 built.unit.insert(Vec::new());

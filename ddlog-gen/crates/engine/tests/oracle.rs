@@ -101,7 +101,14 @@ fn outputs(prog: &Program, db: &BTreeMap<RelId, BTreeSet<Row>>) -> BTreeMap<RelI
 
 fn check(workers: usize, txns: &[Vec<Op>]) -> Result<(), TestCaseError> {
     let prog = Arc::new(common::network());
-    let eng = Engine::new(prog.clone(), &Options { workers }).expect("engine starts");
+    let eng = Engine::new(
+        prog.clone(),
+        &Options {
+            workers,
+            ..Options::default()
+        },
+    )
+    .expect("engine starts");
     let mut model: BTreeMap<RelId, BTreeSet<Row>> = BTreeMap::new();
     let mut acc: BTreeMap<RelId, BTreeSet<Row>> = BTreeMap::new();
     for (i, ops) in txns.iter().enumerate() {

@@ -181,3 +181,44 @@ fn bad_updates_are_errors() {
     assert!(matches!(f.eng.dump(99), Err(Error::UnknownRelation(_))));
     assert_eq!(f.eng.stats().commits, 0);
 }
+
+#[test]
+fn without_internal_relations_outputs_are_the_same_and_dumping_an_internal_one_fails() {
+    const SRC: &str = r"
+input relation Kv(k: bit<8>, v: string)
+relation Mid(k: bit<8>, v: string)
+Mid(k, v) :- Kv(k, v).
+output relation Out(v: string)
+Out(v) :- Mid(_, v).
+";
+    let prog =
+        Arc::new(rulec::compile_source("internal.dl", SRC).unwrap_or_else(|e| panic!("{e}")));
+    let id = |n: &str| prog.relation_id(n).unwrap();
+    let (kv_rel, mid, out) = (id("Kv"), id("Mid"), id("Out"));
+    let lean = Options {
+        internal: false,
+        ..Options::default()
+    };
+    let engines = [
+        Engine::new(prog.clone(), &Options::default()).unwrap(),
+        Engine::new(prog.clone(), &lean).unwrap(),
+    ];
+    let deltas: Vec<_> = engines
+        .iter()
+        .map(|e| {
+            e.apply(vec![
+                Update::Insert(kv_rel, kv(1, "a")),
+                Update::Insert(kv_rel, kv(2, "a")),
+            ])
+            .unwrap()
+        })
+        .collect();
+    assert_eq!(deltas[0], deltas[1]);
+    assert_eq!(engines[1].dump(out).unwrap(), vec![vec![Value::str("a")]]);
+    assert_eq!(engines[0].dump(mid).unwrap().len(), 2);
+    let err = engines[1].dump(mid).unwrap_err();
+    assert!(
+        matches!(err, Error::NotMaterialized(ref name) if name == "Mid"),
+        "{err}"
+    );
+}
