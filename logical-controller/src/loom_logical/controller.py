@@ -125,6 +125,8 @@ class LogicalController:
         self._cond = threading.Condition()
         self._written_generation = -1
         self._reconcile_needed = True
+        self._report_due = True
+        """Something `_report` copies to the config DB may have changed."""
         self._config_seqno = -1
         self._universal_seqno = -1
         self.transactions = 0
@@ -138,9 +140,13 @@ class LogicalController:
         for table, uuid, _ in changes:
             if table in self.tables:
                 self._dirty_config[table].add(uuid)
+            elif table in ("Warning", "Loom_Global"):
+                self._report_due = True
 
     def _universal_changes(self, changes: list[Change]) -> None:
         for table, uuid, row in changes:
+            if table == "Universal_Global":
+                self._report_due = True
             if table != "Port_Binding":
                 continue
             if row is None:
@@ -240,6 +246,8 @@ class LogicalController:
         except TransactError as exc:
             log.warning("claiming shards failed: %s", exc)
             return
+        if GLOBAL_SHARD in claimable:
+            self._report_due = True
         for shard in claimable:
             self._claimed[shard] = view.version
         self.writer.load_actual(self._universal_conn(), claimable)
@@ -306,6 +314,9 @@ class LogicalController:
                         self._step()
                     finally:
                         self._cond.notify_all()
+                # Outside the lock: a waiter for written universal rows need not wait for
+                # the config DB (the report only reads what this thread alone changes).
+                self._report_if_due()
             except Exception:  # the daemon must outlive one bad pass; the next retries
                 log.exception("logical controller pass failed")
                 time.sleep(0.2)
@@ -351,12 +362,6 @@ class LogicalController:
             self._universal_up = False
             self._reconcile_needed = True
             return
-        if self.owns(GLOBAL_SHARD):
-            try:
-                self._report()
-            except (OSError, TransactError) as exc:
-                log.warning("config DB report failed: %s", exc)
-                self._config_up = False
 
     def _sync_replicas(self) -> bool:
         """(Re)connect the replicas that need it and apply their updates; False if down.
@@ -425,6 +430,20 @@ class LogicalController:
             delta = txn.commit()
         self.transactions += 1
         self.writer.apply(delta)
+        if delta.get("Warning"):
+            self._report_due = True
+
+    def _report_if_due(self) -> None:
+        """Report if something reported may have changed, and we master the global shard."""
+        if not (self._report_due and self._connected and self.owns(GLOBAL_SHARD)):
+            return
+        self._report_due = False
+        try:
+            self._report()
+        except (OSError, TransactError) as exc:
+            log.warning("config DB report failed: %s", exc)
+            self._report_due = True
+            self._config_up = False
 
     def _report(self) -> None:
         """Copy the realized generation and the warnings back to the config DB for the API.
@@ -458,6 +477,7 @@ class LogicalController:
             self._config.conn.transact("Loom_Config", ops)
         except TransactError as exc:  # the replica catches up; the next pass retries
             log.warning("reporting to the config DB failed: %s", exc)
+            self._report_due = True
 
     def _universal_conn(self) -> RawConnection:
         assert self._universal.conn is not None, "not connected"
