@@ -340,7 +340,7 @@ def summarize(results: Results, elapsed: float) -> dict[str, Any]:
 
 
 @contextmanager
-def _api_server(db_remote: str, state: Path) -> Iterator[str]:
+def api_server(db_remote: str, state: Path) -> Iterator[str]:
     """Run `python -m loom_api` on a free port; yield its base URL."""
     from loom_common.ovsdb import free_port
     from loom_common.procs import Daemon
@@ -359,12 +359,14 @@ def _api_server(db_remote: str, state: Path) -> Iterator[str]:
 
 def _healthy(base: str) -> bool:
     host, _, port = base.removeprefix("http://").partition(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=1)
     try:
-        conn = http.client.HTTPConnection(host, int(port), timeout=1)
         conn.request("GET", "/api/v1/health")
         return conn.getresponse().status == 200
     except OSError:
         return False
+    finally:
+        conn.close()
 
 
 def run(workload_path: Path, clients: int) -> dict[str, Any]:
@@ -377,7 +379,7 @@ def run(workload_path: Path, clients: int) -> dict[str, Any]:
     schema = schema_path(CONFIG_SCHEMA)
     with tempfile.TemporaryDirectory(prefix="loom-api-bench-") as tmp:
         root = Path(tmp)
-        with OvsdbServer(root / "api-db", schema) as db, _api_server(db.remote, root) as base:
+        with OvsdbServer(root / "api-db", schema) as db, api_server(db.remote, root) as base:
             api_results, api_elapsed = drive_api(base, plan, clients)
             api_size = db.db_size()
             db.compact()

@@ -9,8 +9,8 @@
    runs until every universal row is written (the controller reports the configuration
    generation written). Reports the time, the number of universal flows and other rows,
    and the resident memory of the controller process and of the universal ovsdb-server.
-3. **Port changes**: `--changes` times, one port's addresses change through the API (the
-   real Flask app, in-process, on the same database); the clock runs from the request until
+3. **Port changes**: `--changes` times, one port's addresses change through the API (a
+   real API server process, over HTTP with keep-alive); the clock runs from the request until
    the controller has written that generation's universal rows. Median and p99, and the
    median of the API request alone (until the config DB has committed the change).
 4. **Baseline, same invocation**: a fresh engine computes the final configuration from
@@ -23,6 +23,8 @@ Prints one JSON document.
 from __future__ import annotations
 
 import argparse
+import gc
+import http.client
 import json
 import resource
 import statistics
@@ -31,6 +33,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from loom_logical import rules
 
 DEFAULT_WORKLOAD = Path("/work/shared/workloads/nvp-scale-0.1.json.gz")
 
@@ -54,13 +58,54 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def run(workload_path: Path, changes: int) -> dict[str, Any]:
+class _Http:
+    """Keep-alive JSON requests to the API server, as a cloud manager makes them."""
+
+    def __init__(self, base: str, token: str) -> None:
+        host, _, port = base.removeprefix("http://").partition(":")
+        self._conn = http.client.HTTPConnection(host, int(port), timeout=60)
+        self._headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+
+    def request(self, method: str, path: str, body: Any = None) -> tuple[int, Any, Any]:
+        """Return (status, JSON body, headers)."""
+        payload = None if body is None else json.dumps(body)
+        self._conn.request(method, path, payload, self._headers)
+        response = self._conn.getresponse()
+        return response.status, json.loads(response.read() or b"null"), response.headers
+
+    def close(self) -> None:
+        """Close the connection."""
+        self._conn.close()
+
+
+def _port_changes(api: _Http, controller: Any, changes: int) -> tuple[list[float], list[float]]:
+    """Change `changes` ports' addresses one at a time; return (request -> universal rows
+    written, request -> API reply) in seconds."""
+    status, listing, _ = api.request("GET", "/api/v1/logical-switches?limit=20")
+    assert status == 200, listing
+    port_paths = []
+    for sw in listing["items"]:
+        status, ports, _ = api.request("GET", f"/api/v1/logical-switches/{sw['id']}/ports")
+        assert status == 200, ports
+        base = f"/api/v1/logical-switches/{sw['id']}/ports"
+        port_paths += [f"{base}/{p['id']}" for p in ports["items"]]
+    latencies, api_latencies = [], []
+    controller.timings.clear()
+    for i in range(changes):
+        ip = f"10.250.{i // 250}.{i % 250 + 1}"
+        began = time.perf_counter()
+        status, body, headers = api.request("PATCH", port_paths[i % len(port_paths)], {"ips": [ip]})
+        api_latencies.append(time.perf_counter() - began)
+        assert status == 200, body
+        generation = int(headers["X-Loom-Config-Generation"])
+        assert controller.wait_generation(generation, 60) >= generation
+        latencies.append(time.perf_counter() - began)
+    return latencies, api_latencies
+
+
+def run(workload_path: Path, changes: int, workers: int = 2) -> dict[str, Any]:
     """Run the benchmark; return its figures."""
-    from loom_api import create_app
-    from loom_api.auth import Tokens
-    from loom_api.bench import drive_raw, load_workload, phases
-    from loom_api.store import Store
-    from loom_api.testing import ApiClient
+    from loom_api.bench import TOKEN, api_server, drive_raw, load_workload, phases
     from loom_common.ovsdb import OvsdbServer
     from loom_ddlog import Program
     from loom_logical.controller import LogicalController
@@ -73,7 +118,6 @@ def run(workload_path: Path, changes: int) -> dict[str, Any]:
             Path(tmp) / "universal", schema_path(UNIVERSAL_SCHEMA), name="universal"
         ).start()
         controller = None
-        store = None
         try:
             began = time.perf_counter()
             drive_raw(config.remote, phases(workload))
@@ -81,7 +125,7 @@ def run(workload_path: Path, changes: int) -> dict[str, Any]:
             _progress(f"config loaded in {load_s:.1f}s")
 
             began = time.perf_counter()
-            controller = LogicalController(config.remote, universal.remote).start()
+            controller = LogicalController(config.remote, universal.remote, workers=workers).start()
             written = controller.wait_generation(0, 3600)
             cold_s = time.perf_counter() - began
             _progress(f"cold start {cold_s:.1f}s")
@@ -93,39 +137,23 @@ def run(workload_path: Path, changes: int) -> dict[str, Any]:
             rss_controller = _rss_mib()
             rss_universal = _rss_mib(universal.pid)
 
-            store = Store(config.remote, str(schema_path(CONFIG_SCHEMA)), timeout=30.0)
-            store.start()
-            assert store.wait_connected(600), "the API's store did not connect"
-            _progress("API store connected")
-            admin = ApiClient(create_app(store, Tokens(admin="b", tenants={})).test_client(), "b")
-            listing = admin.get("/api/v1/logical-switches?limit=20")
-            assert listing.status_code == 200, listing.get_json()
-            ports = listing.get_json()["items"]
-            port_paths = []
-            for sw in ports:
-                for p in admin.get(f"/api/v1/logical-switches/{sw['id']}/ports").get_json()[
-                    "items"
-                ]:
-                    port_paths.append((f"/api/v1/logical-switches/{sw['id']}/ports/{p['id']}", p))
-            latencies = []
-            api_latencies = []
-            controller.timings.clear()
-            for i in range(changes):
-                path, _ = port_paths[i % len(port_paths)]
-                ip = f"10.250.{i // 250}.{i % 250 + 1}"
-                began = time.perf_counter()
-                response = admin.patch(path, {"ips": [ip]})
-                api_latencies.append(time.perf_counter() - began)
-                assert response.status_code == 200, response.get_json()
-                generation = int(response.headers["X-Loom-Config-Generation"])
-                assert controller.wait_generation(generation, 60) >= generation
-                latencies.append(time.perf_counter() - began)
-
+            with api_server(config.remote, Path(tmp)) as base:
+                api = _Http(base, TOKEN)
+                _progress("API server up")
+                try:
+                    latencies, api_latencies = _port_changes(api, controller, changes)
+                finally:
+                    api.close()
             engine_ms = sorted(t[0] * 1000 for t in controller.timings)
             write_ms = sorted(t[1] * 1000 for t in controller.timings)
-            # Baseline: the same final configuration computed from scratch by a fresh engine.
+
+            # Baseline: the same final configuration computed from scratch by a fresh
+            # engine, once the controller's engine is gone (two would not fit at scale 1).
             snapshot = controller.config_rows()
-            program = Program.load([controller.rules_path], workers=2, internal=False)
+            controller.stop()
+            controller = None
+            gc.collect()
+            program = Program.load([rules.main_file()], workers=workers, internal=False)
             began = time.perf_counter()
             with program.transaction() as txn:
                 for name, tuples in snapshot.items():
@@ -134,8 +162,6 @@ def run(workload_path: Path, changes: int) -> dict[str, Any]:
                 txn.commit()
             recompute_s = time.perf_counter() - began
         finally:
-            if store is not None:
-                store.stop()
             if controller is not None:
                 controller.stop()
             universal.stop()
@@ -146,6 +172,7 @@ def run(workload_path: Path, changes: int) -> dict[str, Any]:
         "benchmark": "logical-controller",
         "workload": workload_path.name,
         "scale": workload.get("scale"),
+        "workers": workers,
         "config_rows_loaded_s": round(load_s, 2),
         "cold_start_s": round(cold_s, 2),
         "universal_rows": rows,
@@ -172,8 +199,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="loom-logical-bench", description=__doc__)
     parser.add_argument("--workload", type=Path, default=DEFAULT_WORKLOAD)
     parser.add_argument("--changes", type=int, default=100)
+    parser.add_argument("--workers", type=int, default=2, help="the engine's worker threads")
     args = parser.parse_args(argv)
-    print(json.dumps(run(args.workload, args.changes), indent=2))
+    print(json.dumps(run(args.workload, args.changes, args.workers), indent=2))
     return 0
 
 

@@ -1,0 +1,37 @@
+"""`loom-logical-bench` runs end to end on a small slice of the NVP workload (the real
+figures come from `make bench-logical`; this checks that the benchmark works and that
+its figures are consistent, not how fast anything is)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from loom_logical.bench import DEFAULT_WORKLOAD, run
+
+pytestmark = [pytest.mark.ovs]
+
+
+def test_benchmark_on_a_slice_of_the_workload(tmp_path: Path) -> None:
+    workload = json.loads(gzip.decompress(DEFAULT_WORKLOAD.read_bytes()))
+    switches = workload["switches"][:6]
+    used = {p["hypervisor"] for s in switches for p in s["ports"]}
+    workload["switches"] = switches
+    workload["hypervisors"] = [h for h in workload["hypervisors"] if h["name"] in used]
+    path = tmp_path / "slice.json.gz"
+    path.write_bytes(gzip.compress(json.dumps(workload).encode()))
+
+    figures = run(path, changes=5)
+
+    ports = sum(len(s["ports"]) for s in switches)
+    assert figures["universal_rows"]["Datapath"] == len(switches)
+    assert figures["universal_rows"]["Port_Binding"] == ports
+    assert figures["universal_flows"] > 20 * ports  # every port has its own flows
+    changes = figures["port_change_ms"]
+    assert changes["changes"] == 5
+    assert 0 < changes["api_request_median"] <= changes["median"] <= changes["p99"]
+    assert figures["cold_start_s"] > 0
+    assert figures["baseline_recompute_engine_only_s"] > 0
