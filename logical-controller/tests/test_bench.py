@@ -35,3 +35,8 @@ def test_benchmark_on_a_slice_of_the_workload(tmp_path: Path) -> None:
     assert 0 < changes["api_request_median"] <= changes["median"] <= changes["p99"]
     assert figures["cold_start_s"] > 0
     assert figures["baseline_recompute_engine_only_s"] > 0
+
+    raw = run(path, changes=3, raw_changes=True)["port_change_ms"]
+    assert raw["via"] == "raw OVSDB transactions"
+    assert raw["changes"] == 3
+    assert 0 < raw["median"] <= raw["p99"]

@@ -340,8 +340,9 @@ def summarize(results: Results, elapsed: float) -> dict[str, Any]:
 
 
 @contextmanager
-def api_server(db_remote: str, state: Path) -> Iterator[str]:
-    """Run `python -m loom_api` on a free port; yield its base URL."""
+def api_server(db_remote: str, state: Path, ready_timeout: float = 30.0) -> Iterator[str]:
+    """Run `python -m loom_api` on a free port; yield its base URL once it answers (it
+    reads the whole config DB first: allow for that with `ready_timeout`)."""
     from loom_common.ovsdb import free_port
     from loom_common.procs import Daemon
 
@@ -350,7 +351,7 @@ def api_server(db_remote: str, state: Path) -> Iterator[str]:
     command = [sys.executable, "-m", "loom_api", "--db", db_remote,
                "--listen", f"127.0.0.1:{port}", "--admin-token", TOKEN]  # fmt: skip
     daemon = Daemon("loom-api", command, state)
-    daemon.start(ready=lambda: _healthy(base), timeout=30.0)
+    daemon.start(ready=lambda: _healthy(base), timeout=ready_timeout)
     try:
         yield base
     finally:
