@@ -196,6 +196,9 @@ impl Engine {
     }
 }
 
+/// Rows converted to Python between two releases of the GIL while a delta is converted.
+const YIELD_EVERY: usize = 16_384;
+
 #[pymethods]
 impl Engine {
     /// Build the dataflow for `program` and start `workers` worker threads; with
@@ -244,10 +247,17 @@ impl Engine {
         let delta = py.detach(move || eng.apply(ups))?;
         let prog = self.program();
         let out = PyDict::new(py);
+        let mut converted = 0usize;
         for (rel, rows) in &delta {
             let objs = rows
                 .iter()
                 .map(|(row, d)| {
+                    converted += 1;
+                    if converted % YIELD_EVERY == 0 {
+                        // A delta of millions of rows takes seconds to convert: let other
+                        // Python threads (keep-alives answering servers' probes) run.
+                        py.detach(|| ());
+                    }
                     PyTuple::new(
                         py,
                         [
