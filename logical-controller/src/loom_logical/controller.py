@@ -125,8 +125,9 @@ class LogicalController:
         self._cond = threading.Condition()
         self._written_generation = -1
         self._reconcile_needed = True
-        self._report_due = True
-        """Something `_report` copies to the config DB may have changed."""
+        self._report_due = {"generation": True, "warnings": True}
+        """What `_report` copies to the config DB that may have changed: the logical
+        generation (cheap), the warnings (a diff of every warning: only when they changed)."""
         self._config_seqno = -1
         self._universal_seqno = -1
         self.transactions = 0
@@ -140,13 +141,15 @@ class LogicalController:
         for table, uuid, _ in changes:
             if table in self.tables:
                 self._dirty_config[table].add(uuid)
-            elif table in ("Warning", "Loom_Global"):
-                self._report_due = True
+            elif table == "Warning":
+                self._report_due["warnings"] = True
+            elif table == "Loom_Global":
+                self._report_due["generation"] = True
 
     def _universal_changes(self, changes: list[Change]) -> None:
         for table, uuid, row in changes:
             if table == "Universal_Global":
-                self._report_due = True
+                self._report_due["generation"] = True
             if table != "Port_Binding":
                 continue
             if row is None:
@@ -247,7 +250,7 @@ class LogicalController:
             log.warning("claiming shards failed: %s", exc)
             return
         if GLOBAL_SHARD in claimable:
-            self._report_due = True
+            self._report_due = {"generation": True, "warnings": True}
         for shard in claimable:
             self._claimed[shard] = view.version
         self.writer.load_actual(self._universal_conn(), claimable)
@@ -431,45 +434,33 @@ class LogicalController:
         self.transactions += 1
         self.writer.apply(delta)
         if delta.get("Warning"):
-            self._report_due = True
+            self._report_due["warnings"] = True
 
     def _report_if_due(self) -> None:
-        """Report if something reported may have changed, and we master the global shard."""
-        if not (self._report_due and self._connected and self.owns(GLOBAL_SHARD)):
+        """Report what may have changed, if we master the global shard."""
+        if not (any(self._report_due.values()) and self._connected and self.owns(GLOBAL_SHARD)):
             return
-        self._report_due = False
+        due, self._report_due = self._report_due, {"generation": False, "warnings": False}
         try:
-            self._report()
+            self._report(warnings=due["warnings"])
         except (OSError, TransactError) as exc:
             log.warning("config DB report failed: %s", exc)
-            self._report_due = True
+            self._report_due = {"generation": True, "warnings": True}
             self._config_up = False
 
-    def _report(self) -> None:
-        """Copy the realized generation and the warnings back to the config DB for the API.
-
-        Only the master of the global shard does this.
-        """
+    def _report(self, *, warnings: bool) -> None:
+        """Copy the realized generation, and the warnings if `warnings`, back to the config
+        DB for the API. Only the master of the global shard does this."""
         universal = list(self._universal.rows["Universal_Global"].values())
         realized = int(universal[0]["generation"]) if universal else 0
         glob = next(iter(self._config.rows["Loom_Global"].items()), None)
-        want = set(self.writer.desired["Warning"])
-        have = {
-            (r["source"], r["kind"], r["message"]): u
-            for u, r in self._config.rows["Warning"].items()
-        }
         ops: list[dict[str, Any]] = []
         if glob is not None and glob[1]["logical_generation"] < realized:
             where = [["_uuid", "==", ["uuid", glob[0]]]]
             ops.append({"op": "update", "table": "Loom_Global", "where": where,
                         "row": {"logical_generation": realized}})  # fmt: skip
-        for key, row_uuid in have.items():
-            if key not in want:
-                where = [["_uuid", "==", ["uuid", row_uuid]]]
-                ops.append({"op": "delete", "table": "Warning", "where": where})
-        for source, kind, message in sorted(want - set(have)):
-            ops.append({"op": "insert", "table": "Warning",
-                        "row": {"source": source, "kind": kind, "message": message}})  # fmt: skip
+        if warnings:
+            ops += self._warning_ops()
         if not ops:
             return
         assert self._config.conn is not None
@@ -477,7 +468,24 @@ class LogicalController:
             self._config.conn.transact("Loom_Config", ops)
         except TransactError as exc:  # the replica catches up; the next pass retries
             log.warning("reporting to the config DB failed: %s", exc)
-            self._report_due = True
+            self._report_due = {"generation": True, "warnings": True}
+
+    def _warning_ops(self) -> list[dict[str, Any]]:
+        """Operations that make the config DB's warnings those the engine derives."""
+        want = set(self.writer.desired["Warning"])
+        have = {
+            (r["source"], r["kind"], r["message"]): u
+            for u, r in self._config.rows["Warning"].items()
+        }
+        ops: list[dict[str, Any]] = []
+        for key, row_uuid in have.items():
+            if key not in want:
+                where = [["_uuid", "==", ["uuid", row_uuid]]]
+                ops.append({"op": "delete", "table": "Warning", "where": where})
+        for source, kind, message in sorted(want - set(have)):
+            ops.append({"op": "insert", "table": "Warning",
+                        "row": {"source": source, "kind": kind, "message": message}})  # fmt: skip
+        return ops
 
     def _universal_conn(self) -> RawConnection:
         assert self._universal.conn is not None, "not connected"
