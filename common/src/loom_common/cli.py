@@ -173,6 +173,10 @@ class Deployment:
         self.neutron_auth = neutron_auth
         self.db_remote = ""
         self.universal_remote = ""
+        self.local_db_remote = ""
+        self.local_universal_remote = ""
+        """The same databases over unix sockets, for the daemons started here (not probed
+        for inactivity: see `OvsdbServer.unix_remote`)."""
         self.zookeeper_hosts = ""
         self.processes: dict[str, Process] = {}
 
@@ -205,11 +209,13 @@ class Deployment:
                 self.processes[f"config DB member {i}"] = member
             cluster.start()
             self.db_remote = cluster.remote
+            self.local_db_remote = cluster.unix_remote
         else:
             server = OvsdbServer(self.state_dir / "config-db", schema)
             self.processes["config DB"] = server
             server.start()
             self.db_remote = server.remote
+            self.local_db_remote = server.unix_remote
 
     def _start_universal_db(self) -> None:
         server = OvsdbServer(
@@ -218,6 +224,7 @@ class Deployment:
         self.processes["universal DB"] = server
         server.start()
         self.universal_remote = server.remote
+        self.local_universal_remote = server.unix_remote
 
     def _start_zookeeper(self) -> None:
         server = ZooKeeperServer(self.state_dir / "zookeeper")
@@ -229,7 +236,7 @@ class Deployment:
         name = "logical-0"
         command = [
             sys.executable, "-m", "loom_logical", "--name", name,
-            "--config-db", self.db_remote, "--universal-db", self.universal_remote,
+            "--config-db", self.local_db_remote, "--universal-db", self.local_universal_remote,
             "--zookeeper", self.zookeeper_hosts,
         ]  # fmt: skip
         daemon = Daemon("logical-controller", command, self.state_dir)
@@ -240,7 +247,11 @@ class Deployment:
 
     def _start_api(self) -> None:
         command = api_command(
-            self.db_remote, self.api_port, self.admin_token, self.tenant_tokens, self.neutron_auth
+            self.local_db_remote,
+            self.api_port,
+            self.admin_token,
+            self.tenant_tokens,
+            self.neutron_auth,
         )
         daemon = Daemon("api-server", command, self.state_dir)
         self.processes["API server"] = daemon

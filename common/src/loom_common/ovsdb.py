@@ -130,7 +130,10 @@ class OvsdbServer:
 
     @property
     def unix_remote(self) -> str:
-        """The client connection string over the unix socket."""
+        """The client connection string over the unix socket. Clients on this machine
+        should use it: ovsdb-server sends no inactivity probes over unix sockets, so a
+        client that reads a large database for longer than the TCP probe allows (5 s, then
+        5 s more) is not disconnected and made to start over."""
         return f"unix:{self.socket_path}"
 
     @property
@@ -317,6 +320,11 @@ class OvsdbCluster:
     def remote(self) -> str:
         """The client connection string listing every member."""
         return ",".join(m.remote for m in self.members)
+
+    @property
+    def unix_remote(self) -> str:
+        """The same over the members' unix sockets (for clients on this machine)."""
+        return ",".join(m.unix_remote for m in self.members)
 
     def start(self, timeout: float = 60.0) -> OvsdbCluster:
         """Start every member and wait until each has joined and sees a leader.

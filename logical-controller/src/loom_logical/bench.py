@@ -164,7 +164,9 @@ def run(
             _progress(f"config loaded in {load_s:.1f}s")
 
             began = time.perf_counter()
-            controller = LogicalController(config.remote, universal.remote, workers=workers).start()
+            controller = LogicalController(
+                config.unix_remote, universal.unix_remote, workers=workers
+            ).start()
             written = controller.wait_generation(0, 3600)
             cold_s = time.perf_counter() - began
             _progress(f"cold start {cold_s:.1f}s")
@@ -180,7 +182,7 @@ def run(
             if raw_changes:
                 latencies = _raw_port_changes(config.remote, controller, changes)
             else:
-                with api_server(config.remote, Path(tmp), ready_timeout=900) as base:
+                with api_server(config.unix_remote, Path(tmp), ready_timeout=900) as base:
                     api = _Http(base, TOKEN)
                     _progress("API server up")
                     try:
