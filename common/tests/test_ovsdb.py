@@ -253,3 +253,22 @@ def test_keep_alive_answers_probes_while_the_owner_is_busy(config_db: OvsdbServe
     finally:
         plain.close()
         kept.close()
+
+
+def test_raw_connection_reads_large_replies_with_braces_in_strings(config_db: OvsdbServer) -> None:
+    """Replies of many chunks parse once complete, also when strings hold unbalanced
+    braces (which the reader's brace count cannot see through)."""
+    names = [f"tz-{n}-{'{' * (n % 3)}{'}' * (n % 2)}" for n in range(3000)]
+    ops = [{"op": "insert", "table": "Transport_Zone",
+            "row": {"name": name, "encap": "geneve", "revision": 1}} for name in names]  # fmt: skip
+    conn = RawConnection(config_db.remote, timeout=30)
+    try:
+        conn.transact("Loom_Config", ops)
+        initial = conn.call("monitor", ["Loom_Config", None, {"Transport_Zone": {}}])
+        got = sorted(row["new"]["name"] for row in initial["Transport_Zone"].values())
+        assert got == sorted(names)
+        insert_zone(config_db.remote, "tz-{late")
+        update = wait_for(conn.poll, 10, "the update")
+        assert "tz-{late" in json.dumps(update)
+    finally:
+        conn.close()

@@ -402,6 +402,8 @@ class TransactError(OvsdbError):
 
 
 RECV_SIZE = 1 << 20
+QUIET = 0.2
+"""Seconds without more data after which a blocked reader tries to parse what it has."""
 
 
 KEEPALIVE_IDLE = 2.0
@@ -429,8 +431,14 @@ class RawConnection:
         the member connected to.
         """
         self._buffer = ""
-        self._drained = False
+        """Received text not parsed yet (joined), then `_chunks` (not joined yet)."""
+        self._chunks: list[str] = []
+        self._size = 0
+        """Characters in `_buffer` and `_chunks`."""
+        self._depth = 0
+        """Their "{" minus "}": a message can be complete only when it is 0."""
         self._tried = 0
+        """The size at the last failed parse (0 after a success)."""
         self._decoder = json.JSONDecoder()
         self._utf8 = codecs.getincrementaldecoder("utf-8")()  # a character may span chunks
         self._next_id = 0
@@ -474,7 +482,7 @@ class RawConnection:
     def has_pending(self) -> bool:
         """True if messages were received (during a call) that `poll()` has not returned:
         the socket will not signal them."""
-        return bool(self.notifications or self._buffer.strip())
+        return bool(self.notifications or self._chunks or self._buffer.strip())
 
     def call(self, method: str, params: list[Any]) -> Any:
         """Send one request and return its result (raise `TransactError` on an error)."""
@@ -557,31 +565,54 @@ class RawConnection:
 
     def _receive(self, *, block: bool) -> dict[str, Any] | None:
         while True:
-            text = self._buffer.lstrip()
-            # Parse only when a message may be complete: it ends with "}", and either the
-            # socket had nothing more for now or the text doubled since the last failed
-            # try (a reply of 10^5 rows arrives in many chunks; parsing it after each one
-            # would be quadratic).
-            if text.endswith("}") and (self._drained or len(text) >= 2 * self._tried):
-                try:
-                    message, end = self._decoder.raw_decode(text)
-                except json.JSONDecodeError:
-                    self._tried = len(text)
-                else:
-                    self._buffer = text[end:]
-                    self._tried = 0
-                    result: dict[str, Any] = message
-                    return result
-            if not block:
-                ready, _, _ = select.select([self._sock], [], [], 0)
-                if not ready:
-                    self._buffer = text
+            # Parse only when a message may be complete: its braces balance (counted per
+            # chunk, in C), or the text doubled since the last failed try (braces inside
+            # strings), or nothing more arrives for a while. A reply of 10^6 rows arrives in
+            # thousands of chunks; parsing after each one was quadratic (half of a
+            # full-scale cold start, profiled with py-spy).
+            if self._depth <= 0 or self._size >= 2 * self._tried:
+                message = self._parse()
+                if message is not None:
+                    return message
+            wait = 0.0 if not block else (QUIET if self._size else None)
+            if not select.select([self._sock], [], [], wait)[0]:
+                if not block:
                     return None
+                message = self._parse()  # nothing more is coming for now: try what is here
+                if message is not None:
+                    return message
+                if self._size:
+                    self._tried = self._size  # until it doubles or balances
+                select.select([self._sock], [], [], None)
             chunk = self._sock.recv(RECV_SIZE)
             if not chunk:
                 raise TransactError(detail="connection closed by ovsdb-server")
-            self._drained = len(chunk) < RECV_SIZE
-            self._buffer = text + self._utf8.decode(chunk)
+            text = self._utf8.decode(chunk)
+            self._chunks.append(text)
+            self._size += len(text)
+            self._depth += text.count("{") - text.count("}")
+
+    def _parse(self) -> dict[str, Any] | None:
+        """The first complete message received, if there is one."""
+        if self._chunks:
+            self._buffer += "".join(self._chunks)
+            self._chunks = []
+        text = self._buffer.lstrip()
+        if not text.endswith("}"):
+            self._buffer = text
+            return None
+        try:
+            message, end = self._decoder.raw_decode(text)
+        except json.JSONDecodeError:
+            self._buffer = text
+            self._tried = len(text)
+            return None
+        self._buffer = text[end:]
+        self._size = len(self._buffer)
+        self._depth = self._buffer.count("{") - self._buffer.count("}")
+        self._tried = 0
+        result: dict[str, Any] = message
+        return result
 
     def close(self) -> None:
         """Close the connection (and stop its keep-alive thread)."""
