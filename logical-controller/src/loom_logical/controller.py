@@ -43,6 +43,8 @@ from loom_logical.writer import Writer
 log = logging.getLogger(__name__)
 
 POLL_MS = 1000
+SLOW_PASS = 1.0
+"""Seconds after which a pass logs where its time went (replicas, inputs, engine, ...)."""
 
 
 class LogicalController:
@@ -125,6 +127,8 @@ class LogicalController:
         self._cond = threading.Condition()
         self._written_generation = -1
         self._reconcile_needed = True
+        self._phases: dict[str, float] = {}
+        """Where the current pass's time went, by phase (seconds)."""
         self._report_due = {"generation": True, "warnings": True}
         """What `_report` copies to the config DB that may have changed: the logical
         generation (cheap), the warnings (a diff of every warning: only when they changed)."""
@@ -333,9 +337,12 @@ class LogicalController:
 
     def _step(self) -> None:
         _drain(self._wake_r)
+        self._phases = {}
+        synced = time.perf_counter()
         if not self._sync_replicas():
             return
         began = time.perf_counter()
+        self._phases["replicas"] = began - synced
         if self._dirty_config or self._dirty_locations:
             self._compute()
         computed = time.perf_counter()
@@ -358,7 +365,12 @@ class LogicalController:
                     self._reconcile_needed = True  # learn what is there before a retry
                     return
                 self._written_generation = max(self._written_generation, generation)
-                self.timings.append((computed - began, time.perf_counter() - computed))
+                written = time.perf_counter()
+                self.timings.append((computed - began, written - computed))
+                self._phases["write"] = written - computed
+                if written - synced > SLOW_PASS:
+                    phases = ", ".join(f"{k} {v:.2f}s" for k, v in self._phases.items())
+                    log.info("slow pass (generation %d): %s", generation, phases)
         except (OSError, TransactError) as exc:
             # The outcome of a write in flight is unknown: read what is there before the next.
             log.warning("universal DB write failed: %s", exc)
@@ -408,6 +420,7 @@ class LogicalController:
 
     def _compute(self) -> None:
         """One engine transaction about the rows that changed; its delta to the writer."""
+        began = time.perf_counter()
         dirty, self._dirty_config = self._dirty_config, defaultdict(set)
         locations, self._dirty_locations = self._dirty_locations, {}
         with self.program.transaction() as txn:
@@ -430,9 +443,14 @@ class LogicalController:
                 else:
                     txn.insert_or_update("Port_Location", (port, chassis))
                     self._locations[port] = chassis
+            built = time.perf_counter()
             delta = txn.commit()
+        committed = time.perf_counter()
         self.transactions += 1
         self.writer.apply(delta)
+        self._phases.update(
+            inputs=built - began, engine=committed - built, apply=time.perf_counter() - committed
+        )
         if delta.get("Warning"):
             self._report_due["warnings"] = True
 
