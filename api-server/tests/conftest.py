@@ -19,8 +19,7 @@ from waitress.server import create_server
 from loom_api import create_app
 from loom_api.auth import Tokens
 from loom_api.store import Store
-from loom_api.testing import ApiClient
-from loom_schemas import CONFIG_SCHEMA, schema_path
+from loom_api.testing import ApiClient, running_store
 
 ADMIN_TOKEN = "admin-secret"
 TENANT_TOKENS = {"token-a": "tenant-a", "token-b": "tenant-b"}
@@ -30,11 +29,8 @@ TOKEN_OF = {"tenant-a": "token-a", "tenant-b": "token-b"}
 @pytest.fixture
 def store(config_db: Any) -> Iterator[Store]:
     """A started Store on the test's ovsdb-server."""
-    s = Store(config_db.remote, str(schema_path(CONFIG_SCHEMA)), reconnect_grace=0.5, timeout=5.0)
-    s.start()
-    assert s.wait_connected(10.0), "the store did not connect to ovsdb-server"
-    yield s
-    s.stop()
+    with running_store(config_db.remote) as s:
+        yield s
 
 
 @pytest.fixture

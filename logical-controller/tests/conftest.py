@@ -31,14 +31,14 @@ from flask import Flask
 from loom_api import create_app
 from loom_api.auth import Tokens
 from loom_api.store import Store
-from loom_api.testing import ApiClient
+from loom_api.testing import ApiClient, running_store
 from loom_common.ovsdb import OvsdbServer, tool
 from loom_common.procs import Daemon
-from loom_common.testing import register_log
+from loom_common.testing import serve_db
 from loom_logical import pipeline
 from loom_logical.controller import LogicalController
 from loom_logical.outputs import parse_flow
-from loom_schemas import CONFIG_SCHEMA, UNIVERSAL_SCHEMA, schema_path
+from loom_schemas import UNIVERSAL_SCHEMA
 
 ADMIN_TOKEN = "admin-secret"
 WAIT = 30.0
@@ -48,11 +48,8 @@ UUID_RE = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{
 @pytest.fixture
 def store(config_db: OvsdbServer) -> Iterator[Store]:
     """A started API store on the test's config DB."""
-    s = Store(config_db.remote, str(schema_path(CONFIG_SCHEMA)), reconnect_grace=0.5, timeout=5.0)
-    s.start()
-    assert s.wait_connected(10.0), "the store did not connect to ovsdb-server"
-    yield s
-    s.stop()
+    with running_store(config_db.remote) as s:
+        yield s
 
 
 @pytest.fixture
@@ -75,14 +72,8 @@ def controller(config_db: OvsdbServer, universal_db: OvsdbServer) -> Iterator[Lo
 @pytest.fixture
 def universal_db_2(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[OvsdbServer]:
     """A second universal DB (for a second, fresh controller), stopped at teardown."""
-    server = OvsdbServer(
-        tmp_path / "universal-db-2", schema_path(UNIVERSAL_SCHEMA), name="universal"
-    )
-    register_log(request, server.log_path)
-    try:
-        yield server.start()
-    finally:
-        server.stop()
+    with serve_db(request, tmp_path / "universal-db-2", UNIVERSAL_SCHEMA) as server:
+        yield server
 
 
 @pytest.fixture

@@ -1,12 +1,31 @@
 """Test helpers for code that drives the API in-process (the API's tests, the controllers'
-snapshot tests): a Flask test client that sends one bearer token and JSON bodies."""
+snapshot tests): a started store on a test's config DB, and a Flask test client that sends
+one bearer token and JSON bodies."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 from flask.testing import FlaskClient
 from werkzeug.test import TestResponse
+
+from loom_api.store import Store
+from loom_schemas import CONFIG_SCHEMA, schema_path
+
+
+@contextlib.contextmanager
+def running_store(remote: str) -> Iterator[Store]:
+    """A started `Store` on the config DB at `remote` (short timeouts, for tests), stopped
+    on exit."""
+    store = Store(remote, str(schema_path(CONFIG_SCHEMA)), reconnect_grace=0.5, timeout=5.0)
+    store.start()
+    try:
+        assert store.wait_connected(10.0), "the store did not connect to ovsdb-server"
+        yield store
+    finally:
+        store.stop()
 
 
 class ApiClient:

@@ -506,10 +506,14 @@ class RawConnection:
         """Return the notifications received so far, without waiting."""
         with self._lock:
             self._used = time.monotonic()
-            while (message := self._receive(block=False)) is not None:
-                self._handled(message)
+            self._pump()
             out, self.notifications = self.notifications, []
             return out
+
+    def _pump(self) -> None:
+        """Handle every message that has arrived (answer probes, keep notifications)."""
+        while (message := self._receive(block=False)) is not None:
+            self._handled(message)
 
     def keep_alive(self, idle: float, wake: Callable[[], None]) -> None:
         """Answer the server's probes while the owner is busy elsewhere.
@@ -528,8 +532,7 @@ class RawConnection:
                     continue
                 try:
                     before = len(self.notifications)
-                    while (message := self._receive(block=False)) is not None:
-                        self._handled(message)
+                    self._pump()
                     kept = len(self.notifications) > before
                 except (OSError, OvsdbError):
                     return  # the owner finds out at its next call or poll

@@ -7,12 +7,14 @@ Loaded by the root `conftest.py` (`pytest_plugins = ["loom_common.testing"]`).
 - `config_db_cluster`: a 3-member RAFT cluster of `Loom_Config`.
 - Tests marked `ovs` need ovsdb-server: skipped locally when it is missing, but a failure
   when `CI=true` or `LOOM_REQUIRE_INTEGRATION=1`, so CI never goes green by skipping.
+- `serve_db(request, state_dir, schema)`: the same for fixtures of their own.
 - `wait_for(predicate, timeout, what)`: how tests wait for a state (never a bare sleep).
 - A failing test's report carries the tails of the logs its daemons wrote.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable, Generator, Iterator
@@ -93,6 +95,19 @@ def register_log(request: pytest.FixtureRequest, path: Path) -> None:
     request.node.stash.setdefault(_LOGS, []).append(path)
 
 
+@contextlib.contextmanager
+def serve_db(request: pytest.FixtureRequest, state_dir: Path, schema: str) -> Iterator[OvsdbServer]:
+    """A running standalone ovsdb-server for `schema` (`CONFIG_SCHEMA` or `UNIVERSAL_SCHEMA`)
+    in `state_dir`, its log attached to a failing report, stopped on exit."""
+    name = "universal" if schema == UNIVERSAL_SCHEMA else "config"
+    server = OvsdbServer(state_dir, schema_path(schema), name=name)
+    register_log(request, server.log_path)
+    try:
+        yield server.start()
+    finally:
+        server.stop()
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
@@ -116,23 +131,15 @@ def config_db(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[OvsdbS
     `remote` is its loopback TCP address; `kill9()` crashes it and `restart()` starts it
     again on the same database file and port. Its log is attached to a failing report.
     """
-    server = OvsdbServer(tmp_path / "config-db", schema_path(CONFIG_SCHEMA))
-    register_log(request, server.log_path)
-    try:
-        yield server.start()
-    finally:
-        server.stop()
+    with serve_db(request, tmp_path / "config-db", CONFIG_SCHEMA) as server:
+        yield server
 
 
 @pytest.fixture
 def universal_db(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[OvsdbServer]:
     """A running standalone Loom_Universal ovsdb-server in `tmp_path`, stopped at teardown."""
-    server = OvsdbServer(tmp_path / "universal-db", schema_path(UNIVERSAL_SCHEMA), name="universal")
-    register_log(request, server.log_path)
-    try:
-        yield server.start()
-    finally:
-        server.stop()
+    with serve_db(request, tmp_path / "universal-db", UNIVERSAL_SCHEMA) as server:
+        yield server
 
 
 @pytest.fixture

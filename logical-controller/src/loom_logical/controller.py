@@ -358,9 +358,7 @@ class LogicalController:
                 or self._assignment_row_stale()
             ):
                 conn = self._universal_conn()
-                ok = self.writer.flush(
-                    conn, self._fence, self._stamp(generation), between=self._keep_config_alive
-                )
+                ok = self.writer.flush(conn, self._fence, self._stamp(generation))
                 if not ok:
                     self._reconcile_needed = True  # learn what is there before a retry
                     return
@@ -384,31 +382,9 @@ class LogicalController:
         Each database reconnects on its own: a replica that restarts reports exactly what
         changed while it was away, so only a lost universal write needs a full reconcile.
         """
-        try:
-            if not self._config_up:
-                self._config_changes(self._config.start())
-                self._config_up = True
-            self._config_changes(self._config.poll())
-        except (OSError, OvsdbError) as exc:
-            log.warning("config DB connection failed: %s", exc)
-            self._config_up = False
-        try:
-            if not self._universal_up:
-                self._universal_changes(self._universal.start())
-                self._universal_up = True
-            self._universal_changes(self._universal.poll())
-        except (OSError, OvsdbError) as exc:
-            log.warning("universal DB connection failed: %s", exc)
-            self._universal_up = False
+        self._config_up = _sync(self._config, self._config_up, self._config_changes)
+        self._universal_up = _sync(self._universal, self._universal_up, self._universal_changes)
         return self._config_up and self._universal_up
-
-    def _keep_config_alive(self) -> None:
-        """Between the chunks of a long write: answer the config DB's probes, keep updates."""
-        if self._config_up:
-            try:
-                self._config_changes(self._config.poll())
-            except (OSError, TransactError):
-                self._config_up = False
 
     @property
     def _connected(self) -> bool:
@@ -568,6 +544,18 @@ def _atoms(value: object) -> list[Any]:
     if isinstance(value, list) and value and value[0] == "set":
         return sorted(value[1])
     return [value]
+
+
+def _sync(replica: Replica, up: bool, apply: Callable[[list[Change]], None]) -> bool:
+    """(Re)start `replica` unless `up`, apply its changes; return whether it is up."""
+    try:
+        if not up:
+            apply(replica.start())
+        apply(replica.poll())
+    except (OSError, OvsdbError) as exc:
+        log.warning("%s connection failed: %s", replica.db, exc)
+        return False
+    return True
 
 
 def _drain(fd: int) -> None:

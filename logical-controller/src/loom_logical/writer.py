@@ -126,16 +126,14 @@ class Writer:
         conn: RawConnection,
         fence: Callable[[Iterable[str]], list[dict[str, Any]]],
         stamp: list[dict[str, Any]],
-        *,
-        between: Callable[[], None] = lambda: None,
     ) -> bool:
         """Write the marked identities of owned shards; return True on success.
 
         Every transaction starts with `fence(shards)` (operations that fail it if this
         controller no longer owns a shard it writes) and the last one ends with `stamp`
-        (the generation this write realizes); `between()` runs after each transaction but
-        the last (to keep other connections alive). On success the marks of the written shards
-        are cleared; on failure they stay, and `actual` is reloaded before a retry.
+        (the generation this write realizes). On success the marks of the written shards
+        are cleared; on failure they stay, and `actual` is reloaded before a retry. (Other
+        connections stay alive meanwhile through their keep-alive threads.)
         """
         shards = self.owned_dirty_shards()
         plan: list[tuple[str, str, Identity, dict[str, Any]]] = []
@@ -151,8 +149,6 @@ class Writer:
                 ops = [*fencing, *(op for _, _, _, op in chunk), *(stamp if last else [])]
                 results = conn.transact(DB, ops)
                 self._record(chunk, results[len(fencing) : len(fencing) + len(chunk)])
-                if not last:
-                    between()
         except TransactError as exc:
             log.warning("universal DB write failed: %s", exc)
             return False
