@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -238,3 +243,38 @@ Out(v) :- Mid(_, v).
     assert len(full.dump("Mid")) == 2
     with pytest.raises(EngineError, match="Mid is internal"):
         lean.dump("Mid")
+
+
+def test_profile_names_the_relations_a_commit_spent_its_time_on(tmp_path: Path) -> None:
+    """`LOOM_ENGINE_PROFILE=1`: each worker prints, after a slow enough commit, its time by
+    the relation whose operators spent it."""
+    program = tmp_path / "p.dl"
+    program.write_text(
+        "input relation Edge(a: bit<32>, b: bit<32>)\n"
+        "output relation Path(a: bit<32>, b: bit<32>)\n"
+        "Path(a, b) :- Edge(a, b).\n"
+        "Path(a, c) :- Path(a, b), Edge(b, c).\n"
+    )
+    script = (
+        "import sys\n"
+        "from loom_ddlog import Program\n"
+        "p = Program.load(sys.argv[1], workers=2)\n"
+        "with p.transaction() as t:\n"
+        "    for i in range(300):\n"
+        "        t.insert('Edge', (i, i + 1))\n"
+        "    t.commit()\n"
+    )
+    env = {**os.environ, "LOOM_ENGINE_PROFILE": "1", "LOOM_ENGINE_PROFILE_MS": "0"}
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(program)],
+        env=env, capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    reports = re.findall(r"loom-engine profile: worker (\d), commit [\d.]+ ms", done.stderr)
+    assert set(reports) == {"0", "1"}, done.stderr
+    assert re.search(r"^\s+[\d.]+ ms  Path$", done.stderr, re.MULTILINE), done.stderr
+
+    quiet = subprocess.run(
+        [sys.executable, "-c", script, str(program)],
+        capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    assert "loom-engine profile" not in quiet.stderr

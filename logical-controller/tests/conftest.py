@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import uuid as uuid_module
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -136,11 +137,16 @@ class Scenario:
     """Runs one scenario's steps against the API and renders the universal DB."""
 
     def __init__(
-        self, admin: ApiClient, controller: LogicalController, universal: OvsdbServer
+        self,
+        admin: ApiClient,
+        controller: LogicalController,
+        universal: OvsdbServer,
+        config: OvsdbServer,
     ) -> None:
         self.admin = admin
         self.controller = controller
         self.universal = universal
+        self.config = config
         self.ids: dict[str, str] = {}
         self.names: dict[str, str] = {}
 
@@ -177,6 +183,8 @@ class Scenario:
                 response = self.admin.delete("/api/v1/" + self.sub(step["delete"]))
                 assert response.status_code == 204, (step, response.get_json())
                 generation = int(response.headers["X-Loom-Config-Generation"])
+            elif "raw" in step:
+                generation = self.raw(self.sub(step["raw"]))
             elif "locate" in step:
                 self.locate(self.ids[step["locate"]["port"]], step["locate"]["node"])
                 continue
@@ -209,6 +217,35 @@ class Scenario:
                 if remote:
                     what += f" {self.names.get(remote, remote)}"
                 self.names[rule["id"]] = f"rule[{what}]"
+
+    def raw(self, ops: list[dict[str, Any]]) -> int:
+        """Commit `ops` on the config DB directly, as a writer other than the API could
+        (configuration the API would refuse), with the generation bump the API makes;
+        return that generation. An insert with `as: NAME` gets a uuid made from the name,
+        so the row has a stable name and a stable order."""
+        ops = [self._named(op) for op in ops]
+        bump = [
+            {"op": "mutate", "table": "Loom_Global", "where": [],
+             "mutations": [["generation", "+=", 1]]},
+            {"op": "select", "table": "Loom_Global", "where": [], "columns": ["generation"]},
+        ]  # fmt: skip
+        done = subprocess.run(
+            [tool("ovsdb-client"), "transact", self.config.remote,
+             json.dumps(["Loom_Config", *ops, *bump])],
+            check=True, capture_output=True, text=True,
+        )  # fmt: skip
+        results = json.loads(done.stdout)
+        assert all("error" not in r for r in results if r), results
+        return int(results[-1]["rows"][0]["generation"])
+
+    def _named(self, op: dict[str, Any]) -> dict[str, Any]:
+        name = op.get("as")
+        if name is None:
+            return op
+        uuid = str(uuid_module.uuid5(uuid_module.NAMESPACE_URL, f"loom-scenario:{name}"))
+        self.ids[name] = uuid
+        self.names[uuid] = name
+        return {**{k: v for k, v in op.items() if k != "as"}, "uuid": uuid}
 
     def locate(self, port: str, node: str) -> None:
         """Write `port`'s chassis as the physical controller of `node` would; wait for it."""
@@ -300,12 +337,15 @@ class Scenario:
 
 @pytest.fixture
 def scenario(
-    admin: ApiClient, controller: LogicalController, universal_db: OvsdbServer
+    admin: ApiClient,
+    controller: LogicalController,
+    universal_db: OvsdbServer,
+    config_db: OvsdbServer,
 ) -> Callable[[list[dict[str, Any]]], Scenario]:
     """Run a list of steps; returns the Scenario (render() it to compare)."""
 
     def run(steps: list[dict[str, Any]]) -> Scenario:
-        s = Scenario(admin, controller, universal_db)
+        s = Scenario(admin, controller, universal_db, config_db)
         s.run(steps)
         return s
 
@@ -431,10 +471,12 @@ def localize_for_check(row: dict[str, Any]) -> str:
 def openflow_check(dummy_switch: DummySwitch) -> Callable[[str], int]:
     """Check that every universal flow of a universal DB, localized with dummy bindings, is
     accepted by a real ovs-vswitchd (syntax, prerequisites, action consistency); returns
-    the number of flows installed."""
+    the number of flows installed. (The same flow wanted for two objects is one OpenFlow
+    flow, as the physical controller installs it.)"""
 
     def check(remote: str) -> int:
-        flows = [localize_for_check(r) for r in dump_universal(remote).get("Universal_Flow", [])]
+        rows = dump_universal(remote).get("Universal_Flow", [])
+        flows = sorted({localize_for_check(r) for r in rows})
         result = dummy_switch.replace_flows(flows)
         assert result.returncode == 0, f"ovs-ofctl rejected the flows: {result.stderr}"
         dumped = subprocess.run(

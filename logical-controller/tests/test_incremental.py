@@ -274,7 +274,7 @@ def test_incremental_equals_recompute(
             for r in dump(universal_db.remote)["Port_Binding"]
             if isinstance(r["chassis"], str)
         }
-        fresh_runner = type(runner)(admin, fresh, universal_db_2)
+        fresh_runner = type(runner)(admin, fresh, universal_db_2, config_db)
         for port, host in located.items():
             fresh_runner.locate(port, host)
         incremental = _table_rows(universal_db.remote, dump)

@@ -1,5 +1,5 @@
 """The rule files: generated inputs are current, every stage the rules use is in the
-pipeline layout, the program compiles, and the shared flow dedup behaves."""
+pipeline layout, the program compiles, and flows group by object."""
 
 from __future__ import annotations
 
@@ -35,43 +35,45 @@ def test_the_program_compiles_with_every_output_the_writer_knows() -> None:
     assert outputs == set(OUTPUTS)
 
 
-def test_conflicting_wishes_for_one_match_make_one_flow_and_a_warning(tmp_path: Path) -> None:
-    """`common.dl`'s dedup: concepts that want the same match get one flow (the least
-    actions win); different actions for it are a `flow-conflict` warning naming both
-    sources, gone when the conflict is."""
+def test_flows_group_by_object_and_one_object_wants_a_flow_once(tmp_path: Path) -> None:
+    """`common.dl`: an object's flows are one `Flow_Group` row, each flow once however
+    many rules want it; the same flow wanted for two objects is in both rows (the physical
+    controller merges them), and a row goes when its last flow does."""
     shutil.copy(main_file().parent / "common.dl", tmp_path / "common.dl")
     (tmp_path / "wishes.dl").write_text(
         "import common\n"
         "input relation Wish(dp: bit<64>, m: string, a: string, s: string)\n"
-        'LFlow(dp, "ingress", "ls_in_acl", 100, m, a, s) :- Wish(dp, m, a, s).\n'
+        'Flow(dp, "ingress", "ls_in_acl", 100, m, a, s) :- Wish(dp, m, a, s).\n'
+        'Flow(dp, "ingress", "ls_in_acl", 100, m, a, s) :- Wish(dp, m, a, s), a == "drop".\n'
     )
     program = Program.load(tmp_path / "wishes.dl", internal=False)
     flows: dict[tuple[int, str], list[str]] = {}
-    warnings: set[tuple[str, ...]] = set()
 
     def apply(op: str, *wish: object) -> None:
         with program.transaction() as txn:
             getattr(txn, op)("Wish", wish)
             delta = txn.commit()
-        for weight, (dp, source, texts) in delta.get("Flow_Group", []):
+        for weight, (dp, source, texts) in sorted(delta.get("Flow_Group", [])):
             if weight > 0:
                 flows[(dp, source)] = list(texts)
             else:
                 flows.pop((dp, source), None)
-        for weight, row in delta.get("Warning", []):
-            (warnings.add if weight > 0 else warnings.discard)(row)
 
-    apply("insert", 1, "tcp", "drop", "acl-a")
-    apply("insert", 1, "tcp", "drop", "acl-b")  # the same wish twice: no conflict
-    assert flows == {(1, "acl-a"): ["ingress\tls_in_acl\t100\ttcp\tdrop"]}
-    assert warnings == set()
+    apply("insert", 1, "tcp", "drop", "acl-a")  # wanted by both rules: once
+    apply("insert", 1, "udp", "allow", "acl-a")
+    assert flows == {
+        (1, "acl-a"): ["ingress\tls_in_acl\t100\ttcp\tdrop", "ingress\tls_in_acl\t100\tudp\tallow"]
+    }
+    apply("insert", 1, "tcp", "drop", "acl-b")
+    apply("insert", 2, "tcp", "drop", "acl-b")
+    assert flows[(1, "acl-b")] == ["ingress\tls_in_acl\t100\ttcp\tdrop"]
+    assert flows[(2, "acl-b")] == ["ingress\tls_in_acl\t100\ttcp\tdrop"]
+    assert flows[(1, "acl-a")] == [
+        "ingress\tls_in_acl\t100\ttcp\tdrop",
+        "ingress\tls_in_acl\t100\tudp\tallow",
+    ]
 
-    apply("insert", 1, "tcp", "allow", "acl-c")  # "allow" < "drop": acl-c wins
-    assert flows == {(1, "acl-c"): ["ingress\tls_in_acl\t100\ttcp\tallow"]}
-    [(source, kind, message)] = warnings
-    assert (source, kind) == ("acl-b", "flow-conflict")
-    assert message.startswith('acl-c and acl-b want different actions for "tcp"'), message
-
-    apply("delete", 1, "tcp", "allow", "acl-c")
-    assert flows == {(1, "acl-a"): ["ingress\tls_in_acl\t100\ttcp\tdrop"]}
-    assert warnings == set()
+    apply("delete", 1, "tcp", "drop", "acl-a")
+    apply("delete", 1, "udp", "allow", "acl-a")
+    assert (1, "acl-a") not in flows
+    assert set(flows) == {(1, "acl-b"), (2, "acl-b")}

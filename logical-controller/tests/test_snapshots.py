@@ -2,11 +2,14 @@
 API, the logical controller and a real universal DB, and the rendered universal database is
 compared with the committed golden file `NAME.golden` (`pytest --update-snapshots`
 rewrites them; review the diff like code). Every flow is also installed, localized with
-dummy bindings, on a real ovs-vswitchd, which rejects bad syntax and unmet prerequisites."""
+dummy bindings, on a real ovs-vswitchd, which rejects bad syntax and unmet prerequisites,
+and no match of a datapath has two meanings (the rules resolve what configuration claims
+twice; see `rules/logical/common.dl`)."""
 
 from __future__ import annotations
 
 import difflib
+from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -29,10 +32,12 @@ def test_snapshot(
     scenario: Callable[[list[dict[str, Any]]], Any],
     request: pytest.FixtureRequest,
     openflow_check: Callable[[str], int],
+    dump: Callable[[str], dict[str, list[dict[str, Any]]]],
 ) -> None:
     doc = yaml.safe_load(path.read_text())
     scenario_run = scenario(doc["steps"])
     rendered = scenario_run.render()
+    assert _two_meanings(dump(scenario_run.universal.remote)["Universal_Flow"]) == []
     openflow_check(scenario_run.universal.remote)
     golden = path.with_suffix(".golden")
     if request.config.getoption("--update-snapshots"):
@@ -50,3 +55,17 @@ def test_snapshot(
             )
         )
         pytest.fail(f"universal DB differs from {golden.name}:\n{diff}")
+
+
+def _two_meanings(flows: list[dict[str, Any]]) -> list[str]:
+    """The matches (datapath, pipeline, stage, priority, match) that flows give different
+    actions, each with the actions and the objects that want them."""
+    wants: dict[tuple[Any, ...], set[tuple[str, str]]] = defaultdict(set)
+    for f in flows:
+        key = (f["datapath"], f["pipeline"], f["stage"], f["priority"], f["match"])
+        wants[key].add((f["actions"], f["source"]))
+    return [
+        f"{key}: {sorted(w)}"
+        for key, w in sorted(wants.items())
+        if len({actions for actions, _ in w}) > 1
+    ]

@@ -34,6 +34,7 @@ use timely::order::Product;
 use timely::progress::Timestamp;
 
 use crate::body::{self, AtomPlan, Step};
+use crate::profile::Labels;
 
 /// A collection of rows in a scope with timestamp `T`.
 type Coll<'s, T> = VecCollection<'s, T, Row>;
@@ -51,6 +52,8 @@ pub struct Built {
     pub inputs: HashMap<RelId, InputSession<u64, Row, isize>>,
     /// The one-row collection (`[]`) that starts every rule body.
     pub unit: InputSession<u64, Row, isize>,
+    /// Which relation each operator computes (for [`crate::profile`]).
+    pub labels: Labels,
 }
 
 /// The relations, arrangements and counters of one scope while rules are compiled into it.
@@ -281,6 +284,8 @@ pub fn build(
     captured: &Captured,
     capture: &[bool],
 ) -> Built {
+    let mut labels = Labels::default();
+    labels.mark(scope.worker().peek_identifier(), "(inputs)");
     let (unit_in, unit) = scope.new_collection::<Row, isize>();
     let mut ctx = Ctx {
         prog: prog.clone(),
@@ -303,6 +308,12 @@ pub fn build(
     let mut derived: Vec<(RelId, Coll<'_, u64>)> = Vec::new();
     for stratum in &prog.strata {
         if stratum.recursive {
+            let names: Vec<&str> = stratum
+                .relations
+                .iter()
+                .map(|r| prog.relations[*r].name.as_str())
+                .collect();
+            labels.mark(scope.worker().peek_identifier(), &names.join(" + "));
             let inside: BTreeSet<RelId> = stratum.relations.iter().copied().collect();
             let outside: Vec<(RelId, Coll<'_, u64>)> = body_relations(prog, &stratum.rules)
                 .into_iter()
@@ -368,12 +379,14 @@ pub fn build(
                     })
                     .unwrap_or(0);
                 let rel = pending.remove(ready);
+                labels.mark(scope.worker().peek_identifier(), &prog.relations[rel].name);
                 let c = ctx.derive(&rules_of(rel), multisets[rel]);
                 ctx.rels.insert(rel, c.clone());
                 derived.push((rel, c));
             }
         }
     }
+    labels.mark(scope.worker().peek_identifier(), "(capture)");
     for (rel, c) in derived.into_iter().filter(|(rel, _)| capture[*rel]) {
         // A sink-like operator that moves the rows out (no clone) and outputs nothing; the
         // probe after it passes an epoch only once it has consumed that epoch's rows.
@@ -396,5 +409,6 @@ pub fn build(
     Built {
         inputs,
         unit: unit_in,
+        labels,
     }
 }

@@ -27,6 +27,7 @@ pub mod error;
 pub mod eval;
 pub mod format;
 pub mod naive;
+mod profile;
 pub mod recorder;
 pub mod script;
 mod txn;

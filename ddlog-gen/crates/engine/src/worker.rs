@@ -15,6 +15,7 @@ use timely::communication::WorkerGuards;
 use timely::dataflow::operators::probe::Handle as ProbeHandle;
 
 use crate::dataflow::{self, Captured};
+use crate::profile::Profiler;
 use crate::Error;
 
 /// One commit's changes, by relation, not yet consolidated.
@@ -66,6 +67,7 @@ impl Workers {
             let Some(rx) = rx else {
                 return;
             };
+            let mut profiler = Profiler::install(worker);
             let probe = ProbeHandle::new();
             let captured: Captured = Captured::default();
             let mut built = worker.dataflow::<u64, _, _>(|scope| {
@@ -82,6 +84,9 @@ impl Workers {
                     }
                     Err(TryRecvError::Disconnected) | Ok(Cmd::Stop) => break,
                     Ok(Cmd::Txn(epoch, updates)) => {
+                        if let Some(p) = profiler.as_mut() {
+                            p.begin();
+                        }
                         for (rel, row, d) in updates {
                             if let Some(input) = inputs.get_mut(&rel) {
                                 input.update(row, d);
@@ -94,6 +99,9 @@ impl Workers {
                         built.unit.advance_to(epoch + 1);
                         built.unit.flush();
                         worker.step_while(|| probe.less_than(&(epoch + 1)));
+                        if let Some(p) = profiler.as_ref() {
+                            p.report(worker, &built.labels, index);
+                        }
                         let out = std::mem::take(&mut *captured.borrow_mut());
                         if resp_tx.send(Ok(out)).is_err() {
                             break;
