@@ -19,17 +19,19 @@ help: ## Show this help
 
 .PHONY: install
 install: .uv ## Install system packages and the workspace (with the Rust extension, release) into .venv
-	@# System packages: real ovsdb-server/ovs-vswitchd and ZooKeeper (fresh CI machines lack them).
+	@# System packages: real ovsdb-server/ovs-vswitchd and ZooKeeper (fresh CI machines lack them),
+	@# and jemalloc, which Loom's ovsdb-servers run with (loom_common.ovsdb.JEMALLOC).
 	@# (Debian installs the OVS daemons in /usr/sbin, which a non-root PATH may lack.)
 	@if { command -v ovsdb-server || [ -x /usr/sbin/ovsdb-server ]; } >/dev/null \
 	    && { command -v ovs-vswitchd || [ -x /usr/sbin/ovs-vswitchd ]; } >/dev/null \
+	    && compgen -G '/usr/lib/*/libjemalloc.so.2' >/dev/null \
 	    && { [ -e /usr/share/zookeeper/bin/zkServer.sh ] \
 	         || compgen -G '/usr/share/java/zookeeper*.jar' >/dev/null; }; then :; else \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  export DEBIAN_FRONTEND=noninteractive; \
-	  $$SUDO apt-get install -y --no-install-recommends openvswitch-switch zookeeper \
+	  $$SUDO apt-get install -y --no-install-recommends openvswitch-switch zookeeper libjemalloc2 \
 	  || { $$SUDO apt-get update && $$SUDO apt-get install -y --no-install-recommends \
-	       openvswitch-switch zookeeper; }; \
+	       openvswitch-switch zookeeper libjemalloc2; }; \
 	fi
 	$(UV) sync --all-packages --locked
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from loom_common.ovsdb import (
+    JEMALLOC,
     OvsdbCluster,
     OvsdbError,
     OvsdbServer,
@@ -272,3 +273,11 @@ def test_raw_connection_reads_large_replies_with_braces_in_strings(config_db: Ov
         assert "tz-{late" in json.dumps(update)
     finally:
         conn.close()
+
+
+def test_ovsdb_server_runs_with_jemalloc(config_db: OvsdbServer) -> None:
+    """`make install` installs Debian's libjemalloc2, and servers run with it preloaded."""
+    assert JEMALLOC is not None, "libjemalloc2 is not installed: run make install"
+    assert config_db.pid is not None
+    maps = Path(f"/proc/{config_db.pid}/maps").read_text()
+    assert "libjemalloc.so.2" in maps

@@ -34,7 +34,7 @@ Conversion errors name the relation and column.
 """
 
 from loom_ddlog._native import CompileError, EngineError
-from loom_ddlog.program import Delta, Program, Relation, Row, Stats, Transaction
+from loom_ddlog.program import Delta, Program, Relation, Row, Stats, Transaction, gc_paused
 from loom_ddlog.values import Struct
 
 __all__ = [
@@ -47,4 +47,5 @@ __all__ = [
     "Stats",
     "Struct",
     "Transaction",
+    "gc_paused",
 ]

@@ -24,7 +24,7 @@ Role = Literal["input", "output", "internal"]
 
 
 @contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
+def gc_paused() -> Iterator[None]:
     """Keep Python's cyclic garbage collector from running inside the block.
 
     A commit hands back one new tuple per changed row, a dump one per row; a big delta
@@ -165,7 +165,7 @@ class Program:
         Raises:
             EngineError: No relation has this name.
         """
-        with _gc_paused():
+        with gc_paused():
             return self._engine.dump(relation)
 
     def record(self, path: StrPath) -> None:
@@ -283,7 +283,7 @@ class Transaction:
         """
         prog = self._close()
         try:
-            with _gc_paused():
+            with gc_paused():
                 self.delta = prog._engine.apply(self._updates)
         finally:
             self._updates = []

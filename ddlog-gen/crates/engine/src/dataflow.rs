@@ -4,7 +4,7 @@
 //! stratum is one `iterative` scope with a `Variable` per relation. Atoms are `join_core`s
 //! against arrangements cached per (relation, key columns) and scope; `not` is the
 //! binding collection minus its semijoin with the negated relation's key set; `group_by`
-//! is a `reduce`. A derived relation ends in `distinct` (set semantics) only where
+//! is a hash map of groups outside recursion and a `reduce` inside (see [`crate::group`]). A derived relation ends in `distinct` (set semantics) only where
 //! multiplicities would change a result: in recursion and under `not`. Elsewhere it carries
 //! counts of derivations (see [`multisets`]) that [`crate::Engine`] turns into set changes
 //! when it materializes the relation; a `distinct` would arrange every row twice, and the
@@ -34,6 +34,7 @@ use timely::order::Product;
 use timely::progress::Timestamp;
 
 use crate::body::{self, AtomPlan, Step};
+use crate::group::Grouping;
 use crate::profile::Labels;
 
 /// A collection of rows in a scope with timestamp `T`.
@@ -72,7 +73,7 @@ fn ok<X>(errors: &AtomicU64, r: crate::eval::EvalResult<X>) -> Option<X> {
     r.map_err(|_| errors.fetch_add(1, Ordering::Relaxed)).ok()
 }
 
-impl<'s, T: Timestamp + Lattice + Ord> Ctx<'s, T> {
+impl<'s, T: Grouping> Ctx<'s, T> {
     fn rel(&self, rel: RelId) -> Coll<'s, T> {
         match self.rels.get(&rel) {
             Some(c) => c.clone(),
@@ -189,21 +190,11 @@ impl<'s, T: Timestamp + Lattice + Ord> Ctx<'s, T> {
                 BodyItem::GroupBy { by, value } => {
                     let (by, value) = (by.clone(), value.clone());
                     let f = self.stepper(post);
-                    cur.flat_map(move |b| {
+                    let keyed = cur.flat_map(move |b| {
                         ok(&errors, body::eval_ro(&prog, &value, &b))
                             .map(|v| (body::project(&b, &by), v))
-                    })
-                    .reduce(
-                        |k: &Row, vals: &[(&Value, isize)], out: &mut Vec<(Value, isize)>| {
-                            let values: Vec<Value> =
-                                vals.iter().map(|(v, _)| (*v).clone()).collect();
-                            let row = body::group_row(k, values);
-                            if let Some(g) = row.last() {
-                                out.push((g.clone(), 1));
-                            }
-                        },
-                    )
-                    .flat_map(move |(mut k, g): (Row, Value)| {
+                    });
+                    T::group(keyed).flat_map(move |(mut k, g): (Row, Value)| {
                         k.push(g);
                         f(k)
                     })

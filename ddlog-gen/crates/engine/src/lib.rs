@@ -26,6 +26,7 @@ mod dataflow;
 pub mod error;
 pub mod eval;
 pub mod format;
+mod group;
 pub mod naive;
 mod profile;
 pub mod recorder;
