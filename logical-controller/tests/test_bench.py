@@ -34,6 +34,9 @@ def test_benchmark_on_a_slice_of_the_workload(tmp_path: Path) -> None:
     assert changes["changes"] == 5
     assert 0 < changes["api_request_median"] <= changes["median"] <= changes["p99"]
     assert figures["cold_start_s"] > 0
+    phases = figures["cold_start_phases_s"]
+    assert {"replicas", "engine", "write", "total"} <= set(phases)
+    assert 0 < phases["engine"] <= phases["total"] <= figures["cold_start_s"]
     assert figures["baseline_recompute_engine_only_s"] > 0
 
     raw = run(path, changes=3, raw_changes=True)["port_change_ms"]

@@ -55,6 +55,16 @@ def _progress(text: str) -> None:
     print(f"loom-logical-bench: {text}", file=sys.stderr, flush=True)
 
 
+def sum_phases(passes: Any) -> dict[str, float]:
+    """The seconds by phase of the controller's passes, summed (a cold start is one pass,
+    or a few when the config DB changed meanwhile)."""
+    total: dict[str, float] = {}
+    for _, phases in passes:
+        for name, seconds in phases.items():
+            total[name] = total.get(name, 0.0) + seconds
+    return total
+
+
 def _percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
@@ -170,6 +180,7 @@ def run(
             ).start()
             written = controller.wait_generation(0, 3600)
             cold_s = time.perf_counter() - began
+            cold_phases = {k: round(v, 2) for k, v in sum_phases(list(controller.passes)).items()}
             _progress(f"cold start {cold_s:.1f}s")
             assert written >= 0, "the cold start did not finish"
             rows = {t: len(d) for t, d in controller.writer.desired.items()}
@@ -221,6 +232,7 @@ def run(
         "workers": workers,
         "config_rows_loaded_s": round(load_s, 2),
         "cold_start_s": round(cold_s, 2),
+        "cold_start_phases_s": cold_phases,
         "universal_rows": rows,
         "universal_flows": flows,
         "rss_mib": {

@@ -139,6 +139,10 @@ class LogicalController:
         """Engine transactions committed (for tests and status)."""
         self.timings: collections.deque[tuple[float, float]] = collections.deque(maxlen=1000)
         """(engine seconds, write seconds) of the latest passes that had work."""
+        self.passes: collections.deque[tuple[int, dict[str, float]]] = collections.deque(
+            maxlen=1000
+        )
+        """(generation written, seconds by phase) of the latest passes that wrote."""
 
     # ---- replica changes ----
 
@@ -375,6 +379,7 @@ class LogicalController:
                 self.timings.append((computed - began, written - computed))
                 self._phases["write"] = written - computed
                 self._phases["total"] = written - synced
+                self.passes.append((generation, dict(self._phases)))
                 if written - synced > SLOW_PASS:
                     phases = ", ".join(f"{k} {v:.2f}s" for k, v in self._phases.items())
                     log.info("slow pass (generation %d): %s", generation, phases)
