@@ -4,8 +4,9 @@
 //! stratum is one `iterative` scope with a `Variable` per relation. Atoms are `join_core`s
 //! against arrangements cached per (relation, key columns) and scope; `not` is the
 //! binding collection minus its semijoin with the negated relation's key set; `group_by`
-//! is a hash map of groups outside recursion and a `reduce` inside (see [`crate::group`]). A derived relation ends in `distinct` (set semantics) only where
-//! multiplicities would change a result: in recursion and under `not`. Elsewhere it carries
+//! is a hash map of groups outside recursion and a `reduce` inside (see [`crate::group`]).
+//! A derived relation ends in `distinct` (set semantics) only where multiplicities would
+//! change a result: in recursion and under `not`. Elsewhere it carries
 //! counts of derivations (see [`multisets`]) that [`crate::Engine`] turns into set changes
 //! when it materializes the relation; a `distinct` would arrange every row twice, and the
 //! biggest relations (the flows) need none.

@@ -13,6 +13,7 @@
 //! Inside a recursive stratum (partially ordered timestamps) `group_by` stays a `reduce`;
 //! [`Grouping`] picks per timestamp type.
 
+use std::collections::hash_map::Entry;
 use std::collections::BTreeMap;
 
 use differential_dataflow::hashable::Hashable;
@@ -119,17 +120,21 @@ pub fn grouped_in_order(keyed: Keyed<'_, u64>) -> Keyed<'_, u64> {
                     let time = *cap.time();
                     let mut touched: Vec<Row> = Vec::new();
                     for ((key, value), _, diff) in updates {
-                        if !groups.contains_key(&key) {
-                            groups.insert(key.clone(), Group::default());
-                        }
-                        let Some(group) = groups.get_mut(&key) else {
-                            continue;
+                        // One lookup per update; a key is copied once per group and epoch.
+                        let group = match groups.entry(key) {
+                            Entry::Occupied(e) => {
+                                if e.get().touched != Some(time) {
+                                    touched.push(e.key().clone());
+                                }
+                                e.into_mut()
+                            }
+                            Entry::Vacant(e) => {
+                                touched.push(e.key().clone());
+                                e.insert(Group::default())
+                            }
                         };
+                        group.touched = Some(time);
                         *group.values.entry(value).or_insert(0) += diff;
-                        if group.touched != Some(time) {
-                            group.touched = Some(time);
-                            touched.push(key);
-                        }
                     }
                     let mut session = output.session(&cap);
                     for key in touched {

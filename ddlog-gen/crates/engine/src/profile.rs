@@ -92,8 +92,10 @@ impl Profiler {
         })
     }
 
-    /// A commit starts.
-    pub fn begin(&mut self) {
+    /// A commit starts on `worker`: events of earlier commits still buffered in its log
+    /// are delivered first, so they are not counted in this one.
+    pub fn begin(&mut self, worker: &Worker) {
+        flush_log(worker);
         self.times.borrow_mut().own.clear();
         self.began = Instant::now();
     }
@@ -104,10 +106,7 @@ impl Profiler {
         if elapsed < self.threshold {
             return;
         }
-        // The log is buffered: flush it so this commit's events are counted.
-        if let Some(mut registry) = worker.log_register() {
-            registry.flush();
-        }
+        flush_log(worker); // the log is buffered: deliver this commit's events
         let times = self.times.borrow();
         let mut by_label: HashMap<&str, Duration> = HashMap::new();
         for (id, d) in &times.own {
@@ -125,5 +124,12 @@ impl Profiler {
             let _ = writeln!(text, "  {:>10.1} ms  {label}", d.as_secs_f64() * 1e3);
         }
         eprint!("{text}");
+    }
+}
+
+/// Deliver the events `worker`'s log has buffered to its loggers.
+fn flush_log(worker: &Worker) {
+    if let Some(mut registry) = worker.log_register() {
+        registry.flush();
     }
 }

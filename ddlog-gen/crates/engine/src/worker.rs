@@ -85,7 +85,7 @@ impl Workers {
                     Err(TryRecvError::Disconnected) | Ok(Cmd::Stop) => break,
                     Ok(Cmd::Txn(epoch, updates)) => {
                         if let Some(p) = profiler.as_mut() {
-                            p.begin();
+                            p.begin(worker);
                         }
                         for (rel, row, d) in updates {
                             if let Some(input) = inputs.get_mut(&rel) {
