@@ -100,6 +100,18 @@ def dump_universal(remote: str) -> dict[str, list[dict[str, Any]]]:
     return tables
 
 
+def transact(remote: str, request: list[Any]) -> list[Any]:
+    """Run one OVSDB transaction (`[db, op, ...]`) with `ovsdb-client`; its results."""
+    done = subprocess.run(
+        [tool("ovsdb-client"), "transact", remote, json.dumps(request)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    results: list[Any] = json.loads(done.stdout)
+    return results
+
+
 def dump_universal_rows(remote: str) -> dict[str, list[dict[str, Any]]]:
     """Every row of the universal DB, by table, as {column: python value}."""
     out = subprocess.run(
@@ -229,12 +241,7 @@ class Scenario:
              "mutations": [["generation", "+=", 1]]},
             {"op": "select", "table": "Loom_Global", "where": [], "columns": ["generation"]},
         ]  # fmt: skip
-        done = subprocess.run(
-            [tool("ovsdb-client"), "transact", self.config.remote,
-             json.dumps(["Loom_Config", *ops, *bump])],
-            check=True, capture_output=True, text=True,
-        )  # fmt: skip
-        results = json.loads(done.stdout)
+        results = transact(self.config.remote, ["Loom_Config", *ops, *bump])
         assert all("error" not in r for r in results if r), results
         return int(results[-1]["rows"][0]["generation"])
 
@@ -258,13 +265,8 @@ class Scenario:
                 "row": {"chassis": node},
             },
         ]
-        done = subprocess.run(
-            [tool("ovsdb-client"), "transact", self.universal.remote, json.dumps(ops)],
-            check=True,
-            capture_output=True,
-            text=True,
-        )
-        assert json.loads(done.stdout) == [{"count": 1}], f"no binding of {port}: {done.stdout}"
+        results = transact(self.universal.remote, ops)
+        assert results == [{"count": 1}], f"no binding of {port}: {results}"
         assert self.controller.wait_pass(lambda c: c.location(port) == node, WAIT), (
             f"the controller did not see {port} on {node}"
         )

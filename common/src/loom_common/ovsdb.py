@@ -591,16 +591,11 @@ class RawConnection:
                 if not block:
                     # Nothing more for now: try what is here, once per doubling.
                     if self._size and (not self._tried or self._size >= 2 * self._tried):
-                        message = self._parse()
-                        if message is not None:
-                            return message
-                        self._tried = self._size
+                        return self._parse()
                     return None
                 message = self._parse()  # nothing more is coming for now: try what is here
                 if message is not None:
                     return message
-                if self._size:
-                    self._tried = self._size  # until it doubles or balances
                 select.select([self._sock], [], [], None)
             chunk = self._sock.recv(RECV_SIZE)
             if not chunk:
@@ -610,13 +605,15 @@ class RawConnection:
             self._depth += chunk.count(b"{") - chunk.count(b"}")
 
     def _parse(self) -> dict[str, Any] | None:
-        """The first complete message received, if there is one."""
+        """The first complete message received, if there is one; if not, what is here is
+        remembered as tried (`_receive` tries again once it doubles, balances or rests)."""
         if self._chunks:
             self._buffer += b"".join(self._chunks)
             self._chunks = []
         data = self._buffer.lstrip()
+        self._buffer = data
+        self._tried = self._size = len(data)
         if not data.endswith(b"}"):
-            self._buffer = data
             return None
         try:
             message = orjson.loads(data)  # the usual case: exactly one message
@@ -627,8 +624,6 @@ class RawConnection:
             try:
                 message, end = self._decoder.raw_decode(text)
             except json.JSONDecodeError:
-                self._buffer = data
-                self._tried = len(data)
                 return None
             rest = text[end:].encode("utf-8", errors="surrogateescape")
         self._buffer = rest

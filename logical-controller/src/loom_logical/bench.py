@@ -33,6 +33,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +56,7 @@ def _progress(text: str) -> None:
     print(f"loom-logical-bench: {text}", file=sys.stderr, flush=True)
 
 
-def sum_phases(passes: Any) -> dict[str, float]:
+def sum_phases(passes: Iterable[tuple[int, Mapping[str, float]]]) -> dict[str, float]:
     """The seconds by phase of the controller's passes, summed (a cold start is one pass,
     or a few when the config DB changed meanwhile)."""
     total: dict[str, float] = {}

@@ -44,6 +44,9 @@ from loom_logical.writer import Writer
 log = logging.getLogger(__name__)
 
 POLL_MS = 1000
+REPORTS = frozenset({"generation", "warnings"})
+"""What a controller reports to the config DB: the logical generation (cheap), and the
+warnings (a diff of every warning: only when they may have changed)."""
 SLOW_PASS = 1.0
 """Seconds after which a pass logs where its time went (replicas, inputs, engine, ...)."""
 
@@ -130,9 +133,8 @@ class LogicalController:
         self._reconcile_needed = True
         self._phases: dict[str, float] = {}
         """Where the current pass's time went, by phase (seconds)."""
-        self._report_due = {"generation": True, "warnings": True}
-        """What `_report` copies to the config DB that may have changed: the logical
-        generation (cheap), the warnings (a diff of every warning: only when they changed)."""
+        self._report_due = set(REPORTS)
+        """What `_report` copies to the config DB that may have changed (of `REPORTS`)."""
         self._config_seqno = -1
         self._universal_seqno = -1
         self.transactions = 0
@@ -151,14 +153,14 @@ class LogicalController:
             if table in self.tables:
                 self._dirty_config[table].add(uuid)
             elif table == "Warning":
-                self._report_due["warnings"] = True
+                self._report_due.add("warnings")
             elif table == "Loom_Global":
-                self._report_due["generation"] = True
+                self._report_due.add("generation")
 
     def _universal_changes(self, changes: list[Change]) -> None:
         for table, uuid, row in changes:
             if table == "Universal_Global":
-                self._report_due["generation"] = True
+                self._report_due.add("generation")
             if table != "Port_Binding":
                 continue
             if row is None:
@@ -259,7 +261,7 @@ class LogicalController:
             log.warning("claiming shards failed: %s", exc)
             return
         if GLOBAL_SHARD in claimable:
-            self._report_due = {"generation": True, "warnings": True}
+            self._report_due = set(REPORTS)
         for shard in claimable:
             self._claimed[shard] = view.version
         self.writer.load_actual(self._universal_conn(), claimable)
@@ -331,7 +333,8 @@ class LogicalController:
                     # A long pass (a cold start) leaves millions of long-lived objects (the
                     # desired universal rows); collections would traverse them all, again
                     # and again, and find nothing (they hold no cycles). Measured on the
-                    # full-scale cold start: a third of the universal write's 42 s.
+                    # full-scale cold start, pausing and freezing together: folding the
+                    # engine's output into the writer 6.3 -> 1.7 s, the write 42 -> 35 s.
                     gc.freeze()
                 # Outside the lock: a waiter for written universal rows need not wait for
                 # the config DB (the report only reads what this thread alone changes).
@@ -442,18 +445,18 @@ class LogicalController:
             inputs=built - began, engine=committed - built, apply=time.perf_counter() - committed
         )
         if delta.get("Warning"):
-            self._report_due["warnings"] = True
+            self._report_due.add("warnings")
 
     def _report_if_due(self) -> None:
         """Report what may have changed, if we master the global shard."""
-        if not (any(self._report_due.values()) and self._connected and self.owns(GLOBAL_SHARD)):
+        if not (self._report_due and self._connected and self.owns(GLOBAL_SHARD)):
             return
-        due, self._report_due = self._report_due, {"generation": False, "warnings": False}
+        due, self._report_due = self._report_due, set()
         try:
-            self._report(warnings=due["warnings"])
+            self._report(warnings="warnings" in due)
         except (OSError, TransactError) as exc:
             log.warning("config DB report failed: %s", exc)
-            self._report_due = {"generation": True, "warnings": True}
+            self._report_due = set(REPORTS)
             self._config_up = False
 
     def _report(self, *, warnings: bool) -> None:
@@ -476,7 +479,7 @@ class LogicalController:
             self._config.conn.transact("Loom_Config", ops)
         except TransactError as exc:  # the replica catches up; the next pass retries
             log.warning("reporting to the config DB failed: %s", exc)
-            self._report_due = {"generation": True, "warnings": True}
+            self._report_due = set(REPORTS)
 
     def _warning_ops(self) -> list[dict[str, Any]]:
         """Operations that make the config DB's warnings those the engine derives."""
