@@ -23,8 +23,8 @@ SWITCH_INGRESS = (
 SWITCH_EGRESS = (
     "ls_out_pre_acl",
     "ls_out_acl",
-    "ls_out_port_sec_ip",
     "ls_out_port_sec_l2",
+    "ls_out_port_sec_ip",
     "ls_out_deliver",
 )
 ROUTER_INGRESS = (
