@@ -15,6 +15,7 @@ from loom_common.ovsdb import (
     OvsdbError,
     OvsdbServer,
     RawConnection,
+    TransactError,
     free_ports,
     schema_name,
     tool,
@@ -281,3 +282,32 @@ def test_ovsdb_server_runs_with_jemalloc(config_db: OvsdbServer) -> None:
     assert config_db.pid is not None
     maps = Path(f"/proc/{config_db.pid}/maps").read_text()
     assert "libjemalloc.so.2" in maps
+
+
+def test_transactions_in_flight_with_large_replies(config_db: OvsdbServer) -> None:
+    """`transact_each` keeps two transactions in flight, each reply larger than the
+    socket's buffers (the server writes one while we write the next: neither may block
+    the other), and yields every one's results in order; a failed one raises."""
+    batches = [
+        [{"op": "insert", "table": "Transport_Zone",
+          "row": {"name": f"tz-{b}-{n}", "encap": "geneve", "revision": 1}}
+         for n in range(20000)]
+        for b in range(4)
+    ]  # fmt: skip
+    conn = RawConnection(config_db.unix_remote, timeout=30)  # small, fixed buffers
+    try:
+        results = list(conn.transact_each("Loom_Config", iter(batches)))
+        assert [len(r) for r in results] == [20000] * 4
+        select = {"op": "select", "table": "Transport_Zone", "where": [],
+                  "columns": ["_uuid", "name"]}  # fmt: skip
+        (selected,) = conn.transact("Loom_Config", [select])
+        by_uuid = {row["_uuid"][1]: row["name"] for row in selected["rows"]}
+        for b, result in enumerate(results):
+            assert [by_uuid[r["uuid"][1]] for r in result] == [f"tz-{b}-{n}" for n in range(20000)]
+        duplicate = [{"op": "insert", "table": "Transport_Zone",
+                      "row": {"name": "tz-0-0", "encap": "geneve", "revision": 1}}]  # fmt: skip
+        with pytest.raises(TransactError):
+            list(conn.transact_each("Loom_Config", [duplicate]))
+        assert conn.transact("Loom_Config", [{"op": "comment", "comment": "still usable"}])
+    finally:
+        conn.close()

@@ -23,7 +23,8 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -420,6 +421,14 @@ KEEPALIVE_IDLE = 2.0
 server (ovsdb-server probes after 5 s of silence and gives up 5 s later)."""
 
 
+def _checked(result: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A transaction's results, raising `TransactError` on the first failed operation."""
+    for index, op in enumerate(result):
+        if isinstance(op, dict) and "error" in op:
+            raise TransactError(detail=f"operation {index}: {op}")
+    return result
+
+
 class RawConnection:
     """A JSON-RPC connection to ovsdb-server: blocking calls, and notifications polled.
 
@@ -497,19 +506,26 @@ class RawConnection:
         """Send one request and return its result (raise `TransactError` on an error)."""
         with self._lock:
             self._used = time.monotonic()
-            self._next_id += 1
-            request_id = self._next_id
-            self._send({"method": method, "params": params, "id": request_id})
-            while True:
-                message = self._receive(block=True)
-                assert message is not None
-                if self._handled(message):
-                    continue
-                if message.get("id") != request_id:
-                    continue  # a stale reply
-                if message.get("error") is not None:
-                    raise TransactError(detail=f"{method}: {message['error']}")
-                return message.get("result")
+            return self._reply(self._request(method, params), method)
+
+    def _request(self, method: str, params: list[Any]) -> int:
+        """Send a request (reading what arrives meanwhile); its id."""
+        self._next_id += 1
+        self._send({"method": method, "params": params, "id": self._next_id}, reading=True)
+        return self._next_id
+
+    def _reply(self, request_id: int, method: str) -> Any:
+        """Wait for the reply to `request_id`; its result (`TransactError` on an error)."""
+        while True:
+            message = self._receive(block=True)
+            assert message is not None
+            if self._handled(message):
+                continue
+            if message.get("id") != request_id:
+                continue  # a stale reply
+            if message.get("error") is not None:
+                raise TransactError(detail=f"{method}: {message['error']}")
+            return message.get("result")
 
     def poll(self) -> list[dict[str, Any]]:
         """Return the notifications received so far, without waiting."""
@@ -554,11 +570,28 @@ class RawConnection:
 
     def transact(self, db: str, ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Run one transaction; return its per-operation results, raising on any error."""
-        result: list[dict[str, Any]] = self.call("transact", [db, *ops])
-        for index, op in enumerate(result):
-            if isinstance(op, dict) and "error" in op:
-                raise TransactError(detail=f"operation {index}: {op}")
-        return result
+        return _checked(self.call("transact", [db, *ops]))
+
+    def transact_each(
+        self, db: str, batches: Iterable[list[dict[str, Any]]], *, window: int = 2
+    ) -> Iterator[list[dict[str, Any]]]:
+        """Run each batch of `batches` as its own transaction, in order; yield each one's
+        results (raising on the first error, as `transact`).
+
+        Up to `window` transactions are in flight: the next batch is built (the iterable
+        may be lazy) and sent while the server still works on the previous one, so a large
+        write costs about the larger of the client's and the server's share, not their sum.
+        Transactions are independent: one that fails does not undo those before it.
+        """
+        with self._lock:
+            self._used = time.monotonic()
+            in_flight: deque[int] = deque()
+            for ops in batches:
+                in_flight.append(self._request("transact", [db, *ops]))
+                while len(in_flight) >= window:
+                    yield _checked(self._reply(in_flight.popleft(), "transact"))
+            while in_flight:
+                yield _checked(self._reply(in_flight.popleft(), "transact"))
 
     def _handled(self, message: dict[str, Any]) -> bool:
         """Answer a probe or keep a notification; False for a reply."""
@@ -572,8 +605,24 @@ class RawConnection:
             return True
         return False
 
-    def _send(self, message: dict[str, Any]) -> None:
-        self._sock.sendall(orjson.dumps(message))
+    def _send(self, message: dict[str, Any], *, reading: bool = False) -> None:
+        """Send `message`; with `reading`, take in what the server sends meanwhile.
+
+        With requests in flight the server may be writing a large reply while we write:
+        it reads no new request until its reply is out (ovsdb-server leaves a client's
+        input alone while output to it is queued), so a blocking send could wait forever.
+        """
+        data = orjson.dumps(message)
+        if not reading:
+            self._sock.sendall(data)
+            return
+        view = memoryview(data)
+        while view:
+            readable, writable, _ = select.select([self._sock], [self._sock], [])
+            if readable:
+                self._take(self._sock.recv(RECV_SIZE))
+            if writable:
+                view = view[self._sock.send(view) :]
 
     def _receive(self, *, block: bool) -> dict[str, Any] | None:
         while True:
@@ -597,12 +646,15 @@ class RawConnection:
                 if message is not None:
                     return message
                 select.select([self._sock], [], [], None)
-            chunk = self._sock.recv(RECV_SIZE)
-            if not chunk:
-                raise TransactError(detail="connection closed by ovsdb-server")
-            self._chunks.append(chunk)
-            self._size += len(chunk)
-            self._depth += chunk.count(b"{") - chunk.count(b"}")
+            self._take(self._sock.recv(RECV_SIZE))
+
+    def _take(self, chunk: bytes) -> None:
+        """Keep received bytes for `_parse`."""
+        if not chunk:
+            raise TransactError(detail="connection closed by ovsdb-server")
+        self._chunks.append(chunk)
+        self._size += len(chunk)
+        self._depth += chunk.count(b"{") - chunk.count(b"}")
 
     def _parse(self) -> dict[str, Any] | None:
         """The first complete message received, if there is one; if not, what is here is

@@ -20,8 +20,9 @@ benchmark). The writer is the only writer of its shards' rows (the `Shard` fenci
 from __future__ import annotations
 
 import logging
-from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections import defaultdict, deque
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from itertools import islice
 from typing import Any
 
 from loom_common.ovsdb import RawConnection, TransactError
@@ -35,6 +36,8 @@ CHUNK = 50_000
 whole transaction in memory, and a chunk commits in well under its inactivity probe."""
 
 Delta = Mapping[str, Sequence[tuple[int, tuple[Any, ...]]]]
+Op = tuple[str, str, Identity, dict[str, Any]]
+"""An operation tagged for `Writer._record`: (kind, table, identity, OVSDB operation)."""
 
 
 def to_json(value: Any) -> Any:
@@ -58,8 +61,9 @@ class Writer:
         """Table -> identity -> (shard, uuids of its rows)."""
         self.dirty: dict[str, dict[str, set[Identity]]] = defaultdict(lambda: defaultdict(set))
         """Shard -> table -> identities to compare at the next flush."""
-        self.changed: dict[str, set[Identity]] = defaultdict(set)
-        """Table -> identities whose desired columns changed (their rows need an update)."""
+        self.changed: dict[str, dict[str, set[Identity]]] = defaultdict(lambda: defaultdict(set))
+        """Shard -> table -> identities whose desired columns changed (their rows need an
+        update)."""
 
     # ---- the two sides ----
 
@@ -79,7 +83,7 @@ class Writer:
                     desired.pop(ident, None)
                 else:
                     desired[ident] = (shard, columns)
-                    self.changed[out.table].add(ident)
+                    self.changed[shard][out.table].add(ident)
 
     def load_actual(self, conn: RawConnection, shards: Iterable[str] | None = None) -> None:
         """Read what the database holds (of `shards`, default all) and mark it all dirty.
@@ -110,7 +114,7 @@ class Writer:
             for ident, (shard, _) in self.desired[table].items():
                 if wanted is None or shard in wanted:
                     self.dirty[shard][table].add(ident)
-                    self.changed[table].add(ident)
+                    self.changed[shard][table].add(ident)
 
     def pending(self) -> bool:
         """True if some identity of an owned shard awaits a flush."""
@@ -137,27 +141,40 @@ class Writer:
         connections stay alive meanwhile through their keep-alive threads.)
         """
         shards = self.owned_dirty_shards()
-        plan: list[tuple[str, str, Identity, dict[str, Any]]] = []
-        for shard in shards:
-            for table, idents in self.dirty[shard].items():
-                for ident in idents:
-                    plan.extend(self._ops(table, shard, ident))
+        ops = (
+            op
+            for shard in shards
+            for table, idents in self.dirty[shard].items()
+            for ident in idents
+            for op in self._ops(table, shard, ident)
+        )
+        chunks = _chunked(ops, CHUNK)
+        fencing = fence(shards)
+        sent: deque[list[Op]] = deque()
+
+        def transactions() -> Iterator[list[dict[str, Any]]]:
+            """One per chunk, fenced, the last stamped; each built while the server
+            commits the one before (`RawConnection.transact_each`)."""
+            chunk = next(chunks, [])
+            while True:
+                following = next(chunks, None)
+                sent.append(chunk)
+                last = stamp if following is None else []
+                yield [*fencing, *(op for *_, op in chunk), *last]
+                if following is None:
+                    return
+                chunk = following
+
         try:
-            for start in range(0, max(len(plan), 1), CHUNK):
-                chunk = plan[start : start + CHUNK]
-                last = start + CHUNK >= len(plan)
-                fencing = fence(shards)
-                ops = [*fencing, *(op for _, _, _, op in chunk), *(stamp if last else [])]
-                results = conn.transact(DB, ops)
+            for results in conn.transact_each(DB, transactions()):
+                chunk = sent.popleft()
                 self._record(chunk, results[len(fencing) : len(fencing) + len(chunk)])
         except TransactError as exc:
             log.warning("universal DB write failed: %s", exc)
             return False
         for shard in shards:
             self.dirty.pop(shard, None)
-        written = set(shards)
-        for table, idents in self.changed.items():
-            self.changed[table] = {i for i in idents if self._shard(table, i) not in written}
+            self.changed.pop(shard, None)
         return True
 
     def _shard(self, table: str, ident: Identity) -> str | None:
@@ -167,9 +184,7 @@ class Writer:
         have = self.actual[table].get(ident)
         return have[0] if have is not None else None
 
-    def _ops(
-        self, table: str, shard: str, ident: Identity
-    ) -> Iterable[tuple[str, str, Identity, dict[str, Any]]]:
+    def _ops(self, table: str, shard: str, ident: Identity) -> Iterable[Op]:
         """The operations that make `ident`'s rows what desired says, tagged for `_record`."""
         want = self.desired[table].get(ident)
         _, uuids = self.actual[table].get(ident, (shard, []))
@@ -186,7 +201,7 @@ class Writer:
         row = {column: to_json(value) for column, value in want[1].items()}
         if not keep:
             yield "insert", table, ident, {"op": "insert", "table": table, "row": row}
-        elif ident in self.changed[table] and TABLE_OUTPUT[table].updatable:
+        elif ident in self.changed[shard][table] and TABLE_OUTPUT[table].updatable:
             yield (
                 "update",
                 table,
@@ -199,9 +214,7 @@ class Writer:
                 },
             )
 
-    def _record(
-        self, chunk: list[tuple[str, str, Identity, dict[str, Any]]], results: list[Any]
-    ) -> None:
+    def _record(self, chunk: list[Op], results: list[Any]) -> None:
         """Fold a committed chunk's results into actual."""
         for (kind, table, ident, op), result in zip(chunk, results, strict=True):
             actual = self.actual[table]
@@ -216,3 +229,10 @@ class Writer:
                     actual[ident] = (shard, rest)
                 else:
                     actual.pop(ident, None)
+
+
+def _chunked(items: Iterable[Op], size: int) -> Iterator[list[Op]]:
+    """`items` in lists of `size` (the last may be shorter), lazily."""
+    it = iter(items)
+    while chunk := list(islice(it, size)):
+        yield chunk
