@@ -33,6 +33,10 @@ def test_benchmark_on_a_slice_of_the_workload(tmp_path: Path) -> None:
     changes = figures["port_change_ms"]
     assert changes["changes"] == 5
     assert 0 < changes["api_request_median"] <= changes["median"] <= changes["p99"]
+    slowest = changes["slowest"]
+    assert 0 <= slowest["index"] < 5
+    assert slowest["ms"] == changes["p99"]  # of 5 changes, the 99th percentile is the max
+    assert 0 < slowest["phases_ms"]["total"] <= slowest["ms"]
     assert figures["cold_start_s"] > 0
     phases = figures["cold_start_phases_s"]
     assert {"replicas", "engine", "write", "total"} <= set(phases)

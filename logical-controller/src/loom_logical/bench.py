@@ -66,6 +66,21 @@ def sum_phases(passes: Iterable[tuple[int, Mapping[str, float]]]) -> dict[str, f
     return total
 
 
+def slowest_change(
+    latencies: list[float], generations: list[int], passes: list[tuple[int, Mapping[str, float]]]
+) -> dict[str, Any]:
+    """The slowest change: its place in the sequence, its latency and the phases (ms) of the
+    controller's passes that wrote its generation (after the previous change's)."""
+    i = max(range(len(latencies)), key=latencies.__getitem__)
+    after = generations[i - 1] if i else generations[0] - 1
+    mine = [(g, p) for g, p in passes if after < g <= generations[i]]
+    return {
+        "index": i,
+        "ms": round(latencies[i] * 1000, 2),
+        "phases_ms": {k: round(v * 1000, 2) for k, v in sum_phases(mine).items()},
+    }
+
+
 def _percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
@@ -91,9 +106,11 @@ class _Http:
         self._conn.close()
 
 
-def _port_changes(api: _Http, controller: Any, changes: int) -> tuple[list[float], list[float]]:
+def _port_changes(
+    api: _Http, controller: Any, changes: int
+) -> tuple[list[float], list[float], list[int]]:
     """Change `changes` ports' addresses one at a time; return (request -> universal rows
-    written, request -> API reply) in seconds."""
+    written, request -> API reply) in seconds, and each change's generation."""
     status, listing, _ = api.request("GET", "/api/v1/logical-switches?limit=20")
     assert status == 200, listing
     port_paths = []
@@ -102,7 +119,7 @@ def _port_changes(api: _Http, controller: Any, changes: int) -> tuple[list[float
         assert status == 200, ports
         base = f"/api/v1/logical-switches/{sw['id']}/ports"
         port_paths += [f"{base}/{p['id']}" for p in ports["items"]]
-    latencies, api_latencies = [], []
+    latencies, api_latencies, generations = [], [], []
     controller.timings.clear()
     for i in range(changes):
         ip = f"10.250.{i // 250}.{i % 250 + 1}"
@@ -113,13 +130,15 @@ def _port_changes(api: _Http, controller: Any, changes: int) -> tuple[list[float
         generation = int(headers["X-Loom-Config-Generation"])
         assert controller.wait_generation(generation, 60) >= generation
         latencies.append(time.perf_counter() - began)
-    return latencies, api_latencies
+        generations.append(generation)
+    return latencies, api_latencies, generations
 
 
-def _raw_port_changes(remote: str, controller: Any, changes: int) -> list[float]:
+def _raw_port_changes(remote: str, controller: Any, changes: int) -> tuple[list[float], list[int]]:
     """The same port changes as raw OVSDB transactions (the rows the API would write: the
     port's addresses and the configuration generation), for scales where the API server
-    cannot be used; return request -> universal rows written, in seconds."""
+    cannot be used; return request -> universal rows written, in seconds, and each
+    change's generation."""
     from loom_common.ovsdb import RawConnection
 
     conn = RawConnection(remote)
@@ -131,7 +150,7 @@ def _raw_port_changes(remote: str, controller: Any, changes: int) -> list[float]
         glob = [{"op": "select", "table": "Loom_Global", "where": [], "columns": ["_uuid"]}]
         if not conn.transact("Loom_Config", glob)[0]["rows"]:  # a raw load leaves none
             conn.transact("Loom_Config", [{"op": "insert", "table": "Loom_Global", "row": {}}])
-        latencies = []
+        latencies, generations = [], []
         controller.timings.clear()
         for i in range(changes):
             ip = f"10.250.{i // 250}.{i % 250 + 1}"
@@ -147,7 +166,8 @@ def _raw_port_changes(remote: str, controller: Any, changes: int) -> list[float]
             generation = int(conn.transact("Loom_Config", ops)[2]["rows"][0]["generation"])
             assert controller.wait_generation(generation, 60) >= generation
             latencies.append(time.perf_counter() - began)
-        return latencies
+            generations.append(generation)
+        return latencies, generations
     finally:
         conn.close()
 
@@ -193,17 +213,20 @@ def run(
 
             api_latencies: list[float] = []
             if raw_changes:
-                latencies = _raw_port_changes(config.remote, controller, changes)
+                latencies, generations = _raw_port_changes(config.remote, controller, changes)
             else:
                 with api_server(config.unix_remote, Path(tmp), ready_timeout=900) as base:
                     api = _Http(base, TOKEN)
                     _progress("API server up")
                     try:
-                        latencies, api_latencies = _port_changes(api, controller, changes)
+                        latencies, api_latencies, generations = _port_changes(
+                            api, controller, changes
+                        )
                     finally:
                         api.close()
             engine_ms = sorted(t[0] * 1000 for t in controller.timings)
             write_ms = sorted(t[1] * 1000 for t in controller.timings)
+            slowest = slowest_change(latencies, generations, list(controller.passes))
 
             # Baseline: the same final configuration computed from scratch by a fresh
             # engine, once the controller's engine is gone (two would not fit at scale 1).
@@ -250,6 +273,7 @@ def run(
             ),
             "controller_engine_median": round(statistics.median(engine_ms), 2),
             "controller_write_median": round(statistics.median(write_ms), 2),
+            "slowest": slowest,
         },
         "baseline_recompute_engine_only_s": round(recompute_s, 2),
         "ratio_recompute_over_median_change": round(recompute_s / median, 1),
