@@ -6,9 +6,11 @@ flood group a dummy port of its own, the physical classifier a table-0 flow per 
 sets `metadata` and `reg14`), installed on a real ovs-vswitchd (dummy datapath), and
 `ofproto/trace` follows packets from port to port, with conntrack's verdicts given by
 `--ct-next`: port security (MAC, IP, ARP, ND), the ACL stages (stateful and stateless
-profiles, default deny, established/related/invalid), the ARP responder, loopback.
+profiles, default deny, established/related/invalid), the ARP responder, loopback; and,
+through a distributed router between two switches, routing (TTL, MAC rewrite, no route,
+TTL expiry) and the router's own ARP and ICMP echo answers.
 
-Ports (all on switch `sw`, 10.0.0.0/24):
+The switch's ports (all on switch `sw`, 10.0.0.0/24):
 
 | port | MAC | IP | port security | profile |
 | --- | --- | --- | --- | --- |
@@ -37,19 +39,30 @@ PORTS = {
     "c": ("00:00:00:00:00:0c", "10.0.0.12", False, []),
     "d": ("00:00:00:00:00:0d", "10.0.0.13", True, ["dns"]),
 }
-OFPORT = {name: 10 + i for i, name in enumerate(PORTS)}
+ROUTED = {  # a router between two switches: port -> (switch, MAC, IP)
+    "vm1": ("net1", "00:00:00:00:00:01", "10.0.1.10"),
+    "vm2": ("net2", "00:00:00:00:00:02", "10.0.2.10"),
+}
+ROUTER_PORTS = {
+    "net1": ("00:00:00:aa:00:01", "10.0.1.1"),
+    "net2": ("00:00:00:aa:00:02", "10.0.2.1"),
+}
+OFPORT = {name: 10 + i for i, name in enumerate([*PORTS, *ROUTED])}
 FLOOD_OFPORT = 99
 ANY_IPV4 = {"direction": "egress", "ethertype": "IPv4"}
 
 
-def _steps() -> list[dict[str, Any]]:
-    tz_node = [
+def _node() -> list[dict[str, Any]]:
+    return [
         {"create": "transport-zones", "as": "tz", "body": {"name": "tz"}},
         {"create": "transport-nodes", "as": "hv1", "body": {
             "name": "hv1", "node_type": "hypervisor", "system_id": "hv1",
             "transport_zone_ids": ["{tz}"],
             "tunnel_endpoints": [{"encap": "geneve", "ip": "192.168.0.1"}]}},
     ]  # fmt: skip
+
+
+def _steps() -> list[dict[str, Any]]:
     profiles = [
         {"create": "security-profiles", "as": "web", "body": {
             "name": "web", "tenant": "t1", "stateful": True, "rules": [
@@ -71,7 +84,25 @@ def _steps() -> list[dict[str, Any]]:
             "attachment": {"type": "vif", "vif_id": f"vif-{name}"},
             "security_profile_ids": [f"{{{p}}}" for p in profs]}})  # fmt: skip
         ports.append({"locate": {"port": name, "node": "hv1"}})
-    return tz_node + profiles + switch + ports
+    return _node() + profiles + switch + ports
+
+
+def _routed_steps() -> list[dict[str, Any]]:
+    steps = _node()
+    for net in ROUTER_PORTS:
+        body = {"name": net, "tenant": "t1", "replication_mode": "source"}
+        steps.append({"create": "logical-switches", "as": net, "body": body})
+    steps.append({"create": "logical-routers", "as": "r1", "body": {"name": "r1", "tenant": "t1"}})
+    for net, (mac, ip) in ROUTER_PORTS.items():
+        steps.append({"create": "logical-routers/{r1}/ports", "as": f"r1-{net}", "body": {
+            "name": f"r1-{net}", "ip_prefix": f"{ip}/24", "logical_switch_id": f"{{{net}}}",
+            "mac": mac}})  # fmt: skip
+    for name, (net, mac, ip) in ROUTED.items():
+        steps.append({"create": f"logical-switches/{{{net}}}/ports", "as": name, "body": {
+            "name": name, "mac": mac, "ips": [ip], "port_security": True,
+            "attachment": {"type": "vif", "vif_id": f"vif-{name}"}}})  # fmt: skip
+        steps.append({"locate": {"port": name, "node": "hv1"}})
+    return steps
 
 
 def localize(row: dict[str, Any], ofports: dict[str, int]) -> str:
@@ -120,11 +151,15 @@ class Traced:
         assert done.returncode == 0, f"ofproto/trace {flow}: {done.stderr}"
         return done.stdout
 
-    def out(self, src: str, packet: str, ct: str | None = None) -> set[str]:
+    def actions(self, src: str, packet: str, ct: str | None = None) -> str:
+        """The datapath actions the packet gets ("drop" if none)."""
         text = self.trace(src, packet, ct)
         lines = [line for line in text.splitlines() if line.startswith("Datapath actions:")]
         assert lines, text
-        actions = lines[-1].removeprefix("Datapath actions:").strip()
+        return lines[-1].removeprefix("Datapath actions:").strip()
+
+    def out(self, src: str, packet: str, ct: str | None = None) -> set[str]:
+        actions = self.actions(src, packet, ct)
         if actions == "drop":
             return set()
         ports = set()
@@ -145,14 +180,10 @@ def traced_switch(dummy_switch: Any) -> Any:
     return dummy_switch
 
 
-@pytest.fixture
-def traced(
-    scenario: Callable[[list[dict[str, Any]]], Any],
-    traced_switch: Any,
-    dump: Callable[[str], dict[str, list[dict[str, Any]]]],
-) -> Traced:
-    run = scenario(_steps())
-    ofports = {run.ids[name]: OFPORT[name] for name in PORTS}
+def _install(run: Any, names: list[str], switch: Any, dump: Any) -> Traced:
+    """Localize `run`'s universal flows for one node that has the ports `names` (each the
+    dummy port `OFPORT[name]`), with the physical classifier, and install them."""
+    ofports = {run.ids[name]: OFPORT[name] for name in names}
     tables = dump(run.universal.remote)
     classifier = [
         f"table=0,priority=100,in_port={ofports[b['logical_port']]} "
@@ -162,10 +193,10 @@ def traced(
         if b["logical_port"] in ofports
     ]
     flows = sorted({localize(r, ofports) for r in tables["Universal_Flow"]})
-    done = traced_switch.replace_flows(classifier + flows)
+    done = switch.replace_flows(classifier + flows)
     assert done.returncode == 0, done.stderr
     show = subprocess.run(
-        [tool("ovs-appctl"), "-t", str(traced_switch.ctl), "dpif/show"],
+        [tool("ovs-appctl"), "-t", str(switch.ctl), "dpif/show"],
         check=True, capture_output=True, text=True,
     ).stdout  # fmt: skip
     dp_ports = {}
@@ -173,7 +204,27 @@ def traced(
         m = re.match(r"\s+(\S+) (\d+)/(\d+):", line)
         if m:
             dp_ports[m.group(3)] = m.group(1)
-    return Traced(traced_switch, dp_ports)
+    return Traced(switch, dp_ports)
+
+
+@pytest.fixture
+def traced(
+    scenario: Callable[[list[dict[str, Any]]], Any],
+    traced_switch: Any,
+    dump: Callable[[str], dict[str, list[dict[str, Any]]]],
+) -> Traced:
+    """One switch with ports a-d (see the module's docstring)."""
+    return _install(scenario(_steps()), list(PORTS), traced_switch, dump)
+
+
+@pytest.fixture
+def routed(
+    scenario: Callable[[list[dict[str, Any]]], Any],
+    traced_switch: Any,
+    dump: Callable[[str], dict[str, list[dict[str, Any]]]],
+) -> Traced:
+    """Router r1 between net1 (vm1) and net2 (vm2), all on one node."""
+    return _install(scenario(_routed_steps()), list(ROUTED), traced_switch, dump)
 
 
 def eth(src: str, dst: str) -> str:
@@ -181,11 +232,11 @@ def eth(src: str, dst: str) -> str:
 
 
 def mac(port: str) -> str:
-    return PORTS[port][0]
+    return PORTS[port][0] if port in PORTS else ROUTED[port][1]
 
 
 def ip(port: str) -> str:
-    return PORTS[port][1]
+    return PORTS[port][1] if port in PORTS else ROUTED[port][2]
 
 
 def tcp(src: str, dst: str, dport: int, *, nw_src: str | None = None) -> str:
@@ -298,3 +349,53 @@ def test_port_security_egress(traced: Traced) -> None:
     assert traced.out("b", f"{eth('b', 'c')},ip,nw_src={ip('b')},nw_dst=10.0.0.77") == {"c"}
     # No port receives its own packets back.
     assert traced.out("b", f"{eth('b', 'b')},ip,nw_src={ip('b')},nw_dst={ip('b')}") == set()
+
+
+@pytest.mark.ovs
+def test_router_forwards_between_subnets(routed: Traced) -> None:
+    to_router = f"dl_src={mac('vm1')},dl_dst={ROUTER_PORTS['net1'][0]}"
+    ping = f"{to_router},icmp,nw_src={ip('vm1')},nw_dst={ip('vm2')},icmp_type=8,icmp_code=0"
+    actions = routed.actions("vm1", f"{ping},nw_ttl=64")
+    assert routed.out("vm1", f"{ping},nw_ttl=64") == {"vm2"}
+    # Routed: TTL decremented, source MAC the router's port on net2, destination vm2's.
+    assert "ttl=63" in actions, actions
+    assert f"src={ROUTER_PORTS['net2'][0]}" in actions, actions
+    assert f"dst={mac('vm2')}" in actions, actions
+    # TTL 1 would expire: dropped; so is an address no route covers.
+    assert routed.out("vm1", f"{ping},nw_ttl=1") == set()
+    lost = f"{to_router},icmp,nw_src={ip('vm1')},nw_dst=10.0.9.9,icmp_type=8,nw_ttl=64"
+    assert routed.out("vm1", lost) == set()
+    # The way back.
+    back = (
+        f"dl_src={mac('vm2')},dl_dst={ROUTER_PORTS['net2'][0]},icmp,nw_src={ip('vm2')},"
+        f"nw_dst={ip('vm1')},icmp_type=0,icmp_code=0,nw_ttl=64"
+    )
+    assert routed.out("vm2", back) == {"vm1"}
+    # Port security still applies on the way in: a spoofed source is not routed.
+    spoofed = f"{to_router},icmp,nw_src=10.0.1.99,nw_dst={ip('vm2')},icmp_type=8,nw_ttl=64"
+    assert routed.out("vm1", spoofed) == set()
+
+
+@pytest.mark.ovs
+def test_router_answers_arp_and_ping_for_its_addresses(routed: Traced) -> None:
+    arp = (
+        f"dl_src={mac('vm1')},dl_dst=ff:ff:ff:ff:ff:ff,arp,arp_op=1,arp_spa={ip('vm1')},"
+        f"arp_sha={mac('vm1')},arp_tpa={ROUTER_PORTS['net1'][1]}"
+    )
+    assert routed.out("vm1", arp) == {"vm1"}
+    # ... as a reply from the router port's MAC and address to the asker.
+    router_mac, router_ip = ROUTER_PORTS["net1"]
+    reply = f"arp(sip={router_ip},tip={ip('vm1')},op=2,sha={router_mac},tha={mac('vm1')})"
+    assert reply in routed.actions("vm1", arp)
+    for net in ("net1", "net2"):  # either of the router's addresses answers a ping
+        ping = (
+            f"dl_src={mac('vm1')},dl_dst={ROUTER_PORTS['net1'][0]},icmp,nw_src={ip('vm1')},"
+            f"nw_dst={ROUTER_PORTS[net][1]},icmp_type=8,icmp_code=0,nw_ttl=64"
+        )
+        assert routed.out("vm1", ping) == {"vm1"}, net
+    # Other traffic to a router address is dropped.
+    tcp_to_router = (
+        f"dl_src={mac('vm1')},dl_dst={ROUTER_PORTS['net1'][0]},tcp,nw_src={ip('vm1')},"
+        f"nw_dst={ROUTER_PORTS['net1'][1]},nw_ttl=64,tp_src=40000,tp_dst=22"
+    )
+    assert routed.out("vm1", tcp_to_router) == set()
