@@ -278,3 +278,30 @@ def test_profile_names_the_relations_a_commit_spent_its_time_on(tmp_path: Path) 
         capture_output=True, text=True, timeout=120, check=True,
     )  # fmt: skip
     assert "loom-engine profile" not in quiet.stderr
+
+
+def test_heads_of_one_body_are_independent() -> None:
+    """A rule's heads share one evaluation of its body (the engine builds it once), yet each
+    head is its own derivation: one head failing at runtime (a division by zero) drops only
+    its row, and counts one error; the others are derived, with multiplicities intact."""
+    program = Program.compile(
+        """
+input relation In(x: bit<8>)
+output relation Out(tag: string, x: bit<8>)
+Out("same", x), Out("same", x), Out("div", 100 / x), Out("plus", x + 1) :- In(x).
+""",
+        "heads.dl",
+    )
+    with program.transaction() as txn:
+        txn.insert("In", (0,))
+        txn.insert("In", (5,))
+        delta = txn.commit()
+    assert sorted(row for _, row in delta["Out"]) == [
+        ("div", 20), ("plus", 1), ("plus", 6), ("same", 0), ("same", 5),
+    ]  # fmt: skip
+    assert program.stats().runtime_errors == 1
+    with program.transaction() as txn:  # two derivations of ("same", 5): it stays until both go
+        txn.delete("In", (5,))
+        delta = txn.commit()
+    assert sorted(row for _, row in delta["Out"]) == [("div", 20), ("plus", 6), ("same", 5)]
+    assert all(weight == -1 for weight, _ in delta["Out"])

@@ -205,8 +205,9 @@ pub enum Step {
     FlatMap(Expr, Pattern),
     /// `Project`.
     Project(Vec<usize>),
-    /// The head tuple (always last).
-    Head(Vec<Expr>),
+    /// The head tuples (always last): one row per head, each head's expressions evaluated
+    /// on the same binding row (the heads of rules with one body).
+    Heads(Vec<Vec<Expr>>),
 }
 
 impl Step {
@@ -237,7 +238,18 @@ pub fn run_steps(prog: &Program, steps: &[Step], row: Row, out: &mut Vec<Row>, e
         Step::Filter(cond) => filter(prog, cond, row),
         Step::Let(expr, pattern) => let_bind(prog, expr, pattern, row),
         Step::Project(slots) => Ok(Some(project(&row, slots))),
-        Step::Head(exprs) => head(prog, exprs, row).map(Some),
+        Step::Heads(heads) => {
+            let Some((last, others)) = heads.split_last() else {
+                return;
+            };
+            for exprs in others {
+                match head(prog, exprs, row.clone()) {
+                    Ok(r) => run_steps(prog, rest, r, out, errors),
+                    Err(_) => *errors += 1,
+                }
+            }
+            head(prog, last, row).map(Some)
+        }
         Step::FlatMap(expr, pattern) => {
             match flat_map(prog, expr, pattern, row) {
                 Ok(rows) => {

@@ -24,7 +24,7 @@ use differential_dataflow::operators::arrange::{Arranged, TraceAgent};
 use differential_dataflow::operators::iterate::Variable;
 use differential_dataflow::trace::implementations::{KeySpine, ValSpine};
 use differential_dataflow::VecCollection;
-use rulec::ir::{BodyItem, Program, RelId, Role, Rule};
+use rulec::ir::{BodyItem, Expr, Program, RelId, Role};
 use rulec::value::{Row, Value};
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::Pipeline;
@@ -125,11 +125,11 @@ impl<'s, T: Grouping> Ctx<'s, T> {
         }
     }
 
-    /// The head rows of one rule. Row-local items (conditions, `var`, `FlatMap`, projections,
-    /// the head, and the first atom's matching) are fused into the operator before or after
-    /// them, so a rule costs one operator plus one per join, antijoin or `group_by`.
-    fn rule(&mut self, rule: &Rule) -> Coll<'s, T> {
-        let items = &rule.body;
+    /// The head rows of rules that share one body (`heads`: each one's head expressions).
+    /// Row-local items (conditions, `var`, `FlatMap`, projections, the heads, and the first
+    /// atom's matching) are fused into the operator before or after them, so a body costs
+    /// one operator plus one per join, antijoin or `group_by`, however many heads it has.
+    fn rule(&mut self, items: &[BodyItem], heads: &[Vec<Expr>]) -> Coll<'s, T> {
         // Steps after each item up to the next join/not/group (or the head at the end).
         let steps_after = |start: usize| -> (Vec<Step>, usize) {
             let mut steps = Vec::new();
@@ -139,7 +139,7 @@ impl<'s, T: Grouping> Ctx<'s, T> {
                 i += 1;
             }
             if i == items.len() {
-                steps.push(Step::Head(rule.head_exprs.clone()));
+                steps.push(Step::Heads(heads.to_vec()));
             }
             (steps, i)
         };
@@ -210,9 +210,26 @@ impl<'s, T: Grouping> Ctx<'s, T> {
 
     /// The union of the given rules' heads: distinct, or with multiplicities (see
     /// [`multisets`]).
+    ///
+    /// Rules with one body are evaluated once: a rule with several heads is lowered to one
+    /// IR rule per head, all with the same body (its liveness covers every head), and
+    /// evaluating that body once per head repeated its joins.
     fn derive(&mut self, rules: &[usize], multiset: bool) -> Coll<'s, T> {
         let prog = self.prog.clone();
-        let parts: Vec<Coll<'s, T>> = rules.iter().map(|r| self.rule(&prog.rules[*r])).collect();
+        let mut bodies: Vec<(&[BodyItem], Vec<Vec<Expr>>)> = Vec::new();
+        for r in rules.iter().map(|r| &prog.rules[*r]) {
+            match bodies
+                .iter_mut()
+                .find(|(body, _)| *body == r.body.as_slice())
+            {
+                Some((_, heads)) => heads.push(r.head_exprs.clone()),
+                None => bodies.push((&r.body, vec![r.head_exprs.clone()])),
+            }
+        }
+        let parts: Vec<Coll<'s, T>> = bodies
+            .iter()
+            .map(|(body, heads)| self.rule(body, heads))
+            .collect();
         if parts.is_empty() {
             return self.unit.clone().filter(|_| false);
         }
