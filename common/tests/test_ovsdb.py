@@ -311,3 +311,18 @@ def test_transactions_in_flight_with_large_replies(config_db: OvsdbServer) -> No
         assert conn.transact("Loom_Config", [{"op": "comment", "comment": "still usable"}])
     finally:
         conn.close()
+
+
+def test_replies_taken_out_of_order_reach_their_requests(config_db: OvsdbServer) -> None:
+    """A reply that arrives while another request's is awaited is kept for its own request
+    (with two in flight, nothing depends on the server answering in order)."""
+    conn = RawConnection(config_db.unix_remote, timeout=30)
+    try:
+        first = conn._request("echo", ["first"])
+        second = conn._request("echo", ["second"])
+        assert conn._reply(second, "echo") == ["second"]  # the first's reply came before it
+        assert first in conn._early  # kept (waiting for it otherwise would never end)
+        assert conn._reply(first, "echo") == ["first"]
+        assert conn.call("echo", ["third"]) == ["third"]
+    finally:
+        conn.close()

@@ -460,6 +460,10 @@ class RawConnection:
         """The size at the last failed parse (0 after a success)."""
         self._decoder = json.JSONDecoder()
         self._next_id = 0
+        self._waiting: set[int] = set()
+        """Ids of requests sent whose replies nobody has taken yet."""
+        self._early: dict[int, dict[str, Any]] = {}
+        """Replies received while waiting for another, by id."""
         self.notifications: list[dict[str, Any]] = []
         self._lock = threading.RLock()
         """Held by whoever reads or writes the socket: the caller, or the keep-alive thread."""
@@ -511,21 +515,29 @@ class RawConnection:
     def _request(self, method: str, params: list[Any]) -> int:
         """Send a request (reading what arrives meanwhile); its id."""
         self._next_id += 1
+        self._waiting.add(self._next_id)
         self._send({"method": method, "params": params, "id": self._next_id}, reading=True)
         return self._next_id
 
     def _reply(self, request_id: int, method: str) -> Any:
-        """Wait for the reply to `request_id`; its result (`TransactError` on an error)."""
-        while True:
-            message = self._receive(block=True)
-            assert message is not None
-            if self._handled(message):
+        """Wait for the reply to `request_id`; its result (`TransactError` on an error).
+        A reply to another request still waited for is kept for it (replies come in order
+        from ovsdb-server, but nothing here depends on that); others are stale."""
+        self._waiting.discard(request_id)
+        message = self._early.pop(request_id, None)
+        while message is None:
+            received = self._receive(block=True)
+            assert received is not None
+            if self._handled(received):
                 continue
-            if message.get("id") != request_id:
-                continue  # a stale reply
-            if message.get("error") is not None:
-                raise TransactError(detail=f"{method}: {message['error']}")
-            return message.get("result")
+            reply_id = received.get("id")
+            if reply_id == request_id:
+                message = received
+            elif reply_id in self._waiting:
+                self._early[reply_id] = received
+        if message.get("error") is not None:
+            raise TransactError(detail=f"{method}: {message['error']}")
+        return message.get("result")
 
     def poll(self) -> list[dict[str, Any]]:
         """Return the notifications received so far, without waiting."""
@@ -586,12 +598,17 @@ class RawConnection:
         with self._lock:
             self._used = time.monotonic()
             in_flight: deque[int] = deque()
-            for ops in batches:
-                in_flight.append(self._request("transact", [db, *ops]))
-                while len(in_flight) >= window:
+            try:
+                for ops in batches:
+                    in_flight.append(self._request("transact", [db, *ops]))
+                    while len(in_flight) >= window:
+                        yield _checked(self._reply(in_flight.popleft(), "transact"))
+                while in_flight:
                     yield _checked(self._reply(in_flight.popleft(), "transact"))
-            while in_flight:
-                yield _checked(self._reply(in_flight.popleft(), "transact"))
+            finally:  # abandoned (an error): the replies still to come are stale
+                self._waiting.difference_update(in_flight)
+                for request_id in in_flight:
+                    self._early.pop(request_id, None)
 
     def _handled(self, message: dict[str, Any]) -> bool:
         """Answer a probe or keep a notification; False for a reply."""

@@ -70,7 +70,8 @@ def slowest_change(
     latencies: list[float], generations: list[int], passes: list[tuple[int, Mapping[str, float]]]
 ) -> dict[str, Any]:
     """The slowest change: its place in the sequence, its latency and the phases (ms) of the
-    controller's passes that wrote its generation (after the previous change's)."""
+    controller's passes that wrote its generation (after the previous change's; empty if
+    they have left the controller's record of its last 1,000 passes)."""
     i = max(range(len(latencies)), key=latencies.__getitem__)
     after = generations[i - 1] if i else generations[0] - 1
     mine = [(g, p) for g, p in passes if after < g <= generations[i]]

@@ -151,26 +151,32 @@ class Writer:
         chunks = _chunked(ops, CHUNK)
         fencing = fence(shards)
         sent: deque[list[Op]] = deque()
+        last: list[Op] = []
 
         def transactions() -> Iterator[list[dict[str, Any]]]:
-            """One per chunk, fenced, the last stamped; each built while the server
-            commits the one before (`RawConnection.transact_each`)."""
+            """Every chunk but the last, fenced; each built while the server commits the
+            one before (`RawConnection.transact_each`). The last is kept for the stamp."""
+            nonlocal last
             chunk = next(chunks, [])
-            while True:
-                following = next(chunks, None)
+            while (following := next(chunks, None)) is not None:
                 sent.append(chunk)
-                last = stamp if following is None else []
-                yield [*fencing, *(op for *_, op in chunk), *last]
-                if following is None:
-                    return
+                yield [*fencing, *(op for *_, op in chunk)]
                 chunk = following
+            last = chunk
 
         try:
             for results in conn.transact_each(DB, transactions()):
                 chunk = sent.popleft()
                 self._record(chunk, results[len(fencing) : len(fencing) + len(chunk)])
+            # Stamped only once every chunk before it has committed: a generation is
+            # realized when all its rows are written, never after a chunk failed.
+            results = conn.transact(DB, [*fencing, *(op for *_, op in last), *stamp])
+            self._record(last, results[len(fencing) : len(fencing) + len(last)])
         except TransactError as exc:
             log.warning("universal DB write failed: %s", exc)
+            return False
+        except Exception:  # chunks before it may have committed: reconcile before a retry
+            log.exception("universal DB write failed")
             return False
         for shard in shards:
             self.dirty.pop(shard, None)
