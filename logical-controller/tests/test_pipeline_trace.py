@@ -8,7 +8,9 @@ sets `metadata` and `reg14`), installed on a real ovs-vswitchd (dummy datapath),
 `--ct-next`: port security (MAC, IP, ARP, ND), the ACL stages (stateful and stateless
 profiles, default deny, established/related/invalid), the ARP responder, loopback; and,
 through a distributed router between two switches, routing (TTL, MAC rewrite, no route,
-TTL expiry) and the router's own ARP and ICMP echo answers.
+TTL expiry) and the router's own ARP and ICMP echo answers; with an L3 gateway whose
+uplink is on the same node, SNAT and floating IPs out, DNAT in, and the uplink's ARP
+answers for NAT addresses.
 
 The switch's ports (all on switch `sw`, 10.0.0.0/24):
 
@@ -47,7 +49,10 @@ ROUTER_PORTS = {
     "net1": ("00:00:00:aa:00:01", "10.0.1.1"),
     "net2": ("00:00:00:aa:00:02", "10.0.2.1"),
 }
-OFPORT = {name: 10 + i for i, name in enumerate([*PORTS, *ROUTED])}
+OFPORT = {name: 10 + i for i, name in enumerate([*PORTS, *ROUTED, "uplink"])}
+NEXTHOP_MAC = "00:00:00:00:00:fe"
+"""What the L3 gateway's physical next hop answers ARP with (`${nexthop_mac:G}`)."""
+UPLINK = {"ip": "172.16.0.2", "next_hop": "172.16.0.1", "floating_ip": "172.16.0.102"}
 FLOOD_OFPORT = 99
 ANY_IPV4 = {"direction": "egress", "ethertype": "IPv4"}
 
@@ -87,12 +92,24 @@ def _steps() -> list[dict[str, Any]]:
     return _node() + profiles + switch + ports
 
 
-def _routed_steps() -> list[dict[str, Any]]:
+def _routed_steps(*, gateway: bool = False) -> list[dict[str, Any]]:
     steps = _node()
+    router: dict[str, Any] = {"name": "r1", "tenant": "t1"}
+    if gateway:  # an L3 gateway service, a floating IP for vm1 and SNAT for the rest
+        steps += [
+            {"create": "transport-nodes", "as": "gw1", "body": {
+                "name": "gw1", "node_type": "gateway", "system_id": "gw1",
+                "transport_zone_ids": ["{tz}"],
+                "tunnel_endpoints": [{"encap": "geneve", "ip": "192.168.2.1"}]}},
+            {"create": "gateway-services", "as": "l3", "body": {
+                "name": "l3", "type": "l3", "gateway_node_ids": ["{gw1}"],
+                "uplink_ip": f"{UPLINK['ip']}/24", "uplink_next_hop": UPLINK["next_hop"]}},
+        ]  # fmt: skip
+        router["gateway_service_id"] = "{l3}"
     for net in ROUTER_PORTS:
         body = {"name": net, "tenant": "t1", "replication_mode": "source"}
         steps.append({"create": "logical-switches", "as": net, "body": body})
-    steps.append({"create": "logical-routers", "as": "r1", "body": {"name": "r1", "tenant": "t1"}})
+    steps.append({"create": "logical-routers", "as": "r1", "body": router})
     for net, (mac, ip) in ROUTER_PORTS.items():
         steps.append({"create": "logical-routers/{r1}/ports", "as": f"r1-{net}", "body": {
             "name": f"r1-{net}", "ip_prefix": f"{ip}/24", "logical_switch_id": f"{{{net}}}",
@@ -102,6 +119,14 @@ def _routed_steps() -> list[dict[str, Any]]:
             "name": name, "mac": mac, "ips": [ip], "port_security": True,
             "attachment": {"type": "vif", "vif_id": f"vif-{name}"}}})  # fmt: skip
         steps.append({"locate": {"port": name, "node": "hv1"}})
+    if gateway:
+        steps += [
+            {"create": "logical-routers/{r1}/nat-rules", "as": "fip", "body": {
+                "type": "floating-ip", "external_ip": UPLINK["floating_ip"],
+                "internal_ip": ROUTED["vm1"][2], "logical_port_id": "{vm1}"}},
+            {"create": "logical-routers/{r1}/nat-rules", "as": "snat", "body": {
+                "type": "snat", "external_ip": UPLINK["ip"], "internal_ip": "10.0.0.0/16"}},
+        ]  # fmt: skip
     return steps
 
 
@@ -123,6 +148,8 @@ def localize(row: dict[str, Any], ofports: dict[str, int]) -> str:
             return f"output:{FLOOD_OFPORT}"
         if kind == "zone":
             return zones.get(arg, "1")
+        if kind == "nexthop_mac":
+            return NEXTHOP_MAC
         raise AssertionError(f"no binding for {m.group(0)}")
 
     actions = re.sub(r"\$\{(\w+):([^}]*)\}", bind, row["actions"])
@@ -182,8 +209,12 @@ def traced_switch(dummy_switch: Any) -> Any:
 
 def _install(run: Any, names: list[str], switch: Any, dump: Any) -> Traced:
     """Localize `run`'s universal flows for one node that has the ports `names` (each the
-    dummy port `OFPORT[name]`), with the physical classifier, and install them."""
-    ofports = {run.ids[name]: OFPORT[name] for name in names}
+    dummy port `OFPORT[name]`; "uplink" is the router r1's, as on its active L3 gateway),
+    with the physical classifier, and install them."""
+    ofports = {
+        f"{run.ids['r1']}-uplink" if name == "uplink" else run.ids[name]: OFPORT[name]
+        for name in names
+    }
     tables = dump(run.universal.remote)
     classifier = [
         f"table=0,priority=100,in_port={ofports[b['logical_port']]} "
@@ -225,6 +256,18 @@ def routed(
 ) -> Traced:
     """Router r1 between net1 (vm1) and net2 (vm2), all on one node."""
     return _install(scenario(_routed_steps()), list(ROUTED), traced_switch, dump)
+
+
+@pytest.fixture
+def natted(
+    scenario: Callable[[list[dict[str, Any]]], Any],
+    traced_switch: Any,
+    dump: Callable[[str], dict[str, list[dict[str, Any]]]],
+) -> Traced:
+    """As `routed`, with an L3 gateway (its uplink on this node), vm1's floating IP and
+    SNAT of 10.0.0.0/16 to the uplink's address."""
+    run = scenario(_routed_steps(gateway=True))
+    return _install(run, [*ROUTED, "uplink"], traced_switch, dump)
 
 
 def eth(src: str, dst: str) -> str:
@@ -399,3 +442,57 @@ def test_router_answers_arp_and_ping_for_its_addresses(routed: Traced) -> None:
         f"nw_dst={ROUTER_PORTS['net1'][1]},nw_ttl=64,tp_src=40000,tp_dst=22"
     )
     assert routed.out("vm1", tcp_to_router) == set()
+
+
+@pytest.mark.ovs
+def test_nat_on_the_l3_gateway(natted: Traced) -> None:
+    # Out through the uplink to the next hop's MAC, the source translated: vm1 by its
+    # floating IP, vm2 by SNAT. (ofproto/trace shows the ct(nat) action; it does not
+    # rewrite the traced packet.)
+    for vm, external in (("vm1", UPLINK["floating_ip"]), ("vm2", UPLINK["ip"])):
+        router_mac = ROUTER_PORTS["net1" if vm == "vm1" else "net2"][0]
+        out = (
+            f"dl_src={mac(vm)},dl_dst={router_mac},icmp,nw_src={ip(vm)},nw_dst=198.51.100.7,"
+            "icmp_type=8,icmp_code=0,nw_ttl=64"
+        )
+        assert natted.out(vm, out) == {"uplink"}, vm
+        before_ct = _datapath_actions(natted.trace(vm, out))[0]
+        assert f"nat(src={external})" in before_ct, before_ct
+        assert f"dst={NEXTHOP_MAC}" in before_ct, before_ct
+        assert "ttl=63" in before_ct, before_ct
+    # In through the uplink: the floating IP's traffic is translated to vm1's address.
+    uplink_mac = _uplink_mac(natted)
+    inbound = (
+        f"dl_src={NEXTHOP_MAC},dl_dst={uplink_mac},icmp,nw_src=198.51.100.7,"
+        f"nw_dst={UPLINK['floating_ip']},icmp_type=8,icmp_code=0,nw_ttl=64"
+    )
+    before_ct = _datapath_actions(natted.trace("uplink", inbound))[0]
+    assert f"nat(dst={ip('vm1')})" in before_ct, before_ct
+    # The uplink answers ARP for the floating IP (so the next hop sends it here).
+    arp = (
+        f"dl_src={NEXTHOP_MAC},dl_dst=ff:ff:ff:ff:ff:ff,arp,arp_op=1,"
+        f"arp_spa={UPLINK['next_hop']},arp_sha={NEXTHOP_MAC},arp_tpa={UPLINK['floating_ip']}"
+    )
+    assert natted.out("uplink", arp) == {"uplink"}
+    assert f"sip={UPLINK['floating_ip']}" in natted.actions("uplink", arp)
+
+
+def _datapath_actions(trace: str) -> list[str]:
+    """Each pass's datapath actions in a trace (a `ct(table=...)` starts another pass)."""
+    return [
+        line.removeprefix("Datapath actions:").strip()
+        for line in trace.splitlines()
+        if line.startswith("Datapath actions:")
+    ]
+
+
+def _uplink_mac(traced: Traced) -> str:
+    """The uplink's MAC, as the router's admission flow for the uplink port matches it."""
+    flows = subprocess.run(
+        [tool("ovs-ofctl"), "-O", "OpenFlow15", "dump-flows", f"unix:{traced.switch.mgmt}",
+         f"table={pipeline.table('lr_in_admission')}"],
+        check=True, capture_output=True, text=True,
+    ).stdout  # fmt: skip
+    m = re.search(r"reg14=0xfffe,.*dl_dst=([0-9a-f:]{17})", flows)
+    assert m, flows
+    return m.group(1)
