@@ -66,7 +66,8 @@ class Stats:
 
     commits: int
     runtime_errors: int
-    """Binding rows dropped because an expression failed (division by zero, ...)."""
+    """Rows dropped because an expression failed (division by zero, ...): a binding row of
+    a rule body (counted once, however many heads share that body), or one head's row."""
 
 
 class Program:
