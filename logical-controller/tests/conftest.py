@@ -36,6 +36,7 @@ from loom_api.testing import ApiClient, running_store
 from loom_common.ovsdb import OvsdbServer, tool
 from loom_common.procs import Daemon
 from loom_common.testing import serve_db
+from loom_ddlog import Program
 from loom_logical import pipeline
 from loom_logical.controller import LogicalController
 from loom_logical.outputs import parse_flow
@@ -212,23 +213,6 @@ class Scenario:
             self.names[obj["id"]] = name
         if obj.get("peer_port_id") and name:
             self.names[obj["peer_port_id"]] = f"{name}.peer"
-        for rule in obj.get("rules", []) or []:
-            if "id" in rule:
-                what = " ".join(
-                    str(rule.get(k))
-                    for k in (
-                        "direction",
-                        "ethertype",
-                        "protocol",
-                        "port_range_min",
-                        "port_range_max",
-                        "remote_prefix",
-                    )
-                )
-                remote = rule.get("remote_profile_id")
-                if remote:
-                    what += f" {self.names.get(remote, remote)}"
-                self.names[rule["id"]] = f"rule[{what}]"
 
     def raw(self, ops: list[dict[str, Any]]) -> int:
         """Commit `ops` on the config DB directly, as a writer other than the API could
@@ -275,11 +259,14 @@ class Scenario:
         """The universal DB as sorted text, with config ids and hashes named."""
         tables = dump_universal(self.universal.remote)
         dp_name = {row["key"]: f"{row['kind']}:{row['name']}" for row in tables.get("Datapath", [])}
+        self._name_rules()
+        by_id = conj_ids(list(self.names))
         conj = {}
         for row in tables.get("Universal_Flow", []):
             m = re.match(r"conj_id=(\d+),", row["match"])
             if m:
-                conj[m.group(1)] = self.name(row["source"])
+                assert int(m.group(1)) in by_id, f"conj_id {m.group(1)} is no rule's: {row}"
+                conj[m.group(1)] = self.name(by_id[int(m.group(1))])
         macs = {
             row["uplink_mac"]: f"<uplink-mac:{row['name']}>"
             for row in tables.get("Gateway_Assignment", [])
@@ -332,9 +319,44 @@ class Scenario:
             text = text.replace(mac, name)
         return UUID_RE.sub(lambda m: f"<{self.name(m.group(0))}>", text)
 
+    def _name_rules(self) -> None:
+        """Name every security rule by what it says (the API gives rules no ids)."""
+        select = {"op": "select", "table": "Security_Rule", "where": []}
+        (reply,) = transact(self.config.remote, ["Loom_Config", select])
+        for row in reply["rows"]:
+            values = {k: _value(v) for k, v in row.items()}
+            what = " ".join(
+                str(values[k] if values[k] != [] else None)
+                for k in ("direction", "ethertype", "protocol", "port_range_min",
+                          "port_range_max", "remote_prefix")
+            )  # fmt: skip
+            remote = values["remote_profile"]
+            if remote != []:
+                what += f" {self.names.get(remote, remote)}"
+            self.names[values["_uuid"]] = f"rule[{what}]"
+
     def name(self, uuid: str) -> str:
         """The scenario's name for config id `uuid`."""
         return self.names.get(uuid, "unnamed")
+
+
+_ID32 = Program.compile(
+    "input relation S(s: string)\n"
+    "output relation Id(s: string, id: bit<32>)\n"
+    # rules/logical/common.dl's id32 (a conjunction id is id32 of its rule's uuid)
+    "Id(s, (hash64(s) & 64'hffffffff) as bit<32>) :- S(s).\n",
+    "id32.dl",
+)
+
+
+def conj_ids(uuids: list[str]) -> dict[int, str]:
+    """The conjunction id the rules give each of `uuids` (when it is a rule's), computed by
+    the engine's own `hash64`."""
+    with _ID32.transaction() as txn:
+        for uuid in uuids:
+            txn.insert("S", (uuid,))
+        txn.commit()
+    return {ident: uuid for uuid, ident in _ID32.dump("Id")}
 
 
 @pytest.fixture
