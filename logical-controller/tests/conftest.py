@@ -475,20 +475,27 @@ DUMMY_BINDINGS = {
 """What a localizer could bind each abstract identifier to on some node."""
 
 
+def localize(row: dict[str, Any], bind: Callable[[str, str], str]) -> str:
+    """One universal flow as an ovs-ofctl flow: each abstract identifier `${kind:arg}`
+    replaced by `bind(kind, arg)`, `@next` and `@stage:NAME` by their tables."""
+    stage = row["stage"]
+    text = re.sub(r"\$\{(\w+):([^}]*)\}", lambda m: bind(m.group(1), m.group(2)), row["actions"])
+    if "@next" in text:
+        text = text.replace("@next", str(pipeline.next_table(stage)))
+    text = re.sub(r"@stage:(\w+)", lambda m: str(pipeline.table(m.group(1))), text)
+    match = ",".join(p for p in (f"metadata={row['datapath']:#x}", row["match"]) if p)
+    return f"table={pipeline.table(stage)},priority={row['priority']},{match} actions={text}"
+
+
 def localize_for_check(row: dict[str, Any]) -> str:
     """One universal flow as an ovs-ofctl flow, with dummy bindings for the identifiers."""
-    stage = row["stage"]
+    return localize(row, lambda kind, _arg: DUMMY_BINDINGS[kind])
 
-    def actions(text: str) -> str:
-        text = re.sub(r"\$\{(\w+):[^}]*\}", lambda m: DUMMY_BINDINGS[m.group(1)], text)
-        text = text.replace("@next", str(pipeline.next_table(stage)) if "@next" in text else "")
-        return re.sub(r"@stage:(\w+)", lambda m: str(pipeline.table(m.group(1))), text)
 
-    match = ",".join(p for p in (f"metadata={row['datapath']:#x}", row["match"]) if p)
-    return (
-        f"table={pipeline.table(stage)},priority={row['priority']},{match} "
-        f"actions={actions(row['actions'])}"
-    )
+@pytest.fixture
+def localizer() -> Callable[[dict[str, Any], Callable[[str, str], str]], str]:
+    """`localize`, for tests that bind the identifiers themselves."""
+    return localize
 
 
 @pytest.fixture

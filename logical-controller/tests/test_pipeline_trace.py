@@ -130,16 +130,14 @@ def _routed_steps(*, gateway: bool = False) -> list[dict[str, Any]]:
     return steps
 
 
-def localize(row: dict[str, Any], ofports: dict[str, int]) -> str:
-    """One universal flow for a node that has every port: VIFs are their dummy ports,
+def node_bindings(ofports: dict[str, int]) -> Callable[[str, str], str]:
+    """The identifiers' bindings on a node that has every port: VIFs are their dummy ports,
     egress runs here, the flood group is one dummy port, each port its own zone. (OpenFlow
     never outputs to the input port: `in_port` is cleared first, as a localizer must for
     an answer that goes back out of the asking port.)"""
-    stage = row["stage"]
     zones = {uuid: str(100 + i) for i, uuid in enumerate(sorted(ofports))}
 
-    def bind(m: re.Match[str]) -> str:
-        kind, arg = m.group(1), m.group(2)
+    def bind(kind: str, arg: str) -> str:
         if kind == "vif":  # a responder's answer leaves by the port it came in by
             return f"load:0->NXM_OF_IN_PORT[],output:{ofports[arg]}"
         if kind == "egress":
@@ -150,14 +148,9 @@ def localize(row: dict[str, Any], ofports: dict[str, int]) -> str:
             return zones.get(arg, "1")
         if kind == "nexthop_mac":
             return NEXTHOP_MAC
-        raise AssertionError(f"no binding for {m.group(0)}")
+        raise AssertionError(f"no binding for ${{{kind}:{arg}}}")
 
-    actions = re.sub(r"\$\{(\w+):([^}]*)\}", bind, row["actions"])
-    if "@next" in actions:
-        actions = actions.replace("@next", str(pipeline.next_table(stage)))
-    actions = re.sub(r"@stage:(\w+)", lambda m: str(pipeline.table(m.group(1))), actions)
-    match = ",".join(p for p in (f"metadata={row['datapath']:#x}", row["match"]) if p)
-    return f"table={pipeline.table(stage)},priority={row['priority']},{match} actions={actions}"
+    return bind
 
 
 @dataclass
@@ -179,11 +172,12 @@ class Traced:
         return done.stdout
 
     def actions(self, src: str, packet: str, ct: str | None = None) -> str:
-        """The datapath actions the packet gets ("drop" if none)."""
+        """The datapath actions the packet ends with ("drop" if none): those of the last
+        pass, after any conntrack recirculation."""
         text = self.trace(src, packet, ct)
-        lines = [line for line in text.splitlines() if line.startswith("Datapath actions:")]
-        assert lines, text
-        return lines[-1].removeprefix("Datapath actions:").strip()
+        passes = _datapath_actions(text)
+        assert passes, text
+        return passes[-1]
 
     def out(self, src: str, packet: str, ct: str | None = None) -> set[str]:
         actions = self.actions(src, packet, ct)
@@ -207,67 +201,70 @@ def traced_switch(dummy_switch: Any) -> Any:
     return dummy_switch
 
 
-def _install(run: Any, names: list[str], switch: Any, dump: Any) -> Traced:
-    """Localize `run`'s universal flows for one node that has the ports `names` (each the
-    dummy port `OFPORT[name]`; "uplink" is the router r1's, as on its active L3 gateway),
-    with the physical classifier, and install them."""
-    ofports = {
-        f"{run.ids['r1']}-uplink" if name == "uplink" else run.ids[name]: OFPORT[name]
-        for name in names
-    }
-    tables = dump(run.universal.remote)
-    classifier = [
-        f"table=0,priority=100,in_port={ofports[b['logical_port']]} "
-        f"actions=set_field:{b['datapath']:#x}->metadata,set_field:{b['port_key']:#x}->reg14,"
-        f"resubmit(,{pipeline.INGRESS_BASE})"
-        for b in tables["Port_Binding"]
-        if b["logical_port"] in ofports
-    ]
-    flows = sorted({localize(r, ofports) for r in tables["Universal_Flow"]})
-    done = switch.replace_flows(classifier + flows)
-    assert done.returncode == 0, done.stderr
-    show = subprocess.run(
-        [tool("ovs-appctl"), "-t", str(switch.ctl), "dpif/show"],
-        check=True, capture_output=True, text=True,
-    ).stdout  # fmt: skip
-    dp_ports = {}
-    for line in show.splitlines():
-        m = re.match(r"\s+(\S+) (\d+)/(\d+):", line)
-        if m:
-            dp_ports[m.group(3)] = m.group(1)
-    return Traced(switch, dp_ports)
+Install = Callable[[list[dict[str, Any]], list[str]], Traced]
 
 
 @pytest.fixture
-def traced(
+def install(
     scenario: Callable[[list[dict[str, Any]]], Any],
     traced_switch: Any,
     dump: Callable[[str], dict[str, list[dict[str, Any]]]],
-) -> Traced:
+    localizer: Callable[[dict[str, Any], Callable[[str, str], str]], str],
+) -> Install:
+    """`install(steps, names)`: run the scenario `steps`, localize its universal flows for
+    one node that has the ports `names` (each the dummy port `OFPORT[name]`; "uplink" is
+    the router r1's, as on its active L3 gateway) with the physical classifier, and install
+    them on the module's switch."""
+
+    def run(steps: list[dict[str, Any]], names: list[str]) -> Traced:
+        scenario_run = scenario(steps)
+        ids = scenario_run.ids
+        ofports = {
+            f"{ids['r1']}-uplink" if name == "uplink" else ids[name]: OFPORT[name] for name in names
+        }
+        tables = dump(scenario_run.universal.remote)
+        classifier = [
+            f"table=0,priority=100,in_port={ofports[b['logical_port']]} "
+            f"actions=set_field:{b['datapath']:#x}->metadata,"
+            f"set_field:{b['port_key']:#x}->reg14,resubmit(,{pipeline.INGRESS_BASE})"
+            for b in tables["Port_Binding"]
+            if b["logical_port"] in ofports
+        ]
+        bind = node_bindings(ofports)
+        flows = sorted({localizer(r, bind) for r in tables["Universal_Flow"]})
+        done = traced_switch.replace_flows(classifier + flows)
+        assert done.returncode == 0, done.stderr
+        show = subprocess.run(
+            [tool("ovs-appctl"), "-t", str(traced_switch.ctl), "dpif/show"],
+            check=True, capture_output=True, text=True,
+        ).stdout  # fmt: skip
+        dp_ports = {}
+        for line in show.splitlines():
+            m = re.match(r"\s+(\S+) (\d+)/(\d+):", line)
+            if m:
+                dp_ports[m.group(3)] = m.group(1)
+        return Traced(traced_switch, dp_ports)
+
+    return run
+
+
+@pytest.fixture
+def traced(install: Install) -> Traced:
     """One switch with ports a-d (see the module's docstring)."""
-    return _install(scenario(_steps()), list(PORTS), traced_switch, dump)
+    return install(_steps(), list(PORTS))
 
 
 @pytest.fixture
-def routed(
-    scenario: Callable[[list[dict[str, Any]]], Any],
-    traced_switch: Any,
-    dump: Callable[[str], dict[str, list[dict[str, Any]]]],
-) -> Traced:
+def routed(install: Install) -> Traced:
     """Router r1 between net1 (vm1) and net2 (vm2), all on one node."""
-    return _install(scenario(_routed_steps()), list(ROUTED), traced_switch, dump)
+    return install(_routed_steps(), list(ROUTED))
 
 
 @pytest.fixture
-def natted(
-    scenario: Callable[[list[dict[str, Any]]], Any],
-    traced_switch: Any,
-    dump: Callable[[str], dict[str, list[dict[str, Any]]]],
-) -> Traced:
+def natted(install: Install) -> Traced:
     """As `routed`, with an L3 gateway (its uplink on this node), vm1's floating IP and
     SNAT of 10.0.0.0/16 to the uplink's address."""
-    run = scenario(_routed_steps(gateway=True))
-    return _install(run, [*ROUTED, "uplink"], traced_switch, dump)
+    return install(_routed_steps(gateway=True), [*ROUTED, "uplink"])
 
 
 def eth(src: str, dst: str) -> str:
