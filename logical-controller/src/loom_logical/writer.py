@@ -168,14 +168,15 @@ class Writer:
                 chunk = following
             last = chunk
 
+        def record(chunk: list[Op], results: list[Any]) -> None:
+            self._record(chunk, results[len(fencing) : len(fencing) + len(chunk)])
+
         try:
             for results in conn.transact_each(DB, transactions()):
-                chunk = sent.popleft()
-                self._record(chunk, results[len(fencing) : len(fencing) + len(chunk)])
+                record(sent.popleft(), results)
             # Stamped only once every chunk before it has committed: a generation is
             # realized when all its rows are written, never after a chunk failed.
-            results = conn.transact(DB, [*fencing, *(op for *_, op in last), *stamp])
-            self._record(last, results[len(fencing) : len(fencing) + len(last)])
+            record(last, conn.transact(DB, [*fencing, *(op for *_, op in last), *stamp]))
         except TransactError as exc:
             log.warning("universal DB write failed: %s", exc)
             return False
