@@ -15,6 +15,7 @@ from loom_common.ovsdb import (
     OvsdbError,
     OvsdbServer,
     RawConnection,
+    Replica,
     TransactError,
     free_ports,
     schema_name,
@@ -326,3 +327,49 @@ def test_replies_taken_out_of_order_reach_their_requests(config_db: OvsdbServer)
         assert conn.call("echo", ["third"]) == ["third"]
     finally:
         conn.close()
+
+
+def test_replica_without_inserts_still_sees_rows_present_changed_and_deleted(
+    config_db: OvsdbServer,
+) -> None:
+    """A table in `no_inserts` arrives whole at the start, then only its modifications
+    (with every replicated column) and deletions: not the rows inserted meanwhile."""
+    insert_zone(config_db.remote, "tz-before")
+    replica = Replica(
+        config_db.unix_remote, "Loom_Config",
+        {"Transport_Zone": ["name", "encap"], "Logical_Switch": ["name"]},
+        no_inserts=frozenset({"Transport_Zone"}),
+    )  # fmt: skip
+    try:
+        assert [row["name"] for _, _, row in replica.start() if row] == ["tz-before"]
+        insert_zone(config_db.remote, "tz-after")
+        transact(
+            config_db.remote,
+            {"op": "insert", "table": "Logical_Switch",
+             "row": {"name": "ls", "tenant": "t", "tunnel_key": 1, "revision": 1,
+                     "replication_mode": "source"}},
+        )  # fmt: skip
+
+        def switch_seen() -> list[tuple[str, str, object]]:
+            return [c for c in replica.poll() if c[0] == "Logical_Switch"]
+
+        wait_for(switch_seen, 10, "the other table's insert")  # after the zone's, if sent
+        assert sorted(r["name"] for r in replica.rows["Transport_Zone"].values()) == ["tz-before"]
+        transact(
+            config_db.remote,
+            {"op": "update", "table": "Transport_Zone", "where": [["name", "==", "tz-after"]],
+             "row": {"encap": "vxlan"}},
+        )  # fmt: skip
+        changed = wait_for(replica.poll, 10, "the modification")
+        assert [(t, row and row["name"], row and row["encap"]) for t, _, row in changed] == [
+            ("Transport_Zone", "tz-after", "vxlan")
+        ]
+        transact(
+            config_db.remote,
+            {"op": "delete", "table": "Transport_Zone", "where": [["name", "==", "tz-before"]]},
+        )
+        deleted = wait_for(replica.poll, 10, "the deletion")
+        assert [(t, row) for t, _, row in deleted] == [("Transport_Zone", None)]
+        assert [r["name"] for r in replica.rows["Transport_Zone"].values()] == ["tz-after"]
+    finally:
+        replica.close()

@@ -745,16 +745,24 @@ class Replica:
         tables: dict[str, list[str]],
         *,
         wake: Callable[[], None] | None = None,
+        no_inserts: frozenset[str] = frozenset(),
     ) -> None:
         """Describe the replica: `tables` maps each table to the columns to replicate.
 
         With `wake`, the connection answers the server's probes by itself when the owner
         is busy for long (`RawConnection.keep_alive`) and calls `wake()` when updates
-        arrived meanwhile."""
+        arrived meanwhile.
+
+        For the tables in `no_inserts` the server sends the rows present when the monitor
+        starts, their modifications and deletions, but not rows inserted later: for rows the
+        owner inserts itself and already knows (a modification or deletion always carries
+        the whole row), whose echo would otherwise come back, row by row, after a large
+        write."""
         self.remote = remote
         self.db = db
         self.tables = tables
         self.wake = wake
+        self.no_inserts = no_inserts
         self.rows: dict[str, dict[str, dict[str, Any]]] = {t: {} for t in tables}
         self.conn: RawConnection | None = None
 
@@ -765,7 +773,11 @@ class Replica:
         self.conn = RawConnection(self.remote, db=self.db)
         if self.wake is not None:
             self.conn.keep_alive(KEEPALIVE_IDLE, self.wake)
-        requests = {t: {"columns": cols} for t, cols in self.tables.items()}
+        requests: dict[str, dict[str, Any]] = {
+            t: {"columns": cols} for t, cols in self.tables.items()
+        }
+        for table in self.no_inserts:
+            requests[table]["select"] = {"initial": True, "insert": False}
         initial = self.conn.call("monitor", [self.db, None, requests])
         old, self.rows = self.rows, {t: {} for t in self.tables}
         for table, updates in initial.items():
