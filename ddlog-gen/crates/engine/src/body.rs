@@ -50,7 +50,10 @@ impl AtomPlan {
     /// Extend binding row `b` with the binds of matching relation row `r` (whose key
     /// already matched), or `None` if a nested pattern does not match.
     pub fn extend(&self, prog: &Program, b: &Row, r: &Row) -> EvalResult<Option<Row>> {
-        let mut env = b.clone();
+        // Room for the binds up front (a column's pattern binds one variable, usually):
+        // growing the row afterwards reallocated and copied it.
+        let mut env = Vec::with_capacity(b.len() + self.rest.len());
+        env.extend_from_slice(b);
         let mut binds = Vec::new();
         for (col, p) in &self.rest {
             let Some(v) = r.get(*col) else {
