@@ -368,6 +368,10 @@ mod _native {
     };
 
     #[pymodule_init]
+    #[allow(
+        clippy::unnecessary_wraps,
+        reason = "the signature PyO3 asks of a module init"
+    )]
     fn init(_m: &pyo3::Bound<'_, pyo3::types::PyModule>) -> pyo3::PyResult<()> {
         super::tune_allocator();
         Ok(())
