@@ -305,3 +305,48 @@ Out("same", x), Out("same", x), Out("div", 100 / x), Out("plus", x + 1) :- In(x)
         delta = txn.commit()
     assert sorted(row for _, row in delta["Out"]) == [("div", 20), ("plus", 6), ("same", 5)]
     assert all(weight == -1 for weight, _ in delta["Out"])
+
+
+def test_commit_lazy_hands_out_the_delta_in_chunks_deletions_first() -> None:
+    """`commit_lazy` commits at once and converts when iterated: chunks of at most `chunk`
+    changes, every deletion before any insertion, together what `commit` returns."""
+    source = """
+        input relation A(x: bit<32>)
+        output relation B(x: bit<32>, y: string)
+        output relation C(x: bit<32>)
+        B(x, "b${x}") :- A(x).
+        C(x) :- A(x), x % 2 == 0.
+    """
+    lazy, eager = Program.compile(source), Program.compile(source)
+
+    def both(rows: list[int], gone: list[int]) -> tuple[list[Delta], Delta]:
+        with lazy.transaction() as a, eager.transaction() as b:
+            for txn in (a, b):
+                for x in rows:
+                    txn.insert("A", (x,))
+                for x in gone:
+                    txn.delete("A", (x,))
+            pending = a.commit_lazy(4)
+            whole = b.commit()
+        assert set(pending.relations()) == set(whole)
+        assert len(pending) == sum(map(len, whole.values()))
+        assert pending.has_deletions() == any(w < 0 for c in whole.values() for w, _ in c)
+        chunks = list(pending)
+        assert len(pending) == 0
+        return chunks, whole
+
+    chunks, whole = both(list(range(10)), [])
+    assert [sum(map(len, c.values())) for c in chunks] == [4, 4, 4, 3]
+    folded: dict[str, list[tuple[int, Row]]] = {}
+    for chunk in chunks:
+        for relation, changes in chunk.items():
+            folded.setdefault(relation, []).extend(changes)
+    assert {r: sorted(c) for r, c in folded.items()} == {r: sorted(c) for r, c in whole.items()}
+
+    chunks, whole = both([20, 21], [0, 1, 2])
+    signs = [(i, w) for i, chunk in enumerate(chunks) for c in chunk.values() for w, _ in c]
+    last_deletion = max(i for i, w in signs if w < 0)
+    assert last_deletion <= min(i for i, w in signs if w > 0)  # no deletion after an insertion
+    assert [w for _, w in signs].count(-1) == sum(w < 0 for c in whole.values() for w, _ in c)
+    with pytest.raises(ValueError, match="chunk"), lazy.transaction() as txn:
+        txn.commit_lazy(0)

@@ -12,6 +12,7 @@ import pytest
 
 from loom_api.testing import ApiClient
 from loom_common.ovsdb import OvsdbServer
+from loom_logical import controller as controller_module
 from loom_logical.controller import LogicalController
 
 STEPS = 60
@@ -249,6 +250,7 @@ def test_incremental_equals_recompute(
     universal_db_2: OvsdbServer,
     scenario: Any,
     dump: Callable[[str], dict[str, list[dict[str, Any]]]],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     changes = RandomConfig(admin, random.Random(seed))
     for node in ("sn1", "sn2"):
@@ -265,9 +267,15 @@ def test_incremental_equals_recompute(
             runner.locate(*moved)
     assert controller.transactions - before >= STEPS // 2
 
-    fresh = LogicalController(config_db.remote, universal_db_2.remote, name="fresh").start()
+    # The fresh controller streams its cold start's output to the database in small chunks
+    # (`Writer.stream`; at the default threshold only large transactions do).
+    monkeypatch.setattr(controller_module, "STREAM_CHUNK", 37)
+    fresh = LogicalController(
+        config_db.remote, universal_db_2.remote, name="fresh", stream_from=1
+    ).start()
     try:
         assert fresh.wait_generation(changes.generation, 30) >= changes.generation
+        assert fresh.streamed >= 1
         # Physical controllers would report the VIFs to the fresh DB as they did to the first.
         located = {
             r["logical_port"]: r["chassis"]

@@ -9,6 +9,7 @@ import pytest
 
 from loom_common.ovsdb import OvsdbServer, RawConnection
 from loom_logical import writer as writer_module
+from loom_logical.outputs import GLOBAL_SHARD, datapath_shard
 from loom_logical.writer import Writer
 
 pytestmark = [pytest.mark.ovs]
@@ -77,5 +78,61 @@ def test_a_large_write_in_chunks_writes_every_row_once(
         writer.apply({"Flow_Group": [(-1, g) for g in groups[::2]]})
         assert writer.flush(conn, lambda shards: [], []) is True
         assert len(_select(conn, "Universal_Flow")) == len(groups) // 2
+    finally:
+        conn.close()
+
+
+def test_a_streamed_delta_is_written_as_it_is_folded_and_the_flush_writes_the_rest(
+    universal_db: OvsdbServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`stream` writes each chunk's identities once, as the chunks come; an identity that a
+    later chunk changes again, and rows of shards not owned, are left to the flush, which
+    stamps the generation. The database ends as one flush of the whole delta would leave it."""
+    monkeypatch.setattr(writer_module, "CHUNK", 5)
+    owned = {datapath_shard(1), GLOBAL_SHARD}
+    writer = Writer(owns=owned.__contains__)
+    groups = [(dp, f"src-{i}", [f"ingress\tt\t{i}\t\tdrop"]) for dp in (1, 2) for i in range(12)]
+    again = (1, "src-3", ["ingress\tt\t3\t\tdrop", "egress\tt\t3\t\tdrop"])
+    chunks = [{"Flow_Group": [(1, g) for g in groups[i : i + 4]]} for i in range(0, 24, 4)]
+    chunks.append({"Flow_Group": [(1, again)]})  # the same identity as groups[3]
+    conn = RawConnection(universal_db.remote)
+    try:
+        assert writer.stream(conn, [], iter(chunks)) is True
+        assert _select(conn, "Universal_Global") == []  # no stamp yet
+        written = {(r["datapath"], r["source"]): r for r in _select(conn, "Universal_Flow")}
+        assert set(written) == {(1, f"src-{i}") for i in range(12)}  # datapath 2: not owned
+        assert writer.pending()  # src-3's second version
+        owned.add(datapath_shard(2))
+        assert writer.flush(conn, lambda shards: [], STAMP) is True
+        assert not writer.pending()
+        rows = {(r["datapath"], r["source"]): r for r in _select(conn, "Universal_Flow")}
+        assert set(rows) == {(dp, s) for dp, s, _ in groups}
+        assert sorted(rows[(1, "src-3")]["flows"][1]) == sorted(again[2])
+        assert [r["generation"] for r in _select(conn, "Universal_Global")] == [7]
+    finally:
+        conn.close()
+
+
+def test_a_failed_stream_still_folds_every_chunk(
+    universal_db: OvsdbServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stream that fails part-way folds the chunks it did not get to into desired: after
+    a reconcile the flush writes all of it."""
+    monkeypatch.setattr(writer_module, "CHUNK", 2)
+    writer = Writer(owns=lambda shard: True)
+    groups = [(1, f"src-{i}", [f"ingress\tt\t{i}\t\tdrop"]) for i in range(10)]
+    conn = RawConnection(universal_db.remote)
+    try:
+        # Another writer's row takes the identity of the third insert: its chunk fails.
+        conn.transact(DB, [{"op": "insert", "table": "Universal_Flow",
+                            "row": {"datapath": 1, "source": "src-4", "cookie": 0}}])  # fmt: skip
+        chunks = ({"Flow_Group": [(1, g)]} for g in groups)
+        assert writer.stream(conn, [], chunks) is False
+        assert len(writer.desired["Universal_Flow"]) == len(groups)
+        writer.load_actual(conn)
+        assert writer.flush(conn, lambda shards: [], STAMP) is True
+        rows = _select(conn, "Universal_Flow")
+        assert sorted(r["source"] for r in rows) == sorted(s for _, s, _ in groups)
+        assert all(r["flows"] != ["set", []] for r in rows)
     finally:
         conn.close()

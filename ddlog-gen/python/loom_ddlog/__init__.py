@@ -34,13 +34,23 @@ Conversion errors name the relation and column.
 """
 
 from loom_ddlog._native import CompileError, EngineError
-from loom_ddlog.program import Delta, Program, Relation, Row, Stats, Transaction, gc_paused
+from loom_ddlog.program import (
+    Delta,
+    PendingDelta,
+    Program,
+    Relation,
+    Row,
+    Stats,
+    Transaction,
+    gc_paused,
+)
 from loom_ddlog.values import Struct
 
 __all__ = [
     "CompileError",
     "Delta",
     "EngineError",
+    "PendingDelta",
     "Program",
     "Relation",
     "Row",

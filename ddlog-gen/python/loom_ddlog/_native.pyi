@@ -9,6 +9,7 @@ __all__ = [
     "CompiledProgram",
     "Engine",
     "EngineError",
+    "PendingDelta",
     "compile_files",
     "compile_source",
 ]
@@ -44,6 +45,9 @@ class Engine:
     def apply(self, updates: Iterable[tuple[Any, ...]]) -> dict[str, list[tuple[int, _Row]]]:
         """Apply updates atomically; return the output deltas."""
 
+    def apply_lazy(self, updates: Iterable[tuple[Any, ...]], chunk: int) -> PendingDelta:
+        """Apply updates atomically; the output deltas, converted a chunk at a time."""
+
     def dump(self, relation: str) -> list[_Row]:
         """Current rows of a relation, sorted."""
 
@@ -61,6 +65,23 @@ class Engine:
 
     def naive_evaluate(self) -> dict[str, list[_Row]]:
         """Evaluate every relation from scratch from the current inputs."""
+
+@final
+class PendingDelta:
+    """A committed transaction's output deltas, converted when iterated: chunks of at most
+    `chunk` changes, every deletion before any insertion."""
+
+    def __len__(self) -> int:
+        """Changes not handed out yet."""
+
+    def relations(self) -> set[str]:
+        """The relations the deltas change."""
+
+    def has_deletions(self) -> bool:
+        """True if any row is deleted."""
+
+    def __iter__(self) -> PendingDelta: ...
+    def __next__(self) -> dict[str, list[tuple[int, _Row]]]: ...
 
 def compile_files(paths: Sequence[str | PathLike[str]]) -> CompiledProgram:
     """Compile rule files."""

@@ -17,6 +17,7 @@ Row = tuple[Any, ...]
 """One row: its columns in declaration order (see `loom_ddlog._native` for the types)."""
 
 Delta = dict[str, list[tuple[int, Row]]]
+PendingDelta = _native.PendingDelta
 """Changes of one commit: ``{output relation: [(+1, row), (-1, row), ...]}``."""
 
 StrPath = str | os.PathLike[str]
@@ -290,6 +291,20 @@ class Transaction:
             self._updates = []
             prog._release()
         return self.delta
+
+    def commit_lazy(self, chunk: int = 10_000) -> PendingDelta:
+        """As :meth:`commit`, but the delta stays in the engine until iterated: each
+        iteration converts and returns at most `chunk` changes (a `Delta`), every deletion
+        before any insertion, so folding the chunks in order equals folding `commit()`'s
+        delta. A consumer that sends each chunk somewhere while the next is converted
+        overlaps the two (the logical controller's cold start does)."""
+        prog = self._close()
+        try:
+            with gc_paused():
+                return prog._engine.apply_lazy(self._updates, chunk)
+        finally:
+            self._updates = []
+            prog._release()
 
     def rollback(self) -> None:
         """Discard the updates and close the transaction."""

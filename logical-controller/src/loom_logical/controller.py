@@ -29,13 +29,13 @@ import select
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from loom_common.cluster import membership
 from loom_common.ovsdb import Change, OvsdbError, RawConnection, Replica, TransactError
-from loom_ddlog import Program, gc_paused
+from loom_ddlog import Delta, PendingDelta, Program, Transaction, gc_paused
 from loom_logical.inputs import InputTable, input_tables
 from loom_logical.outputs import GLOBAL_SHARD, all_shards
 from loom_logical.rules import main_file
@@ -49,6 +49,12 @@ REPORTS = frozenset({"generation", "warnings"})
 warnings (a diff of every warning: only when they may have changed)."""
 SLOW_PASS = 1.0
 """Seconds after which a pass logs where its time went (replicas, inputs, engine, ...)."""
+STREAM_FROM = 10_000
+"""Input changes from which an engine transaction's output is streamed to the universal DB
+(`Writer.stream`): converted and folded a chunk at a time while ovsdb-server commits the
+chunks before, instead of all of it first (a cold start)."""
+STREAM_CHUNK = 4_096
+"""Output changes converted per chunk of a streamed transaction."""
 
 
 class LogicalController:
@@ -65,6 +71,7 @@ class LogicalController:
         zk_root: str = "/loom/logical",
         rules: Path | None = None,
         workers: int = 2,
+        stream_from: int = STREAM_FROM,
     ) -> None:
         """Describe the controller; `start()` connects and runs it in a thread.
 
@@ -78,12 +85,18 @@ class LogicalController:
             rules: the main rule file (default: the installed `rules/logical`).
             workers: the engine's worker threads (2 halves a cold start on 2 cores:
                 11.6 s -> 6.7 s for the NVP workload at scale 0.1).
+            stream_from: input changes from which a transaction's output is streamed to
+                the universal DB (see `STREAM_FROM`).
         """
         self.name = name
         self.rules_path = rules or main_file()
         self.program = Program.load([self.rules_path], workers=workers, internal=False)
         self.tables: dict[str, InputTable] = input_tables()
         self.writer = Writer(self.owns)
+        self._stream_from = stream_from
+        self._streaming: PendingDelta | None = None
+        """A committed transaction's output not folded into the writer yet (streamed by the
+        next write)."""
         self._zk_hosts = zookeeper
         self._session_timeout = session_timeout
         self._zk_root = zk_root
@@ -143,6 +156,8 @@ class LogicalController:
         self._universal_seqno = -1
         self.transactions = 0
         """Engine transactions committed (for tests and status)."""
+        self.streamed = 0
+        """Of those, the ones whose output was streamed to the universal DB."""
         self.timings: collections.deque[tuple[float, float]] = collections.deque(maxlen=1000)
         """(engine seconds, write seconds) of the latest passes that had work."""
         self.passes: collections.deque[tuple[int, dict[str, float]]] = collections.deque(
@@ -303,7 +318,7 @@ class LogicalController:
             return True
 
     def _dirty(self) -> bool:
-        return bool(self._dirty_config or self._dirty_locations)
+        return bool(self._dirty_config or self._dirty_locations or self._streaming is not None)
 
     def config_rows(self) -> dict[str, list[tuple[Any, ...]]]:
         """Every config row the controller sees now, as engine input tuples, by table."""
@@ -373,10 +388,17 @@ class LogicalController:
             generation = self._config_generation()
             if (
                 self.writer.pending()
+                or self._streaming is not None
                 or generation > self._written_generation
                 or self._assignment_row_stale()
             ):
                 conn = self._universal_conn()
+                if self._streaming is not None:
+                    streaming, self._streaming = self._streaming, None
+                    owned = [s for s in all_shards() if self.owns(s)]
+                    if not self.writer.stream(conn, self._fence(owned), streaming):
+                        self._reconcile_needed = True
+                        return
                 ok = self.writer.flush(conn, self._fence, self._stamp(generation))
                 if not ok:
                     self._reconcile_needed = True  # learn what is there before a retry
@@ -416,40 +438,67 @@ class LogicalController:
         return int(rows[0]["generation"]) if rows else 0
 
     def _compute(self) -> None:
-        """One engine transaction about the rows that changed; its delta to the writer."""
+        """One engine transaction about the rows that changed; its delta to the writer (or,
+        when large, to `_streaming`, which the write phase folds in as it writes)."""
         began = time.perf_counter()
+        self._fold_streaming()
         dirty, self._dirty_config = self._dirty_config, defaultdict(set)
         locations, self._dirty_locations = self._dirty_locations, {}
         with self.program.transaction() as txn:
-            for table, uuids in dirty.items():
-                rows = self._config.rows[table]
-                spec = self.tables[table]
-                for row_uuid in uuids:
-                    row = rows.get(row_uuid)
-                    if row is None:
-                        txn.delete_key(table, row_uuid)
-                    else:
-                        txn.insert_or_update(table, spec.json_tuple(row_uuid, row))
-            for port, chassis in locations.items():
-                known = self._locations.get(port)
-                if chassis == known:
-                    continue
-                if chassis is None:
-                    txn.delete_key("Port_Location", port)
-                    del self._locations[port]
-                else:
-                    txn.insert_or_update("Port_Location", (port, chassis))
-                    self._locations[port] = chassis
+            self._inputs(txn, dirty, locations)
             built = time.perf_counter()
-            delta = txn.commit()
+            if sum(map(len, dirty.values())) + len(locations) >= self._stream_from:
+                pending = txn.commit_lazy(STREAM_CHUNK)
+                parts: Iterable[Delta] = pending
+                changed = pending.relations()
+            else:
+                delta = txn.commit()
+                parts, pending, changed = [delta], None, set(delta)
         committed = time.perf_counter()
         self.transactions += 1
-        self.writer.apply(delta)
+        if pending is not None and not pending.has_deletions():
+            self._streaming = pending
+            self.streamed += 1
+        else:
+            for part in parts:
+                self.writer.apply(part)
         self._phases.update(
             inputs=built - began, engine=committed - built, apply=time.perf_counter() - committed
         )
-        if delta.get("Warning"):
+        if "Warning" in changed:
             self._report_due.add("warnings")
+
+    def _inputs(
+        self, txn: Transaction, dirty: dict[str, set[str]], locations: dict[str, str | None]
+    ) -> None:
+        """Add to `txn` the config rows and VIF locations that changed."""
+        for table, uuids in dirty.items():
+            rows = self._config.rows[table]
+            spec = self.tables[table]
+            for row_uuid in uuids:
+                row = rows.get(row_uuid)
+                if row is None:
+                    txn.delete_key(table, row_uuid)
+                else:
+                    txn.insert_or_update(table, spec.json_tuple(row_uuid, row))
+        for port, chassis in locations.items():
+            known = self._locations.get(port)
+            if chassis == known:
+                continue
+            if chassis is None:
+                txn.delete_key("Port_Location", port)
+                del self._locations[port]
+            else:
+                txn.insert_or_update("Port_Location", (port, chassis))
+                self._locations[port] = chassis
+
+    def _fold_streaming(self) -> None:
+        """Fold a streamed output that no write took (a failed pass) into the writer, before
+        a newer transaction's output."""
+        if self._streaming is not None:
+            streaming, self._streaming = self._streaming, None
+            for part in streaming:
+                self.writer.apply(part)
 
     def _report_if_due(self) -> None:
         """Report what may have changed, if we master the global shard."""

@@ -114,6 +114,16 @@ impl Engine {
         self.engine.program()
     }
 
+    /// Convert `updates` (with the GIL) and commit them (without it); the engine's delta.
+    fn commit(&self, py: Python<'_>, updates: &Bound<'_, PyAny>) -> Result<engine::Delta> {
+        let mut ups = Vec::new();
+        for obj in updates.try_iter()? {
+            ups.push(self.update(&obj?)?);
+        }
+        let eng = self.engine.clone();
+        Ok(py.detach(move || eng.apply(ups))?)
+    }
+
     fn rel(&self, name: &str) -> Result<RelId> {
         self.ids
             .get(name)
@@ -215,6 +225,89 @@ impl Engine {
 /// Rows converted to Python between two releases of the GIL while a delta is converted.
 const YIELD_EVERY: usize = 16_384;
 
+/// `(d, row)` for Python; every `YIELD_EVERY` conversions (counted in `converted`) the GIL
+/// is released for a moment: a delta of millions of rows takes seconds to convert, and other
+/// Python threads (keep-alives answering servers' probes) must run meanwhile.
+fn change_to_py<'py>(
+    py: Python<'py>,
+    prog: &Program,
+    rel: RelId,
+    row: &Row,
+    d: isize,
+    converted: &mut usize,
+) -> PyResult<Bound<'py, PyTuple>> {
+    *converted += 1;
+    if *converted % YIELD_EVERY == 0 {
+        py.detach(|| ());
+    }
+    PyTuple::new(
+        py,
+        [
+            d.into_pyobject(py)?.into_any(),
+            row_to_py(py, prog, rel, row)?.into_any(),
+        ],
+    )
+}
+
+/// A committed transaction's delta, still in Rust: iterating converts it a chunk at a time
+/// (`{output relation: [(+1 | -1, row), ...]}` of at most `chunk` changes), every
+/// deletion before any insertion, so folding the chunks in order gives what folding
+/// `apply`'s whole delta gives.
+#[pyclass(module = "loom_ddlog._native")]
+pub struct PendingDelta {
+    /// The engine whose program names the relations (kept alive by the delta).
+    engine: Arc<engine::Engine>,
+    changes: Vec<(RelId, Row, isize)>,
+    chunk: usize,
+    converted: usize,
+}
+
+#[pymethods]
+impl PendingDelta {
+    /// Changes not handed out yet.
+    fn __len__(&self) -> usize {
+        self.changes.len() - self.converted
+    }
+
+    /// The names of the relations the delta changes (all of it, handed out or not).
+    fn relations(&self) -> BTreeSet<String> {
+        self.changes
+            .iter()
+            .map(|(rel, _, _)| self.engine.program().relations[*rel].name.clone())
+            .collect()
+    }
+
+    /// True if the delta deletes any row.
+    fn has_deletions(&self) -> bool {
+        self.changes.first().is_some_and(|(_, _, d)| *d < 0)
+    }
+
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let start = self.converted;
+        if start >= self.changes.len() {
+            return Ok(None);
+        }
+        let end = (start + self.chunk).min(self.changes.len());
+        let prog = self.engine.program();
+        let out = PyDict::new(py);
+        let mut converted = 0usize;
+        let mut by_rel: BTreeMap<RelId, Vec<Bound<'py, PyTuple>>> = BTreeMap::new();
+        for (rel, row, d) in &self.changes[start..end] {
+            let change = change_to_py(py, prog, *rel, row, *d, &mut converted)?;
+            by_rel.entry(*rel).or_default().push(change);
+        }
+        for (rel, objs) in by_rel {
+            out.set_item(&prog.relations[rel].name, PyList::new(py, objs)?)?;
+        }
+        self.converted = end;
+        Ok(Some(out))
+    }
+}
+
 #[pymethods]
 impl Engine {
     /// Build the dataflow for `program` and start `workers` worker threads; with
@@ -255,37 +348,45 @@ impl Engine {
         py: Python<'py>,
         updates: &Bound<'py, PyAny>,
     ) -> Result<Bound<'py, PyDict>> {
-        let mut ups = Vec::new();
-        for obj in updates.try_iter()? {
-            ups.push(self.update(&obj?)?);
-        }
-        let eng = self.engine.clone();
-        let delta = py.detach(move || eng.apply(ups))?;
+        let delta = self.commit(py, updates)?;
         let prog = self.program();
         let out = PyDict::new(py);
         let mut converted = 0usize;
         for (rel, rows) in &delta {
             let objs = rows
                 .iter()
-                .map(|(row, d)| {
-                    converted += 1;
-                    if converted % YIELD_EVERY == 0 {
-                        // A delta of millions of rows takes seconds to convert: let other
-                        // Python threads (keep-alives answering servers' probes) run.
-                        py.detach(|| ());
-                    }
-                    PyTuple::new(
-                        py,
-                        [
-                            d.into_pyobject(py)?.into_any(),
-                            row_to_py(py, prog, *rel, row)?.into_any(),
-                        ],
-                    )
-                })
+                .map(|(row, d)| change_to_py(py, prog, *rel, row, *d, &mut converted))
                 .collect::<PyResult<Vec<_>>>()?;
             out.set_item(&prog.relations[*rel].name, PyList::new(py, objs)?)?;
         }
         Ok(out)
+    }
+
+    /// As `apply`, but the delta stays in Rust until asked for: a `PendingDelta` hands it
+    /// out a chunk of at most `chunk` changes at a time, converted then, deletions first.
+    /// A caller that writes each chunk while the next is converted overlaps the two.
+    fn apply_lazy(
+        &self,
+        py: Python<'_>,
+        updates: &Bound<'_, PyAny>,
+        chunk: usize,
+    ) -> Result<PendingDelta> {
+        if chunk == 0 {
+            return Err(PyValueError::new_err("chunk must be at least 1").into());
+        }
+        let delta = self.commit(py, updates)?;
+        let mut changes: Vec<(RelId, Row, isize)> = delta
+            .into_iter()
+            .flat_map(|(rel, rows)| rows.into_iter().map(move |(row, d)| (rel, row, d)))
+            .collect();
+        // Stable: within each sign, the order `apply` would give.
+        changes.sort_by_key(|(_, _, d)| *d > 0);
+        Ok(PendingDelta {
+            engine: self.engine.clone(),
+            changes,
+            chunk,
+            converted: 0,
+        })
     }
 
     /// Current rows of any relation, sorted.
@@ -365,6 +466,7 @@ mod _native {
     #[pymodule_export]
     use super::{
         compile_files, compile_source, CompileError, CompiledProgram, Engine, EngineError,
+        PendingDelta,
     };
 
     #[pymodule_init]
