@@ -3,6 +3,7 @@ flight, and the generation stamp commits only once every chunk before it has."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -97,11 +98,14 @@ def test_a_streamed_delta_is_written_as_it_is_folded_and_the_flush_writes_the_re
     chunks.append({"Flow_Group": [(1, again)]})  # the same identity as groups[3]
     conn = RawConnection(universal_db.remote)
     try:
-        assert writer.stream(conn, [], iter(chunks)) is True
+        assert writer.stream(conn, set(owned), [], iter(chunks)) is True
         assert _select(conn, "Universal_Global") == []  # no stamp yet
         written = {(r["datapath"], r["source"]): r for r in _select(conn, "Universal_Flow")}
         assert set(written) == {(1, f"src-{i}") for i in range(12)}  # datapath 2: not owned
-        assert writer.pending()  # src-3's second version
+        # Written identities are no longer marked; src-3's second version, and datapath 2's
+        # rows, are.
+        assert writer.dirty[datapath_shard(1)]["Universal_Flow"] == {(1, "src-3")}
+        assert len(writer.dirty[datapath_shard(2)]["Universal_Flow"]) == 12
         owned.add(datapath_shard(2))
         assert writer.flush(conn, lambda shards: [], STAMP) is True
         assert not writer.pending()
@@ -127,12 +131,38 @@ def test_a_failed_stream_still_folds_every_chunk(
         conn.transact(DB, [{"op": "insert", "table": "Universal_Flow",
                             "row": {"datapath": 1, "source": "src-4", "cookie": 0}}])  # fmt: skip
         chunks = ({"Flow_Group": [(1, g)]} for g in groups)
-        assert writer.stream(conn, [], chunks) is False
+        assert writer.stream(conn, {datapath_shard(1)}, [], chunks) is False
         assert len(writer.desired["Universal_Flow"]) == len(groups)
         writer.load_actual(conn)
         assert writer.flush(conn, lambda shards: [], STAMP) is True
         rows = _select(conn, "Universal_Flow")
         assert sorted(r["source"] for r in rows) == sorted(s for _, s, _ in groups)
         assert all(r["flows"] != ["set", []] for r in rows)
+    finally:
+        conn.close()
+
+
+def test_a_stream_writes_the_shards_owned_when_it_started(
+    universal_db: OvsdbServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ownership that changes while a stream runs (a new assignment: `owns` is false until
+    the shards are claimed again) does not make it skip rows and report success: the shards
+    it writes are fixed when it starts, and the fencing decides whether it may."""
+    monkeypatch.setattr(writer_module, "CHUNK", 3)
+    claimed = {datapath_shard(1)}
+    writer = Writer(owns=lambda shard: shard in claimed)
+    groups = [(1, f"src-{i}", [f"ingress\tt\t{i}\t\tdrop"]) for i in range(9)]
+
+    def chunks() -> Iterator[dict[str, list[tuple[int, tuple[Any, ...]]]]]:
+        for i, group in enumerate(groups):
+            if i == 4:
+                claimed.clear()  # the member thread saw a new assignment
+            yield {"Flow_Group": [(1, group)]}
+
+    conn = RawConnection(universal_db.remote)
+    try:
+        assert writer.stream(conn, {datapath_shard(1)}, [], chunks()) is True
+        assert len(_select(conn, "Universal_Flow")) == len(groups)
+        assert not writer.dirty[datapath_shard(1)]["Universal_Flow"]
     finally:
         conn.close()

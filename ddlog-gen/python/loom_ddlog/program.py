@@ -17,8 +17,9 @@ Row = tuple[Any, ...]
 """One row: its columns in declaration order (see `loom_ddlog._native` for the types)."""
 
 Delta = dict[str, list[tuple[int, Row]]]
-PendingDelta = _native.PendingDelta
 """Changes of one commit: ``{output relation: [(+1, row), (-1, row), ...]}``."""
+PendingDelta = _native.PendingDelta
+"""A commit's changes kept in the engine, handed out as `Delta`s of a chunk each."""
 
 StrPath = str | os.PathLike[str]
 Role = Literal["input", "output", "internal"]

@@ -395,8 +395,8 @@ class LogicalController:
                 conn = self._universal_conn()
                 if self._streaming is not None:
                     streaming, self._streaming = self._streaming, None
-                    owned = [s for s in all_shards() if self.owns(s)]
-                    if not self.writer.stream(conn, self._fence(owned), streaming):
+                    owned = {s for s in all_shards() if self.owns(s)}
+                    if not self.writer.stream(conn, owned, self._fence(owned), streaming):
                         self._reconcile_needed = True
                         return
                 ok = self.writer.flush(conn, self._fence, self._stamp(generation))

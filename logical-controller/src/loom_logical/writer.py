@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict, deque
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from itertools import islice
 from typing import Any
 
@@ -193,16 +193,22 @@ class Writer:
         return True
 
     def stream(
-        self, conn: RawConnection, fencing: list[dict[str, Any]], deltas: Iterable[Delta]
+        self,
+        conn: RawConnection,
+        owned: Collection[str],
+        fencing: list[dict[str, Any]],
+        deltas: Iterable[Delta],
     ) -> bool:
         """Fold `deltas` — one commit's output in chunks, every deletion first
         (`loom_ddlog.PendingDelta`) — into desired, and write the rows they change in owned
         shards as they come: each chunk is converted and folded while ovsdb-server commits
         the transactions before it (a full-scale cold start's 160,947 rows took ~3 s to
-        convert and fold before the first was sent). Each transaction starts with
-        `fencing`; none carries a stamp. An identity that a later chunk changes again is
-        left marked, as are rows of shards not owned, for the next `flush`, which writes
-        them with the generation's stamp. Return True on success; on a failure the rest of
+        convert and fold before the first was sent). The shards written are `owned`, fixed
+        for the whole stream (as a flush fixes its own): each transaction starts with
+        `fencing`, the operations that fail it if another controller took one of them; none
+        carries a stamp. An identity that a later chunk changes again is left marked, as
+        are rows of other shards, for the next `flush`, which writes them with the
+        generation's stamp. Return True on success; on a failure the rest of
         the chunks is still folded into desired, the marks stay, and False is returned
         (reconcile, then flush).
         """
@@ -213,7 +219,7 @@ class Writer:
         sent: deque[list[Op]] = deque()
 
         def transactions() -> Iterator[list[dict[str, Any]]]:
-            for chunk in _chunked(self._stream_ops(chunks, once, again), CHUNK):
+            for chunk in _chunked(self._stream_ops(chunks, owned, once, again), CHUNK):
                 sent.append(chunk)
                 yield [*fencing, *(op for *_, op in chunk)]
 
@@ -222,7 +228,9 @@ class Writer:
                 chunk = sent.popleft()
                 self._record(chunk, results[len(fencing) : len(fencing) + len(chunk)])
         except Exception as exc:  # chunks before it may have committed: reconcile, flush
-            log.warning("universal DB write failed: %s", exc, exc_info=True)
+            log.warning(
+                "universal DB write failed: %s", exc, exc_info=not isinstance(exc, TransactError)
+            )
             for delta in chunks:
                 self.apply(delta)
             return False
@@ -235,18 +243,20 @@ class Writer:
     def _stream_ops(
         self,
         chunks: Iterator[Delta],
+        owned: Collection[str],
         once: dict[tuple[str, Identity], str],
         again: set[tuple[str, Identity]],
     ) -> Iterator[Op]:
-        """`stream`'s operations: each chunk folded, then its owned identities' operations,
-        once per identity (`once`); one that comes back goes to `again`, for the flush (its
-        first operations may be in flight, not yet in `actual`)."""
+        """`stream`'s operations: each chunk folded, then the operations of its identities in
+        `owned` shards, once per identity (`once`); one that comes back (in any shard) goes
+        to `again`, for the flush (its first operations may be in flight, not yet in
+        `actual`)."""
         for delta in chunks:
             for shard, table, ident in self.apply(delta):
-                if not self.owns(shard):
-                    continue
                 if (table, ident) in once:
                     again.add((table, ident))
+                    continue
+                if shard not in owned:
                     continue
                 once[(table, ident)] = shard
                 yield from self._ops(table, shard, ident)
