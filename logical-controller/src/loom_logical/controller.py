@@ -29,13 +29,13 @@ import select
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from loom_common.cluster import membership
 from loom_common.ovsdb import Change, OvsdbError, RawConnection, Replica, TransactError
-from loom_ddlog import Delta, PendingDelta, Program, Transaction, gc_paused
+from loom_ddlog import PendingDelta, Program, Transaction, gc_paused
 from loom_logical.inputs import InputTable, input_tables
 from loom_logical.outputs import GLOBAL_SHARD, all_shards
 from loom_logical.rules import main_file
@@ -448,20 +448,22 @@ class LogicalController:
             self._inputs(txn, dirty, locations)
             built = time.perf_counter()
             if sum(map(len, dirty.values())) + len(locations) >= self._stream_from:
-                pending = txn.commit_lazy(STREAM_CHUNK)
-                parts: Iterable[Delta] = pending
-                changed = pending.relations()
+                delta, pending = None, txn.commit_lazy(STREAM_CHUNK)
             else:
-                delta = txn.commit()
-                parts, pending, changed = [delta], None, set(delta)
+                delta, pending = txn.commit(), None
         committed = time.perf_counter()
         self.transactions += 1
-        if pending is not None and not pending.has_deletions():
-            self._streaming = pending
-            self.streamed += 1
+        if pending is None:
+            assert delta is not None
+            self.writer.apply(delta)
+            changed = set(delta)
         else:
-            for part in parts:
-                self.writer.apply(part)
+            changed = pending.relations()
+            self._streaming = pending
+            if pending.has_deletions():  # only insertions stream (see `Writer.stream`)
+                self._fold_streaming()
+            else:
+                self.streamed += 1
         self._phases.update(
             inputs=built - began, engine=committed - built, apply=time.perf_counter() - committed
         )

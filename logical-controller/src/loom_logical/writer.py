@@ -156,36 +156,7 @@ class Writer:
             for ident in idents
             for op in self._ops(table, shard, ident)
         )
-        chunks = _chunked(ops, CHUNK)
-        fencing = fence(shards)
-        sent: deque[list[Op]] = deque()
-        last: list[Op] = []
-
-        def transactions() -> Iterator[list[dict[str, Any]]]:
-            """Every chunk but the last, fenced; each built while the server commits the
-            one before (`RawConnection.transact_each`). The last is kept for the stamp."""
-            nonlocal last
-            chunk = next(chunks, [])
-            while (following := next(chunks, None)) is not None:
-                sent.append(chunk)
-                yield [*fencing, *(op for *_, op in chunk)]
-                chunk = following
-            last = chunk
-
-        def record(chunk: list[Op], results: list[Any]) -> None:
-            self._record(chunk, results[len(fencing) : len(fencing) + len(chunk)])
-
-        try:
-            for results in conn.transact_each(DB, transactions()):
-                record(sent.popleft(), results)
-            # Stamped only once every chunk before it has committed: a generation is
-            # realized when all its rows are written, never after a chunk failed.
-            record(last, conn.transact(DB, [*fencing, *(op for *_, op in last), *stamp]))
-        except TransactError as exc:
-            log.warning("universal DB write failed: %s", exc)
-            return False
-        except Exception:  # chunks before it may have committed: reconcile before a retry
-            log.exception("universal DB write failed")
+        if not self._write(conn, fence(shards), _chunked(ops, CHUNK), stamp):
             return False
         for shard in shards:
             self.dirty.pop(shard, None)
@@ -216,28 +187,62 @@ class Writer:
         once: dict[tuple[str, Identity], str] = {}
         """(table, identity) -> shard, of the identities written by this stream."""
         again: set[tuple[str, Identity]] = set()
-        sent: deque[list[Op]] = deque()
-
-        def transactions() -> Iterator[list[dict[str, Any]]]:
-            for chunk in _chunked(self._stream_ops(chunks, owned, once, again), CHUNK):
-                sent.append(chunk)
-                yield [*fencing, *(op for *_, op in chunk)]
-
-        try:
-            for results in conn.transact_each(DB, transactions()):
-                chunk = sent.popleft()
-                self._record(chunk, results[len(fencing) : len(fencing) + len(chunk)])
-        except Exception as exc:  # chunks before it may have committed: reconcile, flush
-            log.warning(
-                "universal DB write failed: %s", exc, exc_info=not isinstance(exc, TransactError)
-            )
-            for delta in chunks:
+        ops = self._stream_ops(chunks, owned, once, again)
+        if not self._write(conn, fencing, _chunked(ops, CHUNK), None):
+            for delta in chunks:  # the rest, not folded yet
                 self.apply(delta)
             return False
         for (table, ident), shard in once.items():
             if (table, ident) not in again:
                 self.dirty[shard][table].discard(ident)
                 self.changed[shard][table].discard(ident)
+        return True
+
+    def _write(
+        self,
+        conn: RawConnection,
+        fencing: list[dict[str, Any]],
+        chunks: Iterator[list[Op]],
+        stamp: list[dict[str, Any]] | None,
+    ) -> bool:
+        """Send each of `chunks` as a transaction that starts with `fencing`, each built while
+        the server commits the one before (`RawConnection.transact_each`), and fold their
+        results into actual. With `stamp`, the last chunk is held back and sent with it once
+        every chunk before it has committed: a generation is realized when all its rows are
+        written, never after a chunk failed. False (logged) on a failure, after which chunks
+        before it may have committed: reconcile before a retry."""
+        sent: deque[list[Op]] = deque()
+        last: list[Op] = []
+
+        def fenced(chunk: list[Op]) -> list[dict[str, Any]]:
+            return [*fencing, *(op for *_, op in chunk)]
+
+        def record(chunk: list[Op], results: list[Any]) -> None:
+            self._record(chunk, results[len(fencing) : len(fencing) + len(chunk)])
+
+        def transactions() -> Iterator[list[dict[str, Any]]]:
+            nonlocal last
+            chunk = next(chunks, None)
+            while chunk is not None:
+                following = next(chunks, None)
+                if following is None and stamp is not None:
+                    last = chunk
+                    return
+                sent.append(chunk)
+                yield fenced(chunk)
+                chunk = following
+
+        try:
+            for results in conn.transact_each(DB, transactions()):
+                record(sent.popleft(), results)
+            if stamp is not None:
+                record(last, conn.transact(DB, [*fenced(last), *stamp]))
+        except TransactError as exc:
+            log.warning("universal DB write failed: %s", exc)
+            return False
+        except Exception:
+            log.exception("universal DB write failed")
+            return False
         return True
 
     def _stream_ops(
