@@ -105,6 +105,7 @@ class OvsdbServer:
         name: str = "config",
         port: int | None = None,
         cluster: ClusterRole | None = None,
+        remotes: tuple[str, ...] = (),
     ) -> None:
         """Describe the server; `start()` creates the database if needed and runs it.
 
@@ -114,6 +115,8 @@ class OvsdbServer:
             name: base name of the files (`<name>.db`, `<name>.sock`, ...).
             port: loopback TCP port for clients (default: a free one, kept across restarts).
             cluster: set for a RAFT member.
+            remotes: further `--remote` options (an OVS node's database names its
+                manager targets: `db:Open_vSwitch,Open_vSwitch,manager_options`).
         """
         self.state_dir = state_dir
         self.schema = schema
@@ -121,6 +124,7 @@ class OvsdbServer:
         self.name = name
         self.port = port or free_port()
         self.cluster = cluster
+        self.remotes = remotes
         self.db_path = state_dir / f"{name}.db"
         self.socket_path = state_dir / f"{name}.sock"
         self.ctl_path = state_dir / f"{name}.ctl"
@@ -214,6 +218,7 @@ class OvsdbServer:
             f"--pidfile={self.pid_path}",
             "--no-chdir",
             "-vconsole:off",
+            *(f"--remote={remote}" for remote in self.remotes),
         ]
         self._daemon = Daemon(
             f"{self.name}-ovsdb-server",
@@ -449,6 +454,37 @@ class RawConnection:
         passed over, as python-ovs's IDL does: it could serve stale data. `remote` is then
         the member connected to.
         """
+        self._setup()
+        members = [m.strip() for m in remote.split(",") if m.strip()]
+        if not members:
+            raise OvsdbError(detail=f"no remote in {remote!r}")
+        first = random.randrange(len(members))
+        failures = []
+        for member in members[first:] + members[:first]:
+            try:
+                self._sock = _open(member, timeout)
+            except OSError as exc:
+                failures.append(f"{member}: {exc}")
+                continue
+            self.remote = member
+            if db is None or len(members) == 1 or self._in_cluster(db):
+                return
+            self._sock.close()
+            failures.append(f"{member}: not connected to its cluster")
+        raise OvsdbError(detail="cannot connect: " + "; ".join(failures))
+
+    @classmethod
+    def accepted(cls, sock: socket.socket, name: str) -> RawConnection:
+        """A connection over a socket that is already connected: one a passive OVSDB
+        manager accepted from a node's ovsdb-server (the server is then the peer that
+        serves, the manager the client). `name` stands for the remote in messages."""
+        conn = cls.__new__(cls)
+        conn._setup()
+        conn._sock = sock
+        conn.remote = name
+        return conn
+
+    def _setup(self) -> None:
         self._buffer = b""
         """Received bytes not parsed yet (joined), then `_chunks` (not joined yet)."""
         self._chunks: list[bytes] = []
@@ -469,23 +505,6 @@ class RawConnection:
         """Held by whoever reads or writes the socket: the caller, or the keep-alive thread."""
         self._used = time.monotonic()
         self._closed = threading.Event()
-        members = [m.strip() for m in remote.split(",") if m.strip()]
-        if not members:
-            raise OvsdbError(detail=f"no remote in {remote!r}")
-        first = random.randrange(len(members))
-        failures = []
-        for member in members[first:] + members[:first]:
-            try:
-                self._sock = _open(member, timeout)
-            except OSError as exc:
-                failures.append(f"{member}: {exc}")
-                continue
-            self.remote = member
-            if db is None or len(members) == 1 or self._in_cluster(db):
-                return
-            self._sock.close()
-            failures.append(f"{member}: not connected to its cluster")
-        raise OvsdbError(detail="cannot connect: " + "; ".join(failures))
 
     def _in_cluster(self, db: str) -> bool:
         """False if this server holds `db` as a cluster member cut off from its cluster."""
@@ -746,8 +765,12 @@ class Replica:
         *,
         wake: Callable[[], None] | None = None,
         no_inserts: frozenset[str] = frozenset(),
+        connect: Callable[[], RawConnection] | None = None,
     ) -> None:
         """Describe the replica: `tables` maps each table to the columns to replicate.
+
+        `connect` makes the connection (default: connect to `remote`); a passive manager
+        passes the connection a node opened to it.
 
         With `wake`, the connection answers the server's probes by itself when the owner
         is busy for long (`RawConnection.keep_alive`) and calls `wake()` when updates
@@ -763,6 +786,7 @@ class Replica:
         self.tables = tables
         self.wake = wake
         self.no_inserts = no_inserts
+        self._connect = connect or (lambda: RawConnection(self.remote, db=self.db))
         self.rows: dict[str, dict[str, dict[str, Any]]] = {t: {} for t in tables}
         self.conn: RawConnection | None = None
 
@@ -770,7 +794,7 @@ class Replica:
         """(Re)connect and read the tables; return every difference from what was held."""
         if self.conn is not None:
             self.conn.close()
-        self.conn = RawConnection(self.remote, db=self.db)
+        self.conn = self._connect()
         if self.wake is not None:
             self.conn.keep_alive(KEEPALIVE_IDLE, self.wake)
         requests: dict[str, dict[str, Any]] = {

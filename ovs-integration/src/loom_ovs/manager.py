@@ -1,0 +1,404 @@
+"""The passive OVSDB manager: transport nodes' ovsdb-servers dial in; one replica each.
+
+A node's `Open_vSwitch.manager_options` names the physical controllers (`tcp:IP:PORT`,
+`max_backoff` 1000 ms); its ovsdb-server connects to each and serves its database over that
+connection. `Manager` listens, accepts, and wraps every accepted socket in a
+`loom_common.ovsdb.RawConnection` (python-ovs's `Idl` serves one connection per passive
+remote: a second node replaces the first, `../shared/notes`, section 3); a `NodeSession`
+keeps a replica of the node's switch tables by `monitor` on it and writes by `transact`.
+
+What a session learns (`NodeSession`): the node's `system-id`; its VIFs (interfaces of
+`br-int` with `external_ids:iface-id`, their `attached-mac` and `ofport`); the tunnel ports
+Loom made (`external_ids:loom-peer`), their ofports and BFD state; where its OpenFlow is
+(`external_ids:loom-openflow`, default the bridge's management socket under the node's
+run directory is unknown remotely, so nodes set it) and its datapath type.
+
+What it writes (`NodeSession.configure`), in one transaction and only what differs:
+`br-int` (fail mode secure, OpenFlow 1.3 and 1.5, no in-band), one tunnel port per remote
+node and encapsulation (`key=flow`; BFD where the tunnel leads to a service or gateway node),
+and the removal of tunnel ports no longer wanted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import socket
+import zlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from loom_common.ovsdb import Change, RawConnection, Replica
+
+log = logging.getLogger(__name__)
+
+DB = "Open_vSwitch"
+BRIDGE = "br-int"
+NODE_TABLES: dict[str, list[str]] = {
+    "Open_vSwitch": ["external_ids", "bridges"],
+    "Bridge": ["name", "ports", "fail_mode", "datapath_type", "protocols", "other_config"],
+    "Port": ["name", "interfaces"],
+    "Interface": ["name", "type", "options", "external_ids", "ofport", "error", "bfd",
+                  "bfd_status"],
+}  # fmt: skip
+PROTOCOLS = ["OpenFlow13", "OpenFlow15"]
+
+
+def atoms(value: Any) -> list[Any]:
+    """The atoms of an OVSDB set value (a bare atom is a set of one)."""
+    if isinstance(value, list) and value and value[0] == "set":
+        return [_atom(a) for a in value[1]]
+    return [_atom(value)]
+
+
+def _atom(value: Any) -> Any:
+    if isinstance(value, list) and len(value) == 2 and value[0] in ("uuid", "named-uuid"):
+        return value[1]
+    return value
+
+
+def omap(value: Any) -> dict[str, Any]:
+    """An OVSDB map value as a dict."""
+    if isinstance(value, list) and value and value[0] == "map":
+        return {k: _atom(v) for k, v in value[1]}
+    return {}
+
+
+def _set(items: Iterable[Any]) -> list[Any]:
+    return ["set", list(items)]
+
+
+def _map(items: dict[str, str]) -> list[Any]:
+    return ["map", sorted(items.items())]
+
+
+@dataclass(frozen=True, order=True)
+class TunnelSpec:
+    """One tunnel port a node should have."""
+
+    peer: str
+    """The remote node's system-id."""
+    encap: str
+    """`geneve`, `vxlan` or `stt`."""
+    remote_ip: str
+    bfd: bool = False
+
+    @property
+    def port_name(self) -> str:
+        """The port's name: short (15 characters fit a kernel device), stable per peer."""
+        return f"lt{zlib.crc32(f'{self.peer}/{self.encap}'.encode()):08x}"
+
+
+@dataclass(frozen=True)
+class VifInfo:
+    """A VIF on a node."""
+
+    iface_id: str
+    ofport: int
+    mac: str | None
+    name: str
+
+
+class NodeSession:
+    """One node's connection to this controller: a replica of its switch tables."""
+
+    def __init__(self, conn: RawConnection, peer: str, wake: Callable[[], None]) -> None:
+        self.peer = peer
+        """The address the node connected from (for logs)."""
+        self.replica = Replica(
+            peer, DB, NODE_TABLES, wake=wake, connect=lambda: conn
+        )
+        self.alive = True
+
+    def start(self) -> list[Change]:
+        """Read the node's tables (blocking; the node answers at once)."""
+        return self.replica.start()
+
+    def poll(self) -> list[Change]:
+        """Apply the updates received; on a lost connection mark the session dead."""
+        if not self.alive:
+            return []
+        try:
+            return self.replica.poll()
+        except (OSError, Exception) as exc:  # noqa: BLE001 - any failure ends the session
+            log.info("node %s (%s) disconnected: %s", self.system_id, self.peer, exc)
+            self.close()
+            return []
+
+    def fileno(self) -> int:
+        """The connection's descriptor."""
+        return self.replica.fileno()
+
+    def close(self) -> None:
+        """Close the connection."""
+        self.alive = False
+        with contextlib.suppress(OSError):
+            self.replica.close()
+
+    # ---- what the node says ----
+
+    def _table(self, name: str) -> dict[str, dict[str, Any]]:
+        return self.replica.rows[name]
+
+    @property
+    def external_ids(self) -> dict[str, Any]:
+        """`Open_vSwitch.external_ids`."""
+        for row in self._table("Open_vSwitch").values():
+            return omap(row["external_ids"])
+        return {}
+
+    @property
+    def system_id(self) -> str | None:
+        """The node's `external_ids:system-id` (None until it has one)."""
+        value = self.external_ids.get("system-id")
+        return str(value) if value else None
+
+    @property
+    def openflow_remote(self) -> str | None:
+        """Where the node's `br-int` takes OpenFlow (`external_ids:loom-openflow`)."""
+        value = self.external_ids.get("loom-openflow")
+        return str(value) if value else None
+
+    def bridge(self, name: str = BRIDGE) -> tuple[str, dict[str, Any]] | None:
+        """(uuid, row) of bridge `name`, if the node has it."""
+        for uuid, row in self._table("Bridge").items():
+            if row["name"] == name:
+                return uuid, row
+        return None
+
+    def _interfaces(self) -> list[dict[str, Any]]:
+        bridge = self.bridge()
+        if bridge is None:
+            return []
+        ports, interfaces = self._table("Port"), self._table("Interface")
+        rows = []
+        for port_uuid in atoms(bridge[1]["ports"]):
+            port = ports.get(port_uuid)
+            if port is None:
+                continue
+            for iface_uuid in atoms(port["interfaces"]):
+                iface = interfaces.get(iface_uuid)
+                if iface is not None:
+                    rows.append(iface)
+        return rows
+
+    def vifs(self) -> dict[str, VifInfo]:
+        """The VIFs on `br-int` with an ofport, by `iface-id`."""
+        found = {}
+        for iface in self._interfaces():
+            ids = omap(iface["external_ids"])
+            ofport = _ofport(iface)
+            if "iface-id" in ids and ofport is not None:
+                mac = ids.get("attached-mac")
+                found[str(ids["iface-id"])] = VifInfo(ids["iface-id"], ofport, mac, iface["name"])
+        return found
+
+    def tunnels(self) -> dict[str, tuple[str, int | None, str]]:
+        """Loom's tunnel ports: name -> (peer system-id, ofport or None, error)."""
+        found = {}
+        for iface in self._interfaces():
+            peer = omap(iface["external_ids"]).get("loom-peer")
+            if peer is not None:
+                error = atoms(iface["error"])
+                found[iface["name"]] = (str(peer), _ofport(iface), str(error[0] if error else ""))
+        return found
+
+    # ---- writing the node's configuration ----
+
+    def configure(self, tunnels: Iterable[TunnelSpec], conn: RawConnection | None = None) -> bool:
+        """Make `br-int` and the tunnel ports what Loom wants; True if anything was written.
+
+        Raises:
+            loom_common.ovsdb.TransactError: the node refused the transaction.
+        """
+        ops: list[dict[str, Any]] = []
+        bridge = self.bridge()
+        wanted = {t.port_name: t for t in tunnels}
+        if bridge is None:
+            dp_type = self.external_ids.get("loom-datapath-type", "system")
+            row = _bridge_row(dp_type)
+            row["ports"] = ["named-uuid", "brport"]
+            ops += [
+                {"op": "insert", "table": "Interface", "uuid-name": "briface",
+                 "row": {"name": BRIDGE, "type": "internal"}},
+                {"op": "insert", "table": "Port", "uuid-name": "brport",
+                 "row": {"name": BRIDGE, "interfaces": ["named-uuid", "briface"]}},
+                {"op": "insert", "table": "Bridge", "uuid-name": "br", "row": row},
+                {"op": "mutate", "table": "Open_vSwitch", "where": [],
+                 "mutations": [["bridges", "insert", _set([["named-uuid", "br"]])]]},
+            ]  # fmt: skip
+            bridge_ref: list[str] = ["named-uuid", "br"]
+            have: dict[str, tuple[str, dict[str, Any]]] = {}
+        else:
+            uuid, row = bridge
+            bridge_ref = ["uuid", uuid]
+            fix = {}
+            if row["fail_mode"] != "secure":
+                fix["fail_mode"] = "secure"
+            if sorted(atoms(row["protocols"])) != PROTOCOLS:
+                fix["protocols"] = _set(PROTOCOLS)
+            if fix:
+                ops.append({"op": "update", "table": "Bridge",
+                            "where": [["_uuid", "==", bridge_ref]], "row": fix})  # fmt: skip
+            have = self._tunnel_ports(row)
+        new_ports = []
+        for name, spec in sorted(wanted.items()):
+            current = have.get(name)
+            if current is not None and _tunnel_matches(current[1], spec):
+                continue
+            if current is not None:  # changed: replace the port
+                ops.append(_remove_port(bridge_ref, current[0]))
+            label = f"t{len(new_ports)}"
+            ops += [
+                {"op": "insert", "table": "Interface", "uuid-name": f"{label}i",
+                 "row": _tunnel_row(spec)},
+                {"op": "insert", "table": "Port", "uuid-name": label,
+                 "row": {"name": name, "interfaces": ["named-uuid", f"{label}i"],
+                         "external_ids": _map({"loom-peer": spec.peer})}},
+            ]  # fmt: skip
+            new_ports.append(["named-uuid", label])
+        if new_ports:
+            ops.append({"op": "mutate", "table": "Bridge", "where": [["_uuid", "==", bridge_ref]],
+                        "mutations": [["ports", "insert", _set(new_ports)]]})  # fmt: skip
+        for name, (port_uuid, _) in sorted(have.items()):
+            if name not in wanted:
+                ops.append(_remove_port(bridge_ref, port_uuid))
+        if not ops:
+            return False
+        writer = conn or self.replica.conn
+        assert writer is not None
+        writer.transact(DB, ops)
+        return True
+
+    def _tunnel_ports(self, bridge: dict[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:
+        """Loom's tunnel ports on `bridge`: name -> (port uuid, interface row)."""
+        ports, interfaces = self._table("Port"), self._table("Interface")
+        found = {}
+        for port_uuid in atoms(bridge["ports"]):
+            port = ports.get(port_uuid)
+            if port is None:
+                continue
+            for iface_uuid in atoms(port["interfaces"]):
+                iface = interfaces.get(iface_uuid)
+                if iface is not None and "loom-peer" in omap(iface["external_ids"]):
+                    found[iface["name"]] = (port_uuid, iface)
+        return found
+
+
+def _ofport(iface: dict[str, Any]) -> int | None:
+    value = atoms(iface["ofport"])
+    if not value or not isinstance(value[0], int) or value[0] <= 0:
+        return None
+    return value[0]
+
+
+def _bridge_row(dp_type: str) -> dict[str, Any]:
+    return {
+        "name": BRIDGE,
+        "fail_mode": "secure",
+        "datapath_type": "" if dp_type == "system" else dp_type,
+        "protocols": _set(PROTOCOLS),
+        "other_config": _map({"disable-in-band": "true"}),
+    }
+
+
+def _tunnel_row(spec: TunnelSpec) -> dict[str, Any]:
+    options = {"remote_ip": spec.remote_ip, "key": "flow"}
+    row: dict[str, Any] = {
+        "name": spec.port_name,
+        "type": spec.encap,
+        "options": _map(options),
+        "external_ids": _map({"loom-peer": spec.peer, "loom-encap": spec.encap}),
+    }
+    if spec.bfd:
+        row["bfd"] = _map({"enable": "true"})
+    return row
+
+
+def _tunnel_matches(iface: dict[str, Any], spec: TunnelSpec) -> bool:
+    options = omap(iface["options"])
+    bfd = omap(iface["bfd"]).get("enable") == "true"
+    return (
+        iface["type"] == spec.encap
+        and options.get("remote_ip") == spec.remote_ip
+        and omap(iface["external_ids"]).get("loom-peer") == spec.peer
+        and bfd == spec.bfd
+    )
+
+
+def _remove_port(bridge_ref: list[str], port_uuid: str) -> dict[str, Any]:
+    return {"op": "mutate", "table": "Bridge", "where": [["_uuid", "==", bridge_ref]],
+            "mutations": [["ports", "delete", _set([["uuid", port_uuid]])]]}  # fmt: skip
+
+
+class Manager:
+    """Listens for transport nodes' OVSDB connections (`ptcp:PORT:IP` or `punix:PATH`)."""
+
+    def __init__(self, listen: str, wake: Callable[[], None]) -> None:
+        """Describe the listener; `start()` binds it.
+
+        Args:
+            listen: `ptcp:PORT:IP` (C tools' order; PORT 0 picks a free port) or `punix:PATH`.
+            wake: called from a connection's keep-alive thread when updates arrived.
+        """
+        self.listen = listen
+        self.wake = wake
+        self._sock: socket.socket | None = None
+
+    def start(self) -> Manager:
+        """Bind and listen (non-blocking)."""
+        kind, _, where = self.listen.partition(":")
+        if kind == "ptcp":
+            port, _, host = where.partition(":")
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((host or "127.0.0.1", int(port)))
+        elif kind == "punix":
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            with contextlib.suppress(FileNotFoundError):
+                import os
+
+                os.unlink(where)
+            sock.bind(where)
+        else:
+            raise ValueError(f"manager listen address must be ptcp: or punix:, not {self.listen!r}")
+        sock.listen(128)
+        sock.setblocking(False)
+        self._sock = sock
+        return self
+
+    @property
+    def target(self) -> str:
+        """What a node's Manager row says to reach this listener."""
+        assert self._sock is not None, "start() first"
+        name = self._sock.getsockname()
+        if isinstance(name, tuple):
+            return f"tcp:{name[0]}:{name[1]}"
+        return f"unix:{name}"
+
+    def fileno(self) -> int:
+        """The listening socket's descriptor."""
+        assert self._sock is not None
+        return self._sock.fileno()
+
+    def accept(self) -> list[NodeSession]:
+        """Accept every pending connection; return the new sessions (replicas not started)."""
+        assert self._sock is not None
+        sessions = []
+        while True:
+            try:
+                sock, address = self._sock.accept()
+            except (BlockingIOError, InterruptedError):
+                return sessions
+            sock.setblocking(True)
+            sock.settimeout(30.0)
+            peer = f"{address[0]}:{address[1]}" if isinstance(address, tuple) else "unix"
+            conn = RawConnection.accepted(sock, f"node@{peer}")
+            sessions.append(NodeSession(conn, peer, self.wake))
+
+    def close(self) -> None:
+        """Stop listening."""
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None

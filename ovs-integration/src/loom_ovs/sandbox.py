@@ -1,0 +1,369 @@
+"""Simulated transport nodes: real ovsdb-server + ovs-vswitchd instances, each in its own
+run directory, for tests and `loom up`.
+
+Two kinds of node (`../shared/notes/ovs-zookeeper-ovn.md`, sections 1-2):
+
+- **dummy** (default; no root, no namespaces): ovs-vswitchd runs `--enable-dummy=system`
+  (not `=override`, which turns tunnels into dummy devices). Every node has a bridge
+  `br-phy` whose port `br-phy_n1` is a unix stream socket into one extra OVS instance,
+  the *underlay* (`net`, bridge `n1`, NORMAL switching). The node's tunnel endpoint is
+  `br-phy`'s address (`netdev-dummy/ip4addr`), neighbours are static (`tnl/neigh/set`):
+  nothing answers ARP on the dummy underlay. A VIF is a dummy port of `br-int` that packets
+  are injected into (`netdev-dummy/receive`) and that records what leaves it (`tx_pcap`,
+  `ofctl dump-ports`).
+- **netdev** (needs root): the userspace datapath inside a network namespace `loom-<id>`;
+  the underlay is a Linux bridge in namespace `loom-ul` joined by one veth per node; a VIF
+  is a veth whose other end is the only interface of a "VM" namespace (`<id>-<vif>`, TX
+  offload off: the userspace datapath does not complete partial checksums), so `ping` and
+  TCP between VMs are real.
+
+What the sandbox sets on a node is what a hypervisor's installer sets: `system-id`, the
+Manager row pointing at the physical controllers (`max_backoff` 1000 ms), the underlay, the
+VIFs with `external_ids:iface-id`/`attached-mac`, and `external_ids:loom-openflow` (where
+the controller reaches the bridge's OpenFlow: its management socket). `br-int` itself,
+its tunnels and its flows are the physical controller's to write.
+
+Every process is a supervised child (`loom_common.procs.Daemon`): `stop()` stops what was
+started, by PID, and removes the namespaces it created.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+
+from loom_common.errors import LoomError
+from loom_common.ovsdb import OvsdbServer, tool
+from loom_common.procs import Daemon
+
+VSWITCH_SCHEMA = Path("/usr/share/openvswitch/vswitch.ovsschema")
+UNDERLAY_PREFIX = "172.31"
+"""Underlay addresses: node i is 172.31.<i // 250>.<i % 250 + 1>/16."""
+NETNS_UNDERLAY = "loom-ul"
+
+
+class SandboxError(LoomError):
+    """A sandbox step failed."""
+
+    message = "%(detail)s"
+
+
+def _run(argv: list[str], *, check: bool = True, stdin: str | None = None) -> str:
+    done = subprocess.run(argv, capture_output=True, text=True, input=stdin, check=False)
+    if check and done.returncode != 0:
+        raise SandboxError(detail=f"{' '.join(argv)}: {done.stderr.strip() or done.stdout}")
+    return done.stdout
+
+
+def underlay_ip(index: int) -> str:
+    """The underlay address of node number `index` (0-based)."""
+    return f"{UNDERLAY_PREFIX}.{index // 250}.{index % 250 + 1}"
+
+
+def underlay_mac(index: int) -> str:
+    """The underlay MAC of node number `index` (`br-phy`'s hwaddr)."""
+    return f"aa:55:00:00:{index // 256:02x}:{index % 256:02x}"
+
+
+def vm_mac(node_index: int, vif_index: int) -> str:
+    """A stable MAC for a sandbox VM (tests choose their own where it matters)."""
+    return f"50:54:00:{node_index // 256:02x}:{node_index % 256:02x}:{vif_index:02x}"
+
+
+@dataclass
+class Vif:
+    """One VIF of a node: a dummy port (or a veth into VM namespace `netns`)."""
+
+    name: str
+    iface_id: str
+    mac: str
+    ip: str | None = None
+    """The VM's address with prefix length (netdev VMs only: configured in the namespace)."""
+    netns: str | None = None
+
+
+@dataclass
+class OvsNode:
+    """One simulated transport node (see the module docstring)."""
+
+    root: Path
+    system_id: str
+    index: int
+    datapath: str = "dummy"
+    """`dummy` or `netdev`."""
+    vifs: dict[str, Vif] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.run_dir = self.root / self.system_id
+        self.db = OvsdbServer(
+            self.run_dir,
+            VSWITCH_SCHEMA,
+            name="conf",
+            remotes=("db:Open_vSwitch,Open_vSwitch,manager_options",),
+        )
+        self.ctl = self.run_dir / "ovs-vswitchd.ctl"
+        argv = [
+            tool("ovs-vswitchd"), f"unix:{self.db.socket_path}", "--no-chdir",
+            f"--unixctl={self.ctl}", f"--log-file={self.run_dir / 'ovs-vswitchd.log'}",
+            "-vconsole:off",
+        ]  # fmt: skip
+        if self.datapath == "dummy":
+            argv[2:2] = ["--enable-dummy=system", "--disable-system", "--disable-system-route"]
+        else:
+            argv = ["ip", "netns", "exec", self.netns, *argv]
+        self.vswitchd = Daemon(
+            "ovs-vswitchd", argv, self.run_dir, env={"OVS_RUNDIR": str(self.run_dir)}
+        )
+
+    @property
+    def netns(self) -> str:
+        """The node's network namespace (netdev nodes)."""
+        return f"loom-{self.system_id}"
+
+    @property
+    def encap_ip(self) -> str:
+        """The node's tunnel endpoint on the underlay."""
+        return underlay_ip(self.index)
+
+    @property
+    def openflow(self) -> str:
+        """Where `ovs-ofctl` reaches `br-int` (its management socket)."""
+        return f"unix:{self.run_dir / 'br-int.mgmt'}"
+
+    @property
+    def running(self) -> bool:
+        """True while both daemons run."""
+        return self.db.running and self.vswitchd.running
+
+    def vsctl(self, *args: str) -> str:
+        """Run ovs-vsctl against this node's database (waiting for ovs-vswitchd)."""
+        return _run([tool("ovs-vsctl"), f"--db={self.db.unix_remote}", "--timeout=30", *args])
+
+    def appctl(self, *args: str) -> str:
+        """Run an ovs-appctl command on this node's ovs-vswitchd."""
+        return _run([tool("ovs-appctl"), "-t", str(self.ctl), *args])
+
+    def ofctl(self, *args: str, bridge: str = "br-int") -> str:
+        """Run `ovs-ofctl -O OpenFlow15 CMD <bridge> ARGS...` (first arg is the command)."""
+        command, *rest = args
+        target = f"unix:{self.run_dir / f'{bridge}.mgmt'}"
+        return _run([tool("ovs-ofctl"), "-O", "OpenFlow15", command, target, *rest])
+
+    def start(self, managers: Iterable[str] = ()) -> OvsNode:
+        """Start the database and ovs-vswitchd; identify the node; point it at `managers`."""
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.db.start()
+        self.vsctl(
+            "--no-wait", "init", "--", "set", "Open_vSwitch", ".",
+            f"external_ids:system-id={self.system_id}",
+            f"external_ids:loom-openflow={self.openflow}",
+            f"external_ids:loom-encap-ip={self.encap_ip}",
+            f"external_ids:loom-datapath-type={'netdev' if self.datapath == 'netdev' else 'system'}",
+        )  # fmt: skip
+        self.vswitchd.start(ready=self.ctl.exists)
+        self.set_managers(managers)
+        return self
+
+    def set_managers(self, targets: Iterable[str]) -> None:
+        """Replace the node's Manager rows: one per target, reconnecting within 1 s."""
+        args = ["--no-wait", "--", "clear", "Open_vSwitch", ".", "manager_options"]
+        for i, target in enumerate(targets):
+            args += [
+                "--", f"--id=@m{i}", "create", "Manager", f'target="{target}"',
+                "max_backoff=1000", "inactivity_probe=5000",
+                "--", "add", "Open_vSwitch", ".", "manager_options", f"@m{i}",
+            ]  # fmt: skip
+        self.vsctl(*args)
+
+    def add_vif(self, name: str, iface_id: str, mac: str, ip: str | None = None) -> Vif:
+        """Plug a VIF into `br-int` (created here if the controller has not yet)."""
+        vif = Vif(name, iface_id, mac, ip)
+        common = [
+            f"external_ids:iface-id={iface_id}", f"external_ids:attached-mac={mac}",
+            "external_ids:iface-status=active",
+        ]  # fmt: skip
+        may_create = ["--may-exist", "add-br", "br-int", "--", "set", "Bridge", "br-int",
+                      "fail-mode=secure"]  # fmt: skip
+        if self.datapath == "dummy":
+            self.vsctl(
+                *may_create, "--", "add-port", "br-int", name, "--", "set", "Interface", name,
+                "type=dummy", *common,
+                f"options:tx_pcap={self.run_dir / f'{name}-tx.pcap'}",
+                f"options:rxq_pcap={self.run_dir / f'{name}-rx.pcap'}",
+            )  # fmt: skip
+        else:
+            vif.netns = f"{self.system_id}-{name}"
+            _make_vm(self.netns, vif)
+            self.vsctl(
+                *may_create, "datapath_type=netdev", "--", "add-port", "br-int", name,
+                "--", "set", "Interface", name, *common,
+            )  # fmt: skip
+        self.vifs[name] = vif
+        return vif
+
+    def remove_vif(self, name: str) -> None:
+        """Unplug VIF `name` (a VM leaving the node)."""
+        self.vsctl("--if-exists", "del-port", "br-int", name)
+        vif = self.vifs.pop(name, None)
+        if vif is not None and vif.netns is not None:
+            _run(["ip", "netns", "del", vif.netns], check=False)
+
+    def receive(self, vif: str, packet: str) -> None:
+        """Inject a packet (an ODP flow or hex) as if VM `vif` sent it (dummy nodes)."""
+        self.appctl("netdev-dummy/receive", vif, packet)
+
+    def tx_packets(self, port: str, bridge: str = "br-int") -> int:
+        """Packets OVS has sent out of `port` (live OpenFlow port counters)."""
+        ofport = self.vsctl("get", "Interface", port, "ofport").strip()
+        text = self.ofctl("dump-ports", ofport, bridge=bridge)
+        found = re.search(r"tx pkts=(\d+)", text)
+        if found is None:
+            raise SandboxError(detail=f"no tx counter for {port}: {text}")
+        return int(found.group(1))
+
+    def stop(self) -> None:
+        """Stop both daemons (and remove the node's VM namespaces)."""
+        if self.vswitchd.running:
+            _run([tool("ovs-appctl"), "-t", str(self.ctl), "exit", "--cleanup"], check=False)
+        self.vswitchd.stop()
+        self.db.stop()
+        for vif in self.vifs.values():
+            if vif.netns is not None:
+                _run(["ip", "netns", "del", vif.netns], check=False)
+
+
+def _make_vm(node_netns: str, vif: Vif) -> None:
+    """A VM namespace whose `eth0` is a veth to `vif.name` in the node's namespace."""
+    assert vif.netns is not None
+    _run(["ip", "netns", "add", vif.netns])
+    _run(["ip", "link", "add", vif.name, "netns", node_netns, "type", "veth",
+          "peer", "name", "eth0", "netns", vif.netns])  # fmt: skip
+    _run(["ip", "-n", node_netns, "link", "set", vif.name, "up"])
+    vm = ["ip", "-n", vif.netns]
+    _run([*vm, "link", "set", "eth0", "address", vif.mac])
+    _run(["ip", "netns", "exec", vif.netns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1"])
+    _run([*vm, "link", "set", "eth0", "mtu", "1400"])
+    _run([*vm, "link", "set", "eth0", "up"])
+    _run([*vm, "link", "set", "lo", "up"])
+    if vif.ip is not None:
+        _run([*vm, "addr", "add", vif.ip, "dev", "eth0"])
+    ethtool = shutil.which("ethtool") or "/usr/sbin/ethtool"
+    _run(["ip", "netns", "exec", vif.netns, ethtool, "-K", "eth0", "tx", "off"])
+
+
+class Sandbox:
+    """N simulated transport nodes on one underlay; a context manager that stops them."""
+
+    def __init__(self, root: Path, *, datapath: str = "dummy") -> None:
+        """Describe an empty sandbox under `root`; `add_node` starts nodes.
+
+        Args:
+            root: every node's run directory is `root/<system-id>`.
+            datapath: `dummy` (default) or `netdev` (root; namespaces and veths).
+        """
+        if datapath not in ("dummy", "netdev"):
+            raise SandboxError(detail=f"datapath must be dummy or netdev, not {datapath!r}")
+        self.root = root.resolve()
+        self.datapath = datapath
+        self.nodes: dict[str, OvsNode] = {}
+        self.net: OvsNode | None = None
+        """The dummy underlay's switch (dummy sandboxes)."""
+        self._netns: list[str] = []
+
+    def _underlay(self) -> None:
+        if self.datapath == "dummy":
+            if self.net is None:
+                self.net = OvsNode(self.root, "underlay", index=0).start()
+                self.net.vsctl("add-br", "n1")
+            return
+        if NETNS_UNDERLAY not in self._netns:
+            _run(["ip", "netns", "add", NETNS_UNDERLAY])
+            self._netns.append(NETNS_UNDERLAY)
+            ul = ["ip", "-n", NETNS_UNDERLAY]
+            _run([*ul, "link", "add", "ul-br", "type", "bridge"])
+            _run([*ul, "link", "set", "ul-br", "up"])
+
+    def add_node(self, system_id: str, managers: Iterable[str] = ()) -> OvsNode:
+        """Start node `system_id`, wired to the underlay, pointed at `managers`."""
+        self._underlay()
+        node = OvsNode(self.root, system_id, index=len(self.nodes) + 1, datapath=self.datapath)
+        self.nodes[system_id] = node
+        if self.datapath == "netdev":
+            _run(["ip", "netns", "add", node.netns])
+            self._netns.append(node.netns)
+            _run(["ip", "-n", node.netns, "link", "set", "lo", "up"])
+        node.start(managers)
+        self._wire(node)
+        return node
+
+    def _wire(self, node: OvsNode) -> None:
+        """Connect `node`'s `br-phy` to the underlay and give it its address and neighbours."""
+        hwaddr = underlay_mac(node.index)
+        if self.datapath == "dummy":
+            assert self.net is not None
+            sock = self.net.run_dir / f"{node.system_id}.sock"
+            self.net.vsctl("add-port", "n1", node.system_id, "--", "set", "Interface",
+                           node.system_id, f"options:pstream=punix:{sock}")  # fmt: skip
+            node.vsctl(
+                "add-br", "br-phy", "--", "set", "Bridge", "br-phy",
+                f'other-config:hwaddr="{hwaddr}"',
+                "--", "add-port", "br-phy", "br-phy_n1", "--", "set", "Interface",
+                "br-phy_n1", f"options:stream=unix:{sock}",
+            )  # fmt: skip
+            node.appctl("netdev-dummy/ip4addr", "br-phy", f"{node.encap_ip}/16")
+        else:
+            veth = f"ul{node.index}"
+            _run(["ip", "link", "add", veth, "netns", NETNS_UNDERLAY, "mtu", "9000", "type",
+                  "veth", "peer", "name", "eth1", "netns", node.netns, "mtu", "9000"])  # fmt: skip
+            _run(["ip", "-n", NETNS_UNDERLAY, "link", "set", veth, "master", "ul-br", "up"])
+            _run(["ip", "-n", node.netns, "link", "set", "eth1", "up"])
+            node.vsctl(
+                "add-br", "br-phy", "--", "set", "Bridge", "br-phy", "datapath_type=netdev",
+                f'other-config:hwaddr="{hwaddr}"', "--", "add-port", "br-phy", "eth1",
+            )  # fmt: skip
+            _run(["ip", "-n", node.netns, "addr", "add", f"{node.encap_ip}/16", "dev", "br-phy"])
+            _run(["ip", "-n", node.netns, "link", "set", "br-phy", "up"])
+        node.appctl("ovs/route/add", f"{node.encap_ip}/16", "br-phy")
+        if self.datapath == "dummy":
+            for other in self.nodes.values():
+                if other is node:
+                    continue
+                other.appctl("tnl/neigh/set", "br-phy", node.encap_ip, hwaddr)
+                node.appctl("tnl/neigh/set", "br-phy", other.encap_ip, underlay_mac(other.index))
+
+    def stop(self) -> None:
+        """Stop every node, the underlay, and remove the namespaces created."""
+        for node in reversed(list(self.nodes.values())):
+            node.stop()
+        if self.net is not None:
+            self.net.stop()
+        for netns in reversed(self._netns):
+            _run(["ip", "netns", "del", netns], check=False)
+        self._netns.clear()
+
+    def __iter__(self) -> Iterator[OvsNode]:
+        return iter(self.nodes.values())
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+def wait_for_packets(node: OvsNode, port: str, count: int, timeout: float = 10.0) -> int:
+    """Wait until `count` packets have left `port` of `node`; return the count seen."""
+    deadline = time.monotonic() + timeout
+    seen = node.tx_packets(port)
+    while seen < count and time.monotonic() < deadline:
+        time.sleep(0.02)
+        seen = node.tx_packets(port)
+    return seen

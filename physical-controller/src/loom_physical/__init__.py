@@ -1,0 +1,1 @@
+"""Loom physical controller."""
