@@ -137,6 +137,10 @@ class FlowTable:
                 found.append((key, [chosen.actions, *actions]))
         return found
 
+    def has_dirty(self) -> bool:
+        """True if keys changed since the last `take_dirty`."""
+        return bool(self._dirty)
+
     def take_dirty(self) -> set[Key]:
         """The keys changed since the last call."""
         dirty, self._dirty = self._dirty, set()

@@ -88,7 +88,7 @@ class Vif:
     netns: str | None = None
 
 
-@dataclass
+@dataclass(eq=False)
 class OvsNode:
     """One simulated transport node (see the module docstring)."""
 

@@ -1,0 +1,634 @@
+"""The physical controller daemon: transport nodes + universal flows -> rules/physical ->
+OpenFlow and OVSDB configuration on each node it masters.
+
+One thread runs the loop. Each pass:
+
+1. accepts nodes that dialled in (`loom_ovs.manager.Manager`) and polls their replicas;
+2. polls the universal DB (`UniversalReplica`: small tables whole, `Universal_Flow` only for
+   the datapaths the nodes need);
+3. turns what changed into one engine transaction of the physical rules (`Node`, `Iface`,
+   `TunnelPort`, `Zone`, `Datapath`, `Binding`, `UFlow`) and folds its output into each
+   node's `FlowTable`; a new set of needed datapaths changes the flow monitor's condition,
+   new `NeedZone` rows get zones, and the pass computes again until nothing is left;
+4. for the nodes it masters: writes `br-int` and the tunnel ports the universal `Tunnel`
+   rows ask for, pushes the flow changes in one bundle per node (a node that (re)connected
+   or was just taken over gets `replace-flows`: only the difference is applied, nothing is
+   removed and re-added), and reports: `Port_Binding.chassis`/`up` in the universal DB,
+   `Transport_Node.status`, `Logical_Switch_Port.status` and
+   `Loom_Global.realized_generation` in the config DB.
+
+Sharding: alone, a controller masters every node that connects. With ZooKeeper each
+controller is a `loom_common.cluster.membership.Member` of the physical cluster; the shards
+are the configured transport nodes' system-ids; the leader assigns each a master and a hot
+standby. Nodes dial every controller (their Manager rows list all); a standby computes its
+nodes' flows and writes nothing; when the master's session expires the standby becomes
+master and reconciles with `replace-flows` (identical flows are left alone).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import select
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from loom_common.cluster import membership
+from loom_common.ovsdb import OvsdbError, RawConnection, Replica, TransactError
+from loom_ddlog import Program
+from loom_ovs.manager import Manager, NodeSession, TunnelSpec, atoms, omap
+from loom_ovs.openflow import Flow, FlowTable, Key, OpenFlowError, Switch, cookie
+from loom_physical.rules import main_file
+from loom_physical.universal import UniversalReplica
+
+log = logging.getLogger(__name__)
+
+POLL_MS = 1000
+MAX_ROUNDS = 8
+"""Engine rounds per pass (zones and new datapaths feed back into the rules)."""
+ZONES = (1, 65535)
+
+
+@dataclass
+class NodeState:
+    """What the controller holds for one connected node."""
+
+    session: NodeSession
+    table: FlowTable = field(default_factory=FlowTable)
+    installed: dict[Key, Flow] = field(default_factory=dict)
+    full_sync: bool = True
+    """The next push replaces the whole table (connected, reconnected or taken over)."""
+    fed: dict[str, set[tuple[Any, ...]]] = field(default_factory=dict)
+    """Input relation -> the rows fed to the engine for this node."""
+    zones: dict[str, int] = field(default_factory=dict)
+    located: set[str] = field(default_factory=set)
+    realized: int = 0
+    message: str = ""
+    pushes: int = 0
+
+
+class PhysicalController:
+    """Localizes universal flows for the transport nodes that connect to it."""
+
+    def __init__(
+        self,
+        universal_remote: str,
+        config_remote: str,
+        *,
+        name: str = "physical-0",
+        listen: str = "ptcp:0:127.0.0.1",
+        zookeeper: str | None = None,
+        session_timeout: float = 10.0,
+        zk_root: str = "/loom/physical",
+        rules: Path | None = None,
+        workers: int = 1,
+    ) -> None:
+        """Describe the controller; `start()` listens, connects and runs it in a thread.
+
+        Args:
+            universal_remote: the Loom_Universal database.
+            config_remote: the Loom_Config database (status, the transport nodes).
+            name: this controller's cluster id (the `controller` in node status).
+            listen: the OVSDB manager address nodes dial (`ptcp:PORT:IP`, `punix:PATH`).
+            zookeeper: ZooKeeper hosts; None for a single controller that masters every node.
+            session_timeout: the ZooKeeper session timeout (failover takes this long).
+            zk_root: the physical cluster's znode path.
+            rules: the main rule file (default: the installed `rules/physical`).
+            workers: the engine's worker threads.
+        """
+        self.name = name
+        self.program = Program.load([rules or main_file()], workers=workers, internal=False)
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
+        self.manager = Manager(listen, self._wake)
+        self.universal = UniversalReplica(universal_remote, self._wake)
+        self.config = Replica(
+            config_remote,
+            "Loom_Config",
+            {
+                "Transport_Node": ["system_id", "status"],
+                "Loom_Global": ["generation", "realized_generation"],
+                "Logical_Switch_Port": ["status"],
+            },
+            wake=self._wake,
+        )
+        self._zk_hosts = zookeeper
+        self._session_timeout = session_timeout
+        self._zk_root = zk_root
+        self._zk: Any = None
+        self._member: membership.Member | None = None
+        self.nodes: dict[str, NodeState] = {}
+        self._pending: list[NodeSession] = []
+        """Sessions whose node has not said its system-id yet."""
+        self._fed_global: dict[str, set[tuple[Any, ...]]] = {"Datapath": set(), "Binding": set()}
+        self._fed_flows: dict[str, set[tuple[Any, ...]]] = {}
+        """Universal_Flow row uuid -> the UFlow rows fed for it."""
+        self._fed_nodes: dict[str, dict[str, set[tuple[Any, ...]]]] = {}
+        """Node -> input relation -> the rows fed for it (until it disconnects)."""
+        self._disconnected: set[str] = set()
+        """Nodes gone since the last computation (their rows are taken out of the engine)."""
+        self._dirty_universal = False
+        self._needed: set[int] = set()
+        self._need_zone: set[tuple[str, str]] = set()
+        self._stop = threading.Event()
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self.passes = 0
+        self.transactions = 0
+        self.conflicts: dict[str, int] = {}
+        """Node -> OpenFlow matches wanted with different actions (the last push)."""
+
+    # ---- lifecycle ----
+
+    def start(self) -> PhysicalController:
+        """Listen for nodes, connect to the databases, join the cluster, start the thread."""
+        self.manager.start()
+        self.universal.start(())
+        self._dirty_universal = True
+        self.config.start()
+        if self._zk_hosts:
+            self._zk = membership.connect(self._zk_hosts, session_timeout=self._session_timeout)
+            self._member = membership.Member(
+                self._zk, self.name, None, root=self._zk_root, on_change=lambda _: self._wake()
+            ).start()
+        self._thread = threading.Thread(target=self._loop, name=f"physical-{self.name}")
+        self._thread.start()
+        return self
+
+    @property
+    def target(self) -> str:
+        """What a node's Manager row says to reach this controller."""
+        return self.manager.target
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop the thread and close every connection (nodes keep their flows)."""
+        if self._stop.is_set():
+            return
+        self._stop.set()
+        self._wake()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        if self._member is not None:
+            self._member.stop(timeout)
+        if self._zk is not None:
+            self._zk.stop()
+            self._zk.close()
+        for state in self.nodes.values():
+            state.session.close()
+        for session in self._pending:
+            session.close()
+        self.manager.close()
+        self.universal.close()
+        self.config.close()
+        os.close(self._wake_r)
+        os.close(self._wake_w)
+
+    def _wake(self) -> None:
+        with contextlib.suppress(OSError):
+            os.write(self._wake_w, b"w")
+
+    def wait_pass(self, predicate: Callable[[PhysicalController], bool], timeout: float) -> bool:
+        """Wait until `predicate(self)` holds after a pass; False on timeout."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while not predicate(self):
+                left = deadline - time.monotonic()
+                if left <= 0 or self._thread is None or not self._thread.is_alive():
+                    return False
+                self._wake()
+                self._cond.wait(min(left, 0.5))
+        return True
+
+    # ---- ownership ----
+
+    def masters(self) -> set[str]:
+        """The connected nodes this controller writes to."""
+        if self._member is None:
+            return set(self.nodes)
+        view = self._member.view
+        return {n for n in self.nodes if view.may_write(n)}
+
+    def _computed(self) -> set[str]:
+        """The connected nodes whose flows this controller computes (masters, standbys)."""
+        if self._member is None:
+            return set(self.nodes)
+        view = self._member.view
+        return {n for n in self.nodes if n in view.masters or n in view.standbys}
+
+    # ---- the loop ----
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._step()
+            except Exception:
+                log.exception("physical controller pass failed; retrying")
+                self._stop.wait(1.0)
+                with contextlib.suppress(Exception):
+                    self.universal.start(self._needed)
+                    self._dirty_universal = True
+                    self.config.start()
+                for state in self.nodes.values():
+                    state.full_sync = True
+            with self._cond:
+                self.passes += 1
+                self._cond.notify_all()
+            self._wait()
+
+    def _wait(self) -> None:
+        fds = [self._wake_r, self.manager.fileno()]
+        for source in (self.universal, self.config):
+            if source.conn is not None:
+                if source.has_pending():
+                    return
+                fds.append(source.fileno())
+        for state in self.nodes.values():
+            if state.session.alive:
+                fds.append(state.session.fileno())
+        fds += [s.fileno() for s in self._pending if s.alive]
+        readable, _, _ = select.select(fds, [], [], POLL_MS / 1000)
+        if self._wake_r in readable:
+            with contextlib.suppress(BlockingIOError):
+                while os.read(self._wake_r, 4096):
+                    pass
+
+    def _step(self) -> None:
+        self._accept()
+        self._poll_config()
+        self._poll_universal()
+        self._poll_nodes()
+        for _ in range(MAX_ROUNDS):
+            if not self._compute():
+                break
+        else:  # still changing: push nothing half-computed (a full sync would delete flows)
+            self._wake()
+            return
+        masters = self.masters()
+        generation = self._universal_generation()
+        for system_id in sorted(masters):
+            self._realize(system_id, generation)
+        self._report(masters)
+
+    # ---- inputs ----
+
+    def _accept(self) -> None:
+        for session in self.manager.accept():
+            try:
+                session.start()
+            except (OSError, OvsdbError) as exc:
+                log.warning("node from %s: could not read its database: %s", session.peer, exc)
+                session.close()
+                continue
+            self._pending.append(session)
+        still = []
+        for session in self._pending:
+            session.poll()
+            system_id = session.system_id
+            if not session.alive:
+                continue
+            if system_id is None:
+                still.append(session)
+                continue
+            old = self.nodes.get(system_id)
+            if old is not None:
+                old.session.close()
+                old.session = session
+                old.full_sync = True
+            else:
+                self.nodes[system_id] = NodeState(session)
+            log.info("node %s connected from %s", system_id, session.peer)
+        self._pending = still
+        if self._member is not None and self._member.view.leader:
+            self._member.set_shards(self._configured_nodes())
+
+    def _configured_nodes(self) -> set[str]:
+        return {
+            str(row["system_id"]) for row in self.config.rows["Transport_Node"].values()
+        } | set(self.nodes)
+
+    def _poll_config(self) -> None:
+        self.config.poll()
+        if self._member is not None and self._member.view.leader:
+            self._member.set_shards(self._configured_nodes())
+
+    def _poll_universal(self) -> None:
+        if self.universal.poll():
+            self._dirty_universal = True
+
+    def _poll_nodes(self) -> None:
+        for system_id, state in list(self.nodes.items()):
+            state.session.poll()
+            if not state.session.alive:
+                log.info("node %s disconnected", system_id)
+                del self.nodes[system_id]
+                self._disconnected.add(system_id)
+
+    def _universal_generation(self) -> int:
+        for row in self.universal.rows["Universal_Global"].values():
+            return int(row["generation"])
+        return 0
+
+    # ---- the engine ----
+
+    def _node_inputs(self, system_id: str, state: NodeState) -> dict[str, set[tuple[Any, ...]]]:
+        """The engine rows node `system_id` stands for now."""
+        rows: dict[str, set[tuple[Any, ...]]] = {"Node": {(system_id,)}, "Iface": set(),
+                                                  "TunnelPort": set(), "Zone": set()}  # fmt: skip
+        for iface_id, vif in state.session.vifs().items():
+            rows["Iface"].add((system_id, iface_id, vif.ofport))
+        encaps = {t.port_name: t.encap for t in self._tunnel_specs(system_id)}
+        for name, (peer, ofport, _) in state.session.tunnels().items():
+            if ofport is not None and name in encaps:
+                rows["TunnelPort"].add((system_id, peer, encaps[name], ofport))
+        for owner, zone in state.zones.items():
+            rows["Zone"].add((system_id, owner, zone))
+        return rows
+
+    def _universal_inputs(self) -> dict[str, set[tuple[Any, ...]]]:
+        rows: dict[str, set[tuple[Any, ...]]] = {"Datapath": set(), "Binding": set()}
+        for row in self.universal.rows["Datapath"].values():
+            rows["Datapath"].add((row["key"], row["kind"], row["config_id"]))
+        for row in self.universal.rows["Port_Binding"].values():
+            rows["Binding"].add((
+                row["logical_port"], row["datapath"], row["port_key"], row["type"],
+                _opt(row["vif_id"]), _opt(row["peer"]), _opt(row["chassis"]),
+            ))  # fmt: skip
+        return rows
+
+    def _compute(self) -> bool:
+        """One engine transaction of what changed; True if it changed any output."""
+        computed = self._computed()
+        txn = self.program.transaction()
+        changed = False
+
+        def feed(relation: str, old: set[tuple[Any, ...]], new: set[tuple[Any, ...]]) -> None:
+            nonlocal changed
+            for row in old - new:
+                txn.delete(relation, row)
+                changed = True
+            for row in new - old:
+                txn.insert(relation, row)
+                changed = True
+
+        for system_id in list(self._disconnected):
+            for relation, old in self._fed_nodes.get(system_id, {}).items():
+                feed(relation, old, set())
+            self._fed_nodes.pop(system_id, None)
+            self._disconnected.discard(system_id)
+        for system_id, state in self.nodes.items():
+            want = self._node_inputs(system_id, state) if system_id in computed else {}
+            have = state.fed
+            for relation in {*want, *have}:
+                feed(relation, have.get(relation, set()), want.get(relation, set()))
+            state.fed = want
+            self._fed_nodes[system_id] = want
+        if self._dirty_universal:
+            self._dirty_universal = False
+            want_u = self._universal_inputs()
+            for relation, new in want_u.items():
+                feed(relation, self._fed_global[relation], new)
+            self._fed_global = want_u
+            for uuid, row in self.universal.rows["Flow"].items():
+                new_flows = {(row["datapath"], row["source"], row["cookie"], text)
+                             for text in row["flows"]}  # fmt: skip
+                feed("UFlow", self._fed_flows.get(uuid, set()), new_flows)
+                self._fed_flows[uuid] = new_flows
+            for uuid in self._fed_flows.keys() - self.universal.rows["Flow"].keys():
+                feed("UFlow", self._fed_flows.pop(uuid), set())
+        if not changed:
+            txn.rollback()
+            return False
+        delta = txn.commit()
+        self.transactions += 1
+        self._fold(delta)
+        return True
+
+    def _fold(self, delta: dict[str, list[tuple[int, tuple[Any, ...]]]]) -> None:
+        """Fold an engine delta into the nodes' tables and the controller's needs."""
+        for weight, (node, table, priority, match, actions, object_cookie) in delta.get(
+            "OpenFlow", []
+        ):
+            state = self.nodes.get(node)
+            if state is None:
+                continue
+            flow = Flow(table, priority, match, actions, cookie(object_cookie))
+            if weight > 0:
+                state.table.add(flow)
+            else:
+                state.table.remove(flow)
+        needed_changed = False
+        for weight, (dp,) in delta.get("NeededDatapath", []):
+            needed_changed = True
+            if weight > 0:
+                self._needed.add(dp)
+            else:
+                self._needed.discard(dp)
+        for weight, (port, node) in delta.get("Located", []):
+            state = self.nodes.get(node)
+            if state is not None:
+                if weight > 0:
+                    state.located.add(port)
+                else:
+                    state.located.discard(port)
+        for weight, (node, owner) in delta.get("NeedZone", []):
+            state = self.nodes.get(node)
+            if state is None:
+                continue
+            if weight > 0 and owner not in state.zones:
+                used = set(state.zones.values())
+                state.zones[owner] = next(z for z in range(*ZONES) if z not in used)
+            elif weight < 0:
+                state.zones.pop(owner, None)
+        if needed_changed:
+            self.universal.set_datapaths(self._needed)
+            if self.universal.poll():
+                self._dirty_universal = True
+
+    # ---- writing to the nodes ----
+
+    def _tunnel_specs(self, system_id: str) -> list[TunnelSpec]:
+        specs = []
+        for row in self.universal.rows["Tunnel"].values():
+            if row["from_node"] == system_id:
+                specs.append(TunnelSpec(row["to_node"], row["encap"], row["remote_ip"],
+                                        bool(row["bfd"])))  # fmt: skip
+        return specs
+
+    def _realize(self, system_id: str, generation: int) -> None:
+        """Configure node `system_id` and push its flow changes; note what it realizes."""
+        state = self.nodes[system_id]
+        specs = self._tunnel_specs(system_id)
+        try:
+            if state.session.configure(specs):
+                return  # the node's answer (new ofports) comes in the next pass
+            remote = state.session.openflow_remote
+            if remote is None:
+                state.message = "the node does not say where its OpenFlow is (loom-openflow)"
+                return
+            switch = Switch(remote)
+            if state.full_sync:
+                switch.ensure_tlv_map()
+                state.table.take_dirty()
+                switch.replace(state.table)
+                state.installed = {flow.key: flow for flow in state.table}
+                state.full_sync = False
+            else:
+                mods = state.table.mods(state.table.take_dirty(), state.installed)
+                switch.apply(mods)
+        except (OpenFlowError, TransactError, OSError) as exc:
+            log.warning("node %s: %s", system_id, exc)
+            state.message = str(exc)
+            state.full_sync = True
+            return
+        state.pushes += 1
+        stt = any(s.encap == "stt" for s in specs)
+        state.message = (
+            "the datapath cannot encapsulate STT: tunnels of type stt carry no traffic"
+            if stt
+            else ""
+        )
+        state.realized = generation
+        self.conflicts[system_id] = len(state.table.conflicts())
+
+    # ---- status ----
+
+    def _report(self, masters: set[str]) -> None:
+        """Write what changed of the masters' status to the universal and config DBs."""
+        universal_ops = []
+        bindings = {row["logical_port"]: row for row in self.universal.rows["Port_Binding"].values()}
+        located = {p: n for n in sorted(masters) for p in self.nodes[n].located}
+        for port, node in located.items():
+            row = bindings.get(port)
+            if row is None or self.nodes[node].full_sync:
+                continue
+            if _opt(row["chassis"]) != node or row["up"] is not True:
+                universal_ops.append({"op": "update", "table": "Port_Binding",
+                                      "where": [["logical_port", "==", port]],
+                                      "row": {"chassis": node, "up": True}})  # fmt: skip
+        for port, row in bindings.items():  # VIFs gone from a node this controller masters
+            chassis = _opt(row["chassis"])
+            if chassis in masters and port not in located and row["type"] == "vif":
+                universal_ops.append({"op": "update", "table": "Port_Binding",
+                                      "where": [["logical_port", "==", port],
+                                                ["chassis", "==", chassis]],
+                                      "row": {"chassis": ["set", []], "up": False}})  # fmt: skip
+        if universal_ops:
+            try:
+                self.universal.transact(universal_ops)
+            except (TransactError, OSError) as exc:
+                log.warning("writing port bindings failed: %s", exc)
+        self._report_config(masters, located)
+
+    def _report_config(self, masters: set[str], located: dict[str, str]) -> None:
+        ops: list[dict[str, Any]] = []
+        nodes = {str(r["system_id"]): (u, r) for u, r in self.config.rows["Transport_Node"].items()}
+        for system_id, (uuid, row) in nodes.items():
+            state = self.nodes.get(system_id)
+            if system_id not in masters or state is None:
+                continue
+            status = {
+                "connected": "true", "controller": self.name,
+                "realized_generation": str(state.realized), "message": state.message,
+            }  # fmt: skip
+            if omap(row["status"]) != status:
+                ops.append({"op": "update", "table": "Transport_Node",
+                            "where": [["_uuid", "==", ["uuid", uuid]]],
+                            "row": {"status": ["map", sorted(status.items())]}})  # fmt: skip
+        ports = self.config.rows["Logical_Switch_Port"]
+        for port, node in located.items():
+            row = ports.get(port)
+            if row is None or self.nodes[node].full_sync:
+                continue
+            status = {"up": "true", "realized": "true", "transport_node": node}
+            if omap(row["status"]) != status:
+                ops.append({"op": "update", "table": "Logical_Switch_Port",
+                            "where": [["_uuid", "==", ["uuid", port]]],
+                            "row": {"status": ["map", sorted(status.items())]}})  # fmt: skip
+        for port, row in ports.items():
+            status = omap(row["status"])
+            if status.get("transport_node") in masters and port not in located:
+                if status.get("up") != "false":
+                    gone = {"up": "false", "realized": "false", "transport_node": ""}
+                    ops.append({"op": "update", "table": "Logical_Switch_Port",
+                                "where": [["_uuid", "==", ["uuid", port]]],
+                                "row": {"status": ["map", sorted(gone.items())]}})  # fmt: skip
+        realized = self._realized_generation(masters)
+        for uuid, row in self.config.rows["Loom_Global"].items():
+            if realized is not None and row["realized_generation"] != realized:
+                ops.append({"op": "update", "table": "Loom_Global",
+                            "where": [["_uuid", "==", ["uuid", uuid]]],
+                            "row": {"realized_generation": realized}})  # fmt: skip
+        if not ops:
+            return
+        conn = self.config.conn
+        assert conn is not None
+        try:
+            conn.transact("Loom_Config", ops)
+        except (TransactError, OSError) as exc:
+            log.warning("writing status failed: %s", exc)
+
+    def _realized_generation(self, masters: set[str]) -> int | None:
+        """The generation every connected node has realized (as the nodes' status says, ours
+        as we know them); None while a node of ours is not pushed yet."""
+        generation = self._universal_generation()
+        if any(self.nodes[n].full_sync for n in masters):
+            return None
+        for system_id, state in self.nodes.items():
+            if system_id in masters:
+                generation = min(generation, state.realized)
+        for row in self.config.rows["Transport_Node"].values():
+            status = omap(row["status"])
+            sysid = str(row["system_id"])
+            if sysid in masters or status.get("connected") != "true":
+                continue
+            with contextlib.suppress(ValueError):
+                generation = min(generation, int(status.get("realized_generation", "0")))
+        return generation
+
+    # ---- for tests and tools ----
+
+    def settled(self) -> bool:
+        """True if everything known is on the nodes this controller masters: each one's
+        flows pushed, its tunnel ports there (with ofports), its VIFs' bindings written."""
+        bindings = {r["logical_port"]: r for r in self.universal.rows["Port_Binding"].values()}
+        for system_id in self.masters():
+            state = self.nodes[system_id]
+            if state.full_sync or state.table.has_dirty():
+                return False
+            tunnels = {name for name, (_, ofport, _) in state.session.tunnels().items() if ofport}
+            if any(spec.port_name not in tunnels for spec in self._tunnel_specs(system_id)):
+                return False
+            for port in state.located:
+                row = bindings.get(port)
+                if row is None or _opt(row["chassis"]) != system_id or row["up"] is not True:
+                    return False
+        return True
+
+    def tunnel_peers(self, system_id: str) -> set[str]:
+        """The nodes node `system_id` has a tunnel port to (with an ofport)."""
+        state = self.nodes.get(system_id)
+        if state is None:
+            return set()
+        return {peer for peer, ofport, _ in state.session.tunnels().values() if ofport}
+
+    def flows(self, system_id: str) -> list[Flow]:
+        """Node `system_id`'s desired table."""
+        state = self.nodes.get(system_id)
+        return list(state.table) if state is not None else []
+
+    def universal_conn(self) -> RawConnection:
+        """The universal DB connection (for tests)."""
+        assert self.universal.conn is not None
+        return self.universal.conn
+
+
+def _opt(value: Any) -> str:
+    """An optional string column ("" when empty)."""
+    found = atoms(value)
+    return str(found[0]) if found and found[0] != "set" and isinstance(found[0], str) else ""
