@@ -40,8 +40,8 @@ build-dev: .uv ## Rebuild the Rust extension in place (release) after editing Ru
 	$(UV) run --no-sync sh -c "cd ddlog-gen && maturin develop --uv --release"
 
 .PHONY: run
-run: install ## Start the local deployment (config DB + API server) until Ctrl-C: loom up
-	$(VENV)/bin/loom up $(LOOM_UP_ARGS)
+run: install ## Start the local deployment and the demo (4 simulated nodes, two tenants) until Ctrl-C
+	$(VENV)/bin/loom up --demo $(LOOM_UP_ARGS)
 
 .PHONY: example
 example: install ## Run the example rule program on its script with loom-ddlog and print the result

@@ -195,3 +195,21 @@ def test_up_fails_cleanly_when_the_api_cannot_start(tmp_path: Path) -> None:
     assert "loom up: api-server: exited" in result.stderr
     assert (state / "api-server.log").exists()
     assert not _processes_mentioning(str(state))
+
+
+@pytest.mark.system
+def test_loom_up_demo_check(tmp_path: Path) -> None:
+    """`loom up --demo --check`: the whole deployment, 4 simulated nodes, two tenants;
+    exit 0 only if every expected connectivity outcome held, and nothing is left running."""
+    done = subprocess.run(
+        [str(LOOM), "up", "--demo", "--check", "--state-dir", str(tmp_path / "state"),
+         "--api-port", str(free_port())],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "demo: every outcome held" in done.stdout
+    results = json.loads((tmp_path / "state" / "demo" / "demo.json").read_text())["results"]
+    assert len(results) == 90
+    assert any(r["expected"] and r["observed"] for r in results)
+    assert any(not r["expected"] and not r["observed"] for r in results)
+    assert "Loom stopped." in done.stdout

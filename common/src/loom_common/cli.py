@@ -39,8 +39,8 @@ from types import FrameType
 from typing import Protocol
 
 from loom_common.errors import LoomError
-from loom_common.ovsdb import OvsdbCluster, OvsdbServer, tool
-from loom_common.procs import Daemon
+from loom_common.ovsdb import OvsdbCluster, OvsdbServer, free_port, tool
+from loom_common.procs import Daemon, listens_on
 from loom_common.zookeeper import ZooKeeperServer
 from loom_schemas import CONFIG_SCHEMA, UNIVERSAL_SCHEMA, schema_path
 
@@ -178,6 +178,8 @@ class Deployment:
         """The same databases over unix sockets, for the daemons started here (not probed
         for inactivity: see `OvsdbServer.unix_remote`)."""
         self.zookeeper_hosts = ""
+        self.manager_target = ""
+        """Where transport nodes' Manager rows point (the physical controller)."""
         self.processes: dict[str, Process] = {}
 
     @property
@@ -197,6 +199,7 @@ class Deployment:
             self._start_zookeeper()
             self._start_api()
             self._start_logical_controller()
+            self._start_physical_controller()
         except BaseException:
             self.stop()
             raise
@@ -244,6 +247,29 @@ class Deployment:
         daemon.start(
             ready=lambda: has_row(self.universal_remote, "Logical_Controller", name), timeout=60
         )
+
+    def _start_physical_controller(self) -> None:
+        name = "physical-0"
+        port = free_port()
+        self.manager_target = f"tcp:127.0.0.1:{port}"
+        command = [
+            sys.executable, "-m", "loom_physical", "--name", name,
+            "--universal-db", self.local_universal_remote, "--config-db", self.local_db_remote,
+            "--listen", f"ptcp:{port}:127.0.0.1", "--zookeeper", self.zookeeper_hosts,
+        ]  # fmt: skip
+        daemon = Daemon("physical-controller", command, self.state_dir)
+        self.processes["physical controller"] = daemon
+        daemon.start(ready=lambda: daemon.pid is not None and listens_on(daemon.pid, port),
+                     timeout=60)  # fmt: skip
+
+    def demo_command(self, check: bool) -> list[str]:
+        """The demo (`loom_ovs.demo`) against this deployment."""
+        command = [
+            sys.executable, "-m", "loom_ovs.demo", "--api", self.api_url,
+            "--token", self.admin_token, "--manager", self.manager_target,
+            "--state-dir", str(self.state_dir / "demo"),
+        ]  # fmt: skip
+        return [*command, "--check"] if check else command
 
     def _start_api(self) -> None:
         command = api_command(
@@ -316,6 +342,11 @@ def cmd_up(args: argparse.Namespace) -> int:
         print(f"  API:         {deployment.api_url}/api/v1", flush=True)
         print(f"  Neutron API: {deployment.api_url}/v2.0 ({args.neutron_auth})", flush=True)
         print(f"  admin token: {token}", flush=True)
+        print(f"  nodes dial:  {deployment.manager_target} (OVSDB manager)", flush=True)
+        if args.demo:
+            code = run_demo(deployment, check=args.check)
+            if args.check:
+                return code
         print("Ctrl-C stops everything.", flush=True)
         watch(deployment)
     except Stopped:
@@ -326,6 +357,21 @@ def cmd_up(args: argparse.Namespace) -> int:
     finally:
         deployment.stop()
     print("Loom stopped.", flush=True)
+    return 0
+
+
+def run_demo(deployment: Deployment, *, check: bool) -> int:
+    """Run the demo against `deployment`: with `check`, to the end (its exit code); else as
+    one more process of the deployment, printing its matrix once it is ready."""
+    demo_dir = deployment.state_dir / "demo"
+    demo_dir.mkdir(parents=True, exist_ok=True)
+    (demo_dir / "demo.json").unlink(missing_ok=True)
+    if check:
+        return subprocess.run(deployment.demo_command(check=True), check=False).returncode
+    daemon = Daemon("demo", deployment.demo_command(check=False), demo_dir)
+    deployment.processes["demo nodes"] = daemon
+    daemon.start(ready=(demo_dir / "demo.json").exists, timeout=180)
+    print(daemon.log_tail(40), flush=True)
     return 0
 
 
@@ -387,6 +433,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="the Neutron API's auth: tokens as the native API (default), or noauth "
         "(requests act as admin, as Neutron's auth_strategy=noauth)",
     )
+    up.add_argument("--demo", action="store_true",
+                    help="start 4 simulated transport nodes, build a two-tenant topology, "
+                    "send traffic and print the connectivity matrix")  # fmt: skip
+    up.add_argument("--check", action="store_true",
+                    help="with --demo: tear down afterwards; exit 0 only if every "
+                    "expected outcome held")  # fmt: skip
     up.set_defaults(func=cmd_up)
     db = sub.add_parser("db", help="start only the configuration database; print its remote")
     db.add_argument("--state-dir", default=str(DEFAULT_STATE_DIR), help="default ./run/loom")

@@ -156,8 +156,12 @@ class OvsNode:
         return _run([tool("ovs-ofctl"), "-O", "OpenFlow15", command, target, *rest])
 
     def start(self, managers: Iterable[str] = ()) -> OvsNode:
-        """Start the database and ovs-vswitchd; identify the node; point it at `managers`."""
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        """Start the database and ovs-vswitchd; identify the node; point it at `managers`.
+
+        A simulated node starts empty: what an earlier run left in its directory is removed.
+        """
+        shutil.rmtree(self.run_dir, ignore_errors=True)
+        self.run_dir.mkdir(parents=True)
         self.db.start()
         self.vsctl(
             "--no-wait", "init", "--", "set", "Open_vSwitch", ".",

@@ -40,6 +40,16 @@ def _where(datapaths: Iterable[int]) -> list[Any]:
     return clauses or [False]
 
 
+FLOW_DEFAULTS: dict[str, Any] = {"datapath": 0, "source": "", "cookie": 0}
+"""`update2` leaves out the columns of a new row that have their default value."""
+
+
+def _flow_row(columns: dict[str, Any]) -> dict[str, Any]:
+    row = {**FLOW_DEFAULTS, **columns}
+    row["flows"] = _flows(columns.get("flows"))
+    return row
+
+
 def _flows(value: Any) -> set[str]:
     if isinstance(value, list) and value and value[0] == "set":
         return set(value[1])
@@ -76,9 +86,7 @@ class UniversalReplica:
             for uuid, update in updates.items():
                 self.rows[table][uuid] = update["new"]
         for uuid, update in initial_flows.get("Universal_Flow", {}).items():
-            row = dict(update["initial"])
-            row["flows"] = _flows(row.get("flows"))
-            self.rows["Flow"][uuid] = row
+            self.rows["Flow"][uuid] = _flow_row(update["initial"])
         changes: list[Change] = []
         for table in self.rows:
             for uuid in old[table].keys() - self.rows[table].keys():
@@ -125,8 +133,7 @@ class UniversalReplica:
             rows.pop(uuid, None)
             return None
         if "modify" not in update:  # initial or insert: the whole row
-            row = dict(update.get("insert") or update.get("initial") or {})
-            row["flows"] = _flows(row.get("flows"))
+            row = _flow_row(update.get("insert") or update.get("initial") or {})
             rows[uuid] = row
             return row
         row = dict(rows.get(uuid, {}))
