@@ -198,6 +198,7 @@ def test_up_fails_cleanly_when_the_api_cannot_start(tmp_path: Path) -> None:
 
 
 @pytest.mark.system
+@pytest.mark.timeout(300)
 def test_loom_up_demo_check(tmp_path: Path) -> None:
     """`loom up --demo --check`: the whole deployment, 4 simulated nodes, two tenants;
     exit 0 only if every expected connectivity outcome held, and nothing is left running."""

@@ -80,9 +80,7 @@ class Loom:
         wait_for(done, WAIT, f"generation {generation} realized")
 
         def mesh() -> bool:
-            return all(
-                set(meshed) - {node} <= self.physical.tunnel_peers(node) for node in meshed
-            )
+            return all(set(meshed) - {node} <= self.physical.tunnel_peers(node) for node in meshed)
 
         assert self.physical.wait_pass(lambda c: mesh() and c.settled(), WAIT), "not settled"
 
@@ -281,7 +279,9 @@ def _ages(node: OvsNode) -> dict[str, float]:
 def test_stt_node_is_reported(loom: Loom) -> None:
     loom.add_node("hv1", encap="stt")
     loom.add_node("hv2", encap="stt")
-    stt_zone = str(loom.api.create("/api/v1/transport-zones", {"name": "stt", "encap": "stt"})["id"])
+    stt_zone = str(
+        loom.api.create("/api/v1/transport-zones", {"name": "stt", "encap": "stt"})["id"]
+    )
     for name in ("hv1", "hv2"):
         nodes = loom.api.get("/api/v1/transport-nodes").get_json()["items"]
         node = next(n for n in nodes if n["name"] == name)
@@ -302,3 +302,20 @@ def test_stt_node_is_reported(loom: Loom) -> None:
     # The flows are computed all the same (the tunnel output is there).
     flows = loom.physical.flows("hv1")
     assert any("output:" in f.actions and "TUN_ID" in f.actions for f in flows)
+
+
+def test_stage_tables_match_the_logical_pipeline() -> None:
+    """rules/physical/stages.dl restates loom_logical.pipeline's table numbers."""
+    from loom_ddlog import Program
+    from loom_logical import pipeline
+    from loom_physical.rules import rules_dir
+
+    program = Program.load([rules_dir() / "stages.dl"], workers=1, internal=True)
+    program.transaction().commit()  # facts are derived by the first commit
+    rows = {name: (table, nxt) for name, table, nxt in program.dump("Stage")}
+    expected = {}
+    for stages in pipeline.PIPELINES.values():
+        for i, stage in enumerate(stages):
+            nxt = pipeline.TABLES[stages[i + 1]] if i + 1 < len(stages) else 0
+            expected[stage] = (pipeline.TABLES[stage], nxt)
+    assert rows == expected

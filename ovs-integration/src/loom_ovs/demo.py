@@ -50,6 +50,7 @@ class Api:
         self.token = token
 
     def call(self, method: str, path: str, body: Any = None) -> Any:
+        """Send one request; return the decoded answer (exit with the error on 4xx/5xx)."""
         data = json.dumps(body).encode() if body is not None else None
         request = urllib.request.Request(
             f"{self.url}/api/v1{path}", data=data, method=method,
@@ -72,6 +73,8 @@ class Api:
 
 @dataclass(frozen=True)
 class Vm:
+    """One demo VM: its tenant, name, subnet (`a`/`b`), node and addresses."""
+
     tenant: str
     name: str
     subnet: str
@@ -81,6 +84,7 @@ class Vm:
 
     @property
     def label(self) -> str:
+        """`tenant/name`."""
         return f"{self.tenant}/{self.name}"
 
 
@@ -88,10 +92,10 @@ def build(api: Api, sandbox: Sandbox, manager: str) -> list[Vm]:
     """Start the nodes, register them, create both tenants' networks, plug the VMs."""
     zone = api.create("/transport-zones", {"name": "demo-zone"})
     for name, kind in NODES:
-        node = sandbox.add_node(name, [manager])
+        encap_ip = sandbox.add_node(name, [manager]).encap_ip
         api.create("/transport-nodes", {
             "name": name, "node_type": kind, "system_id": name, "transport_zone_ids": [zone],
-            "tunnel_endpoints": [{"encap": "geneve", "ip": node.encap_ip}]})  # fmt: skip
+            "tunnel_endpoints": [{"encap": "geneve", "ip": encap_ip}]})  # fmt: skip
     vms = []
     for tenant in TENANTS:
         profile = api.create("/security-profiles", {

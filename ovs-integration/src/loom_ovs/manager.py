@@ -10,8 +10,8 @@ keeps a replica of the node's switch tables by `monitor` on it and writes by `tr
 What a session learns (`NodeSession`): the node's `system-id`; its VIFs (interfaces of
 `br-int` with `external_ids:iface-id`, their `attached-mac` and `ofport`); the tunnel ports
 Loom made (`external_ids:loom-peer`), their ofports and BFD state; where its OpenFlow is
-(`external_ids:loom-openflow`, default the bridge's management socket under the node's
-run directory is unknown remotely, so nodes set it) and its datapath type.
+(`external_ids:loom-openflow`: the bridge's management socket path or a `tcp:` target, which
+only the node knows) and its datapath type (`external_ids:loom-datapath-type`).
 
 What it writes (`NodeSession.configure`), in one transaction and only what differs:
 `br-int` (fail mode secure, OpenFlow 1.3 and 1.5, no in-band), one tunnel port per remote
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import socket
 import zlib
 from collections.abc import Callable, Iterable
@@ -106,9 +107,7 @@ class NodeSession:
     def __init__(self, conn: RawConnection, peer: str, wake: Callable[[], None]) -> None:
         self.peer = peer
         """The address the node connected from (for logs)."""
-        self.replica = Replica(
-            peer, DB, NODE_TABLES, wake=wake, connect=lambda: conn
-        )
+        self.replica = Replica(peer, DB, NODE_TABLES, wake=wake, connect=lambda: conn)
         self.alive = True
 
     def start(self) -> list[Change]:
@@ -121,7 +120,7 @@ class NodeSession:
             return []
         try:
             return self.replica.poll()
-        except (OSError, Exception) as exc:  # noqa: BLE001 - any failure ends the session
+        except Exception as exc:  # any failure (EOF, a broken message) ends the session
             log.info("node %s (%s) disconnected: %s", self.system_id, self.peer, exc)
             self.close()
             return []
@@ -233,7 +232,7 @@ class NodeSession:
         else:
             uuid, row = bridge
             bridge_ref = ["uuid", uuid]
-            fix = {}
+            fix: dict[str, Any] = {}
             if row["fail_mode"] != "secure":
                 fix["fail_mode"] = "secure"
             if sorted(atoms(row["protocols"])) != PROTOCOLS:
@@ -242,7 +241,7 @@ class NodeSession:
                 ops.append({"op": "update", "table": "Bridge",
                             "where": [["_uuid", "==", bridge_ref]], "row": fix})  # fmt: skip
             have = self._tunnel_ports(row)
-        new_ports = []
+        new_ports: list[list[str]] = []
         for name, spec in sorted(wanted.items()):
             current = have.get(name)
             if current is not None and _tunnel_matches(current[1], spec):
@@ -357,8 +356,6 @@ class Manager:
         elif kind == "punix":
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             with contextlib.suppress(FileNotFoundError):
-                import os
-
                 os.unlink(where)
             sock.bind(where)
         else:
@@ -385,7 +382,7 @@ class Manager:
     def accept(self) -> list[NodeSession]:
         """Accept every pending connection; return the new sessions (replicas not started)."""
         assert self._sock is not None
-        sessions = []
+        sessions: list[NodeSession] = []
         while True:
             try:
                 sock, address = self._sock.accept()

@@ -163,12 +163,13 @@ class OvsNode:
         shutil.rmtree(self.run_dir, ignore_errors=True)
         self.run_dir.mkdir(parents=True)
         self.db.start()
+        dp_type = "netdev" if self.datapath == "netdev" else "system"
         self.vsctl(
             "--no-wait", "init", "--", "set", "Open_vSwitch", ".",
             f"external_ids:system-id={self.system_id}",
             f"external_ids:loom-openflow={self.openflow}",
             f"external_ids:loom-encap-ip={self.encap_ip}",
-            f"external_ids:loom-datapath-type={'netdev' if self.datapath == 'netdev' else 'system'}",
+            f"external_ids:loom-datapath-type={dp_type}",
         )  # fmt: skip
         self.vswitchd.start(ready=self.ctl.exists)
         self.set_managers(managers)

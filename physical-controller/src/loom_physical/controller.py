@@ -308,9 +308,9 @@ class PhysicalController:
             self._member.set_shards(self._configured_nodes())
 
     def _configured_nodes(self) -> set[str]:
-        return {
-            str(row["system_id"]) for row in self.config.rows["Transport_Node"].values()
-        } | set(self.nodes)
+        return {str(row["system_id"]) for row in self.config.rows["Transport_Node"].values()} | set(
+            self.nodes
+        )
 
     def _poll_config(self) -> None:
         self.config.poll()
@@ -390,17 +390,7 @@ class PhysicalController:
             self._fed_nodes[system_id] = want
         if self._dirty_universal:
             self._dirty_universal = False
-            want_u = self._universal_inputs()
-            for relation, new in want_u.items():
-                feed(relation, self._fed_global[relation], new)
-            self._fed_global = want_u
-            for uuid, row in self.universal.rows["Flow"].items():
-                new_flows = {(row["datapath"], row["source"], row["cookie"], text)
-                             for text in row["flows"]}  # fmt: skip
-                feed("UFlow", self._fed_flows.get(uuid, set()), new_flows)
-                self._fed_flows[uuid] = new_flows
-            for uuid in self._fed_flows.keys() - self.universal.rows["Flow"].keys():
-                feed("UFlow", self._fed_flows.pop(uuid), set())
+            self._feed_universal(feed)
         if not changed:
             txn.rollback()
             return False
@@ -408,6 +398,21 @@ class PhysicalController:
         self.transactions += 1
         self._fold(delta)
         return True
+
+    def _feed_universal(
+        self, feed: Callable[[str, set[tuple[Any, ...]], set[tuple[Any, ...]]], None]
+    ) -> None:
+        """Feed what changed of the universal DB's rows."""
+        want = self._universal_inputs()
+        for relation, new in want.items():
+            feed(relation, self._fed_global[relation], new)
+        self._fed_global = want
+        for uuid, row in self.universal.rows["Flow"].items():
+            flows = {(row["datapath"], row["source"], row["cookie"], text) for text in row["flows"]}
+            feed("UFlow", self._fed_flows.get(uuid, set()), flows)
+            self._fed_flows[uuid] = flows
+        for uuid in self._fed_flows.keys() - self.universal.rows["Flow"].keys():
+            feed("UFlow", self._fed_flows.pop(uuid), set())
 
     def _fold(self, delta: dict[str, list[tuple[int, tuple[Any, ...]]]]) -> None:
         """Fold an engine delta into the nodes' tables and the controller's needs."""
@@ -429,6 +434,14 @@ class PhysicalController:
                 self._needed.add(dp)
             else:
                 self._needed.discard(dp)
+        self._fold_nodes(delta)
+        if needed_changed:
+            self.universal.set_datapaths(self._needed)
+            if self.universal.poll():
+                self._dirty_universal = True
+
+    def _fold_nodes(self, delta: dict[str, list[tuple[int, tuple[Any, ...]]]]) -> None:
+        """Fold where VIFs are and which zones nodes need."""
         for weight, (port, node) in delta.get("Located", []):
             state = self.nodes.get(node)
             if state is not None:
@@ -445,10 +458,6 @@ class PhysicalController:
                 state.zones[owner] = next(z for z in range(*ZONES) if z not in used)
             elif weight < 0:
                 state.zones.pop(owner, None)
-        if needed_changed:
-            self.universal.set_datapaths(self._needed)
-            if self.universal.poll():
-                self._dirty_universal = True
 
     # ---- writing to the nodes ----
 
@@ -501,7 +510,9 @@ class PhysicalController:
     def _report(self, masters: set[str]) -> None:
         """Write what changed of the masters' status to the universal and config DBs."""
         universal_ops = []
-        bindings = {row["logical_port"]: row for row in self.universal.rows["Port_Binding"].values()}
+        bindings = {
+            row["logical_port"]: row for row in self.universal.rows["Port_Binding"].values()
+        }
         located = {p: n for n in sorted(masters) for p in self.nodes[n].located}
         for port, node in located.items():
             row = bindings.get(port)
@@ -537,27 +548,8 @@ class PhysicalController:
                 "realized_generation": str(state.realized), "message": state.message,
             }  # fmt: skip
             if omap(row["status"]) != status:
-                ops.append({"op": "update", "table": "Transport_Node",
-                            "where": [["_uuid", "==", ["uuid", uuid]]],
-                            "row": {"status": ["map", sorted(status.items())]}})  # fmt: skip
-        ports = self.config.rows["Logical_Switch_Port"]
-        for port, node in located.items():
-            row = ports.get(port)
-            if row is None or self.nodes[node].full_sync:
-                continue
-            status = {"up": "true", "realized": "true", "transport_node": node}
-            if omap(row["status"]) != status:
-                ops.append({"op": "update", "table": "Logical_Switch_Port",
-                            "where": [["_uuid", "==", ["uuid", port]]],
-                            "row": {"status": ["map", sorted(status.items())]}})  # fmt: skip
-        for port, row in ports.items():
-            status = omap(row["status"])
-            if status.get("transport_node") in masters and port not in located:
-                if status.get("up") != "false":
-                    gone = {"up": "false", "realized": "false", "transport_node": ""}
-                    ops.append({"op": "update", "table": "Logical_Switch_Port",
-                                "where": [["_uuid", "==", ["uuid", port]]],
-                                "row": {"status": ["map", sorted(gone.items())]}})  # fmt: skip
+                ops.append(_set_status("Transport_Node", uuid, status))
+        ops += self._port_status_ops(masters, located)
         realized = self._realized_generation(masters)
         for uuid, row in self.config.rows["Loom_Global"].items():
             if realized is not None and row["realized_generation"] != realized:
@@ -572,6 +564,25 @@ class PhysicalController:
             conn.transact("Loom_Config", ops)
         except (TransactError, OSError) as exc:
             log.warning("writing status failed: %s", exc)
+
+    def _port_status_ops(self, masters: set[str], located: dict[str, str]) -> list[dict[str, Any]]:
+        """Config DB updates of the status of the ports on the nodes this controller masters."""
+        ops: list[dict[str, Any]] = []
+        ports = self.config.rows["Logical_Switch_Port"]
+        for port, node in located.items():
+            row = ports.get(port)
+            if row is None or self.nodes[node].full_sync:
+                continue
+            status = {"up": "true", "realized": "true", "transport_node": node}
+            if omap(row["status"]) != status:
+                ops.append(_set_status("Logical_Switch_Port", port, status))
+        gone = {"up": "false", "realized": "false", "transport_node": ""}
+        for port, row in ports.items():
+            status = omap(row["status"])
+            left = status.get("transport_node") in masters and port not in located
+            if left and status.get("up") != "false":
+                ops.append(_set_status("Logical_Switch_Port", port, gone))
+        return ops
 
     def _realized_generation(self, masters: set[str]) -> int | None:
         """The generation every connected node has realized (as the nodes' status says, ours
@@ -626,6 +637,11 @@ class PhysicalController:
         """The universal DB connection (for tests)."""
         assert self.universal.conn is not None
         return self.universal.conn
+
+
+def _set_status(table: str, uuid: str, status: dict[str, str]) -> dict[str, Any]:
+    return {"op": "update", "table": table, "where": [["_uuid", "==", ["uuid", uuid]]],
+            "row": {"status": ["map", sorted(status.items())]}}  # fmt: skip
 
 
 def _opt(value: Any) -> str:
