@@ -41,9 +41,11 @@ def test_nodes_dial_in_and_get_configured(tmp_path: Path) -> None:
             wait_for(lambda: session.poll() is not None and spec.port_name in session.tunnels(),
                      10, "the tunnel port")  # fmt: skip
             bridge = session.bridge()
-            assert bridge is not None and bridge[1]["fail_mode"] == "secure"
+            assert bridge is not None
+            assert bridge[1]["fail_mode"] == "secure"
             options = node.vsctl("get", "Interface", spec.port_name, "options")
-            assert 'remote_ip="172.31.0.9"' in options and "key=flow" in options
+            assert 'remote_ip="172.31.0.9"' in options
+            assert "key=flow" in options
             assert 'enable="true"' in node.vsctl("get", "Interface", spec.port_name, "bfd")
             wait_for(
                 lambda: (

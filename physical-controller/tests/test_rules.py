@@ -19,4 +19,5 @@ def test_localize_golden() -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout == (TESTS / "localize.dump.expected").read_text()
     # What the golden pins: remote ports by tunnel, local ones by resubmit, zones bound.
-    assert "output:20" in done.stdout and "ct(table=12,zone=3)" in done.stdout
+    assert "output:20" in done.stdout
+    assert "ct(table=12,zone=3)" in done.stdout
