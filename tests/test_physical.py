@@ -244,7 +244,7 @@ def test_controller_restart_changes_no_flow(two_hvs: Loom) -> None:
     hv1.add_vif("a", "vif-a", mac(1))
     loom.node("hv2").add_vif("b", "vif-b", mac(2))
     loom.realized("hv1", "hv2")
-    before = _ages(hv1)
+    before = hv1.flow_ages()
     assert len(before) > 50
     loom.physical.stop()
     second = PhysicalController(loom.universal.remote, loom.config.remote, name="physical-1")
@@ -253,7 +253,7 @@ def test_controller_restart_changes_no_flow(two_hvs: Loom) -> None:
         for node in loom.sandbox:
             node.set_managers([second.target])
         assert second.wait_pass(lambda c: "hv1" in c.nodes and c.nodes["hv1"].pushes > 0, WAIT)
-        after = _ages(hv1)
+        after = hv1.flow_ages()
         assert sorted(after) == sorted(before)
         readded = [f for f in before if after[f] < before[f]]
         assert not readded, readded
@@ -261,19 +261,6 @@ def test_controller_restart_changes_no_flow(two_hvs: Loom) -> None:
         second.stop()
         loom.physical = PhysicalController(loom.universal.remote, loom.config.remote)
         loom.physical.start()  # the fixture stops it
-
-
-def _ages(node: OvsNode) -> dict[str, float]:
-    """Each flow (without its counters) -> its age in seconds."""
-    text = node.ofctl("dump-flows")
-    ages = {}
-    for line in text.splitlines():
-        found = re.search(r"duration=([\d.]+)s", line)
-        if found is None:
-            continue
-        flow = re.sub(r"(duration|n_packets|n_bytes|idle_age|hard_age)=[^,]*, ?", "", line)
-        ages[flow.strip()] = float(found.group(1))
-    return ages
 
 
 def test_stt_node_is_reported(loom: Loom) -> None:

@@ -325,6 +325,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     """Run `loom up`: start the deployment, print how to reach it, run until a signal."""
     stop_on_signals()
     token = args.admin_token or secrets.token_urlsafe(24)
+    code = 0
     deployment = Deployment(
         Path(args.state_dir),
         api_port=args.api_port,
@@ -343,12 +344,11 @@ def cmd_up(args: argparse.Namespace) -> int:
         print(f"  Neutron API: {deployment.api_url}/v2.0 ({args.neutron_auth})", flush=True)
         print(f"  admin token: {token}", flush=True)
         print(f"  nodes dial:  {deployment.manager_target} (OVSDB manager)", flush=True)
-        if args.demo:
+        if args.demo or args.check:  # --check implies --demo
             code = run_demo(deployment, check=args.check)
-            if args.check:
-                return code
-        print("Ctrl-C stops everything.", flush=True)
-        watch(deployment)
+        if not args.check:
+            print("Ctrl-C stops everything.", flush=True)
+            watch(deployment)
     except Stopped:
         pass
     except LoomError as exc:
@@ -357,7 +357,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     finally:
         deployment.stop()
     print("Loom stopped.", flush=True)
-    return 0
+    return code
 
 
 def run_demo(deployment: Deployment, *, check: bool) -> int:

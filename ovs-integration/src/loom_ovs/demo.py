@@ -66,7 +66,7 @@ class Api:
         """The id of the object named `body["name"]` under `path`, created if missing (a
         deployment's state persists: the demo runs again on what it built before)."""
         for item in self.call("GET", path)["items"]:
-            if item.get("name") == body["name"]:
+            if item.get("name") == body["name"] and item.get("tenant") == body.get("tenant"):
                 return str(item["id"])
         return str(self.call("POST", path, body)["id"])
 

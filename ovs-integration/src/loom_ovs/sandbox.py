@@ -232,6 +232,17 @@ class OvsNode:
             raise SandboxError(detail=f"no tx counter for {port}: {text}")
         return int(found.group(1))
 
+    def flow_ages(self, bridge: str = "br-int") -> dict[str, float]:
+        """Each flow of `bridge` (as dump-flows prints it, without counters) -> its age in
+        seconds: a flow deleted and added again is younger than before."""
+        ages = {}
+        for line in self.ofctl("dump-flows", bridge=bridge).splitlines():
+            duration = re.search(r"duration=([\d.]+)s", line)
+            if duration is not None:
+                flow = re.sub(r"(duration|n_packets|n_bytes|idle_age|hard_age)=[^,]*, ?", "", line)
+                ages[flow.strip()] = float(duration.group(1))
+        return ages
+
     def stop(self) -> None:
         """Stop both daemons (and remove the node's VM namespaces)."""
         if self.vswitchd.running:
