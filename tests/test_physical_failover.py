@@ -7,11 +7,10 @@ flow, and goes on realizing changes."""
 
 from __future__ import annotations
 
-import re
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -63,8 +62,13 @@ def api(config_db: OvsdbServer) -> Iterator[ApiClient]:
 
 
 @pytest.mark.timeout(180)
-def test_kill9_master_no_packet_lost(tmp_path: Path, zk: ZooKeeperServer, config_db: OvsdbServer,
-                                     universal_db: OvsdbServer, api: ApiClient) -> None:  # fmt: skip
+def test_kill9_master_no_packet_lost(
+    tmp_path: Path,
+    zk: ZooKeeperServer,
+    config_db: OvsdbServer,
+    universal_db: OvsdbServer,
+    api: ApiClient,
+) -> None:
     logical = LogicalController(config_db.remote, universal_db.remote).start()
     procs: dict[str, Daemon] = {}
     try:
@@ -73,8 +77,7 @@ def test_kill9_master_no_packet_lost(tmp_path: Path, zk: ZooKeeperServer, config
             daemon, port = controller(tmp_path, name, config_db, universal_db, zk)
             procs[name] = daemon
             targets.append(f"tcp:127.0.0.1:{port}")
-            daemon.start(ready=lambda d=daemon, p=port: d.pid is not None and listens_on(d.pid, p),
-                         timeout=60)  # fmt: skip
+            daemon.start(ready=_listens(daemon, port), timeout=60)
         with Sandbox(tmp_path / "nodes") as sandbox:
             zone = api.create("/api/v1/transport-zones", {"name": "tz"})["id"]
             for name in ("hv1", "hv2"):
@@ -154,6 +157,10 @@ def test_kill9_master_no_packet_lost(tmp_path: Path, zk: ZooKeeperServer, config
         for proc in procs.values():
             proc.stop()
         logical.stop()
+
+
+def _listens(daemon: Daemon, port: int) -> Callable[[], bool]:
+    return lambda: daemon.pid is not None and listens_on(daemon.pid, port)
 
 
 def _arrived(node: OvsNode, port: str, before: int, timeout: float) -> bool:
