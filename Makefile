@@ -20,18 +20,21 @@ help: ## Show this help
 .PHONY: install
 install: .uv ## Install system packages and the workspace (with the Rust extension, release) into .venv
 	@# System packages: real ovsdb-server/ovs-vswitchd and ZooKeeper (fresh CI machines lack them),
-	@# and jemalloc, which Loom's ovsdb-servers run with (loom_common.ovsdb.JEMALLOC).
+	@# and jemalloc, which Loom's ovsdb-servers run with (loom_common.ovsdb.JEMALLOC); ethtool and
+	@# iproute2 for the netdev sandbox's VMs (network namespaces, TX offload off).
 	@# (Debian installs the OVS daemons in /usr/sbin, which a non-root PATH may lack.)
 	@if { command -v ovsdb-server || [ -x /usr/sbin/ovsdb-server ]; } >/dev/null \
 	    && { command -v ovs-vswitchd || [ -x /usr/sbin/ovs-vswitchd ]; } >/dev/null \
 	    && compgen -G '/usr/lib/*/libjemalloc.so.2' >/dev/null \
+	    && { command -v ethtool || [ -x /usr/sbin/ethtool ]; } >/dev/null && command -v ping >/dev/null \
 	    && { [ -e /usr/share/zookeeper/bin/zkServer.sh ] \
 	         || compgen -G '/usr/share/java/zookeeper*.jar' >/dev/null; }; then :; else \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  export DEBIAN_FRONTEND=noninteractive; \
 	  $$SUDO apt-get install -y --no-install-recommends openvswitch-switch zookeeper libjemalloc2 \
+	       ethtool iproute2 iputils-ping \
 	  || { $$SUDO apt-get update && $$SUDO apt-get install -y --no-install-recommends \
-	       openvswitch-switch zookeeper libjemalloc2; }; \
+	       openvswitch-switch zookeeper libjemalloc2 ethtool iproute2 iputils-ping; }; \
 	fi
 	$(UV) sync --all-packages --locked
 

@@ -17,7 +17,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
 import signal
+import subprocess
 import sys
 import time
 import urllib.error
@@ -28,7 +31,7 @@ from types import FrameType
 from typing import Any
 
 from loom_ovs import packets
-from loom_ovs.sandbox import Sandbox
+from loom_ovs.sandbox import Sandbox, Vif
 
 TENANTS = ("red", "blue")
 SUBNETS = {"a": "10.0.1", "b": "10.0.2"}
@@ -66,7 +69,8 @@ class Api:
         """The id of the object named `body["name"]` under `path`, created if missing (a
         deployment's state persists: the demo runs again on what it built before)."""
         for item in self.call("GET", path)["items"]:
-            if item.get("name") == body["name"] and item.get("tenant") == body.get("tenant"):
+            same_tenant = "tenant" not in body or item.get("tenant") == body["tenant"]
+            if item.get("name") == body["name"] and same_tenant:
                 return str(item["id"])
         return str(self.call("POST", path, body)["id"])
 
@@ -120,7 +124,8 @@ def build(api: Api, sandbox: Sandbox, manager: str) -> list[Vm]:
                 "name": vm.label, "mac": vm.mac, "ips": [vm.ip],
                 "security_profile_ids": [profile],
                 "attachment": {"type": "vif", "vif_id": f"{tenant}-{name}"}})  # fmt: skip
-            sandbox.nodes[node].add_vif(f"{tenant}-{name}", f"{tenant}-{name}", vm.mac)
+            sandbox.nodes[node].add_vif(f"{tenant}-{name}", f"{tenant}-{name}", vm.mac,
+                                        f"{vm.ip}/24", f"{SUBNETS[subnet]}.1")  # fmt: skip
             vms.append(vm)
     return vms
 
@@ -141,7 +146,9 @@ def wait_realized(api: Api, vms: list[Vm]) -> None:
 
 
 def probe(sandbox: Sandbox, src: Vm, dst: Vm, kind: str) -> bool:
-    """Send one packet of `kind` from `src` to `dst`; True if it left `dst`'s port."""
+    """Send `kind` (`icmp`, `tcp/22`, `tcp/23`) from `src` to `dst`; True if it got there."""
+    if sandbox.datapath == "netdev":
+        return _probe_netns(sandbox, src, dst, kind)
     dst_mac = dst.mac if src.subnet == dst.subnet else ROUTER_MAC[src.subnet]
     if kind == "icmp":
         packet = packets.icmp_echo(src.mac, dst_mac, src.ip, dst.ip)
@@ -157,6 +164,131 @@ def probe(sandbox: Sandbox, src: Vm, dst: Vm, kind: str) -> bool:
             return True
         time.sleep(0.02)
     return False
+
+
+def _vif(sandbox: Sandbox, vm: Vm) -> Vif:
+    return sandbox.nodes[vm.node].vifs[f"{vm.tenant}-{vm.name}"]
+
+
+CONNECT = (
+    "import socket,sys\n"
+    "s=socket.socket()\n"
+    "s.settimeout(float(sys.argv[3]))\n"
+    "try:\n"
+    "    s.connect((sys.argv[1],int(sys.argv[2])))\n"
+    "except ConnectionRefusedError:\n"
+    "    print('refused')\n"
+    "except OSError:\n"
+    "    print('timeout')\n"
+    "else:\n"
+    "    print('connected')\n"
+)
+"""A TCP connect from inside a VM: `refused` means the SYN reached the VM (nothing listens),
+`timeout` that it did not."""
+
+
+CAPTURE = (
+    "import socket,sys,time\n"
+    "s=socket.socket(socket.AF_PACKET,socket.SOCK_RAW,socket.htons(0x0800))\n"
+    "s.bind(('eth0',0))\n"
+    "s.settimeout(0.05)\n"
+    "dst=socket.inet_aton(sys.argv[1]);proto=int(sys.argv[2]);port=int(sys.argv[3])\n"
+    "print('ready',flush=True)\n"
+    "end=time.monotonic()+float(sys.argv[4]);n=0\n"
+    "while time.monotonic()<end:\n"
+    "    try:\n"
+    "        f=s.recv(2048)\n"
+    "    except socket.timeout:\n"
+    "        continue\n"
+    "    ip=f[14:]\n"
+    "    if ip[9]!=proto or ip[16:20]!=dst:\n"
+    "        continue\n"
+    "    l4=ip[(ip[0]&15)*4:]\n"
+    "    if proto==1 and l4[0]==8 or proto==6 and int.from_bytes(l4[2:4],'big')==port:\n"
+    "        n+=1\n"
+    "        break\n"
+    "print(n,flush=True)\n"
+)
+"""Counts, inside a VM, the frames that reach its eth0 and are the probe: IPv4 to its address,
+an ICMP echo request or TCP to the port."""
+
+
+def _probe_netns(sandbox: Sandbox, src: Vm, dst: Vm, kind: str) -> bool:
+    """Across tenants the addresses overlap: `dst`'s address is also a VM of `src`'s own
+    tenant, which answers. What counts is whether the probe reached `dst`'s interface, as a
+    capture inside `dst` sees it."""
+    vif, target = _vif(sandbox, src), _vif(sandbox, dst)
+    proto, port = (1, 0) if kind == "icmp" else (6, int(kind.split("/")[1]))
+    capture = subprocess.Popen(
+        ["ip", "netns", "exec", target.netns or "", "python3", "-c", CAPTURE, dst.ip,
+         str(proto), str(port), str(BLOCKED_AFTER + 0.2)],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert capture.stdout is not None
+        capture.stdout.readline()  # "ready"
+        if kind == "icmp":
+            vif.run("ping", "-c", "1", "-W", str(BLOCKED_AFTER), dst.ip, check=False)
+        else:
+            vif.run("python3", "-c", CONNECT, dst.ip, str(port), str(BLOCKED_AFTER), check=False)
+        return int(capture.stdout.readline() or 0) > 0
+    finally:
+        capture.kill()
+        capture.wait()
+
+
+def warm_up(sandbox: Sandbox, vms: list[Vm]) -> None:
+    """Each VM resolves its gateway (its first ARP), as any VM does when it boots."""
+    if sandbox.datapath != "netdev":
+        return
+    for vm in vms:
+        gateway = f"{SUBNETS[vm.subnet]}.1"
+        deadline = time.monotonic() + WAIT
+        while time.monotonic() < deadline:
+            if " 1 received" in _vif(sandbox, vm).run("ping", "-c", "1", "-W", "1", gateway,
+                                                       check=False):  # fmt: skip
+                break
+
+
+SERVE = (
+    "import socket,sys\n"
+    "l=socket.socket()\n"
+    "l.setsockopt(socket.SOL_SOCKET,socket.SO_REUSEADDR,1)\n"
+    "l.bind(('0.0.0.0',int(sys.argv[1])))\n"
+    "l.listen(1)\n"
+    "print('ready',flush=True)\n"
+    "c,_=l.accept()\n"
+    "n=0\n"
+    "while (b:=c.recv(65536)):\n"
+    "    n+=len(b)\n"
+    "print(n,flush=True)\n"
+)
+SEND = (
+    "import socket,sys,time\n"
+    "s=socket.create_connection((sys.argv[1],int(sys.argv[2])),timeout=10)\n"
+    "t=time.monotonic()\n"
+    "s.sendall(b'x'*int(sys.argv[3]))\n"
+    "s.close()\n"
+    "print(time.monotonic()-t)\n"
+)
+
+
+def transfer(sandbox: Sandbox, src: Vm, dst: Vm, size: int = 10 << 20) -> dict[str, Any]:
+    """A TCP transfer of `size` bytes from `src` to `dst`'s port 22 (netdev VMs)."""
+    server = subprocess.Popen(
+        ["ip", "netns", "exec", _vif(sandbox, dst).netns or "", "python3", "-c", SERVE, "22"],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert server.stdout is not None
+        server.stdout.readline()  # "ready"
+        seconds = float(_vif(sandbox, src).run("python3", "-c", SEND, dst.ip, "22", str(size)))
+        received = int(server.stdout.readline() or 0)
+    finally:
+        server.kill()
+        server.wait()
+    return {"src": src.label, "dst": dst.label, "bytes": received, "sent": size,
+            "seconds": round(seconds, 3)}  # fmt: skip
 
 
 def matrix(sandbox: Sandbox, vms: list[Vm]) -> list[dict[str, Any]]:
@@ -205,6 +337,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--manager", required=True, help="the physical controller (tcp:IP:PORT)")
     parser.add_argument("--state-dir", required=True)
     parser.add_argument("--check", action="store_true", help="stop the nodes and exit 0/1")
+    parser.add_argument(
+        "--datapath", choices=["auto", "dummy", "netdev"], default="auto",
+        help="netdev: VMs in network namespaces, real ping and TCP (root); dummy: packets "
+        "injected into OVS; auto (default): netdev when root",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     state = Path(args.state_dir)
     stopped = False
@@ -216,13 +353,30 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     api = Api(args.api, args.token)
-    with Sandbox(state / "nodes") as sandbox:
+    datapath = args.datapath
+    if datapath == "auto":
+        datapath = "netdev" if os.geteuid() == 0 and shutil.which("ping") else "dummy"
+    with Sandbox(state / "nodes", datapath=datapath) as sandbox:
         vms = build(api, sandbox, args.manager)
         wait_realized(api, vms)
+        warm_up(sandbox, vms)
         results = matrix(sandbox, vms)
         good = all(r["expected"] == r["observed"] for r in results)
-        (state / "demo.json").write_text(json.dumps({"ok": good, "results": results}, indent=1))
+        transfers = []
+        if datapath == "netdev":  # routed, across hypervisors, in each tenant
+            for tenant in TENANTS:
+                src, dst = (
+                    next(v for v in vms if v.label == f"{tenant}/{n}") for n in ("vm1", "vm3")
+                )
+                transfers.append(transfer(sandbox, src, dst))
+            good = good and all(t["bytes"] == t["sent"] for t in transfers)
+        report = {"ok": good, "datapath": datapath, "results": results, "transfers": transfers}
+        (state / "demo.json").write_text(json.dumps(report, indent=1))
+        print(f"datapath: {datapath}", flush=True)
         print(render(results), flush=True)
+        for t in transfers:
+            print(f"TCP {t['src']} -> {t['dst']}: {t['bytes']} of {t['sent']} bytes "
+                  f"in {t['seconds']} s", flush=True)  # fmt: skip
         print(f"demo: {'every outcome held' if good else 'SOME OUTCOMES DIFFER'}", flush=True)
         if args.check:
             return 0 if good else 1

@@ -86,6 +86,19 @@ class Vif:
     ip: str | None = None
     """The VM's address with prefix length (netdev VMs only: configured in the namespace)."""
     netns: str | None = None
+    gateway: str | None = None
+    """The VM's default route (netdev VMs)."""
+
+    def run(self, *argv: str, check: bool = True, timeout: float = 30.0) -> str:
+        """Run a command inside the VM's namespace (netdev VMs); return its stdout."""
+        assert self.netns is not None, "a dummy VIF has no namespace"
+        done = subprocess.run(["ip", "netns", "exec", self.netns, *argv], capture_output=True,
+                              text=True, timeout=timeout, check=False)  # fmt: skip
+        if check and done.returncode != 0:
+            raise SandboxError(
+                detail=f"{' '.join(argv)} in {self.netns}: {done.stderr or done.stdout}"
+            )
+        return done.stdout
 
 
 @dataclass(eq=False)
@@ -186,9 +199,13 @@ class OvsNode:
             ]  # fmt: skip
         self.vsctl(*args)
 
-    def add_vif(self, name: str, iface_id: str, mac: str, ip: str | None = None) -> Vif:
-        """Plug a VIF into `br-int` (created here if the controller has not yet)."""
-        vif = Vif(name, iface_id, mac, ip)
+    def add_vif(
+        self, name: str, iface_id: str, mac: str, ip: str | None = None, gateway: str | None = None
+    ) -> Vif:
+        """Plug a VIF into `br-int` (created here if the controller has not yet). On netdev
+        nodes the VM is a namespace with address `ip` (with prefix length) and default
+        route via `gateway`."""
+        vif = Vif(name, iface_id, mac, ip, gateway=gateway)
         common = [
             f"external_ids:iface-id={iface_id}", f"external_ids:attached-mac={mac}",
             "external_ids:iface-status=active",
@@ -269,6 +286,8 @@ def _make_vm(node_netns: str, vif: Vif) -> None:
     _run([*vm, "link", "set", "lo", "up"])
     if vif.ip is not None:
         _run([*vm, "addr", "add", vif.ip, "dev", "eth0"])
+    if vif.gateway is not None:
+        _run([*vm, "route", "add", "default", "via", vif.gateway])
     ethtool = shutil.which("ethtool") or "/usr/sbin/ethtool"
     _run(["ip", "netns", "exec", vif.netns, ethtool, "-K", "eth0", "tx", "off"])
 
@@ -346,12 +365,13 @@ class Sandbox:
             _run(["ip", "-n", node.netns, "addr", "add", f"{node.encap_ip}/16", "dev", "br-phy"])
             _run(["ip", "-n", node.netns, "link", "set", "br-phy", "up"])
         node.appctl("ovs/route/add", f"{node.encap_ip}/16", "br-phy")
-        if self.datapath == "dummy":
-            for other in self.nodes.values():
-                if other is node:
-                    continue
-                other.appctl("tnl/neigh/set", "br-phy", node.encap_ip, hwaddr)
-                node.appctl("tnl/neigh/set", "br-phy", other.encap_ip, underlay_mac(other.index))
+        # Static underlay neighbours: nothing answers ARP on the dummy underlay, and on the
+        # netdev one the first packet to a new peer would be dropped while OVS resolves it.
+        for other in self.nodes.values():
+            if other is node:
+                continue
+            other.appctl("tnl/neigh/set", "br-phy", node.encap_ip, hwaddr)
+            node.appctl("tnl/neigh/set", "br-phy", other.encap_ip, underlay_mac(other.index))
 
     def stop(self) -> None:
         """Stop every node, the underlay, and remove the namespaces created."""
