@@ -193,6 +193,25 @@ class NodeSession:
                 found[str(ids["iface-id"])] = VifInfo(ids["iface-id"], ofport, mac, iface["name"])
         return found
 
+    def uplinks(self) -> list[int]:
+        """The ofports of the node's uplinks (`external_ids:loom-uplink=true`: a gateway
+        node's port to the physical network)."""
+        found = []
+        for iface in self._interfaces():
+            ofport = _ofport(iface)
+            if omap(iface["external_ids"]).get("loom-uplink") == "true" and ofport is not None:
+                found.append(ofport)
+        return sorted(found)
+
+    def neighbours(self) -> dict[str, str]:
+        """The node's static neighbours on its uplink: `external_ids:loom-nexthop:IP=MAC`."""
+        prefix = "loom-nexthop:"
+        return {
+            key[len(prefix) :]: str(value)
+            for key, value in self.external_ids.items()
+            if key.startswith(prefix)
+        }
+
     def tunnels(self) -> dict[str, tuple[str, int | None, str]]:
         """Loom's tunnel ports: name -> (peer system-id, ofport or None, error)."""
         found = {}

@@ -52,11 +52,13 @@ def _ipv4(src: str, dst: str, proto: int, payload: bytes, ttl: int) -> bytes:
     return header + payload
 
 
-def icmp_echo(src_mac: str, dst_mac: str, src: str, dst: str, *, ttl: int = 64) -> str:
-    """An ICMP echo request."""
+def icmp_echo(
+    src_mac: str, dst_mac: str, src: str, dst: str, *, ttl: int = 64, vlan: int | None = None
+) -> str:
+    """An ICMP echo request (tagged with `vlan` if given)."""
     body = struct.pack("!BBHHH", 8, 0, 0, 1, 1) + b"loom"
     body = body[:2] + struct.pack("!H", _checksum(body)) + body[4:]
-    return ethernet(src_mac, dst_mac, 0x0800, _ipv4(src, dst, 1, body, ttl))
+    return ethernet(src_mac, dst_mac, 0x0800, _ipv4(src, dst, 1, body, ttl), vlan=vlan)
 
 
 def udp(src_mac: str, dst_mac: str, src: str, dst: str, sport: int, dport: int) -> str:

@@ -229,6 +229,22 @@ class OvsNode:
         self.vifs[name] = vif
         return vif
 
+    def add_uplink(self, name: str = "uplink") -> None:
+        """Give a gateway node its port to the physical network: a dummy port of `br-int`
+        marked `external_ids:loom-uplink=true` (packets injected into it come from the
+        physical network; what Loom sends there is in its `tx_pcap`)."""
+        self.vsctl(
+            "--may-exist", "add-br", "br-int", "--", "set", "Bridge", "br-int",
+            "fail-mode=secure", "--", "add-port", "br-int", name, "--", "set", "Interface",
+            name, "type=dummy", "external_ids:loom-uplink=true",
+            f"options:tx_pcap={self.run_dir / f'{name}-tx.pcap'}",
+            f"options:rxq_pcap={self.run_dir / f'{name}-rx.pcap'}",
+        )  # fmt: skip
+
+    def set_neighbour(self, ip: str, mac: str) -> None:
+        """Tell Loom the MAC of a physical next hop on this gateway node's uplink."""
+        self.vsctl("set", "Open_vSwitch", ".", f'external_ids:"loom-nexthop:{ip}"="{mac}"')
+
     def remove_vif(self, name: str) -> None:
         """Unplug VIF `name` (a VM leaving the node)."""
         self.vsctl("--if-exists", "del-port", "br-int", name)

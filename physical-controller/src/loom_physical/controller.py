@@ -126,12 +126,13 @@ class PhysicalController:
         self.nodes: dict[str, NodeState] = {}
         self._pending: list[NodeSession] = []
         """Sessions whose node has not said its system-id yet."""
-        self._fed_global: dict[str, set[tuple[Any, ...]]] = {"Datapath": set(), "Binding": set()}
+        self._fed_global: dict[str, set[tuple[Any, ...]]] = {}
         self._fed_flows: dict[str, set[tuple[Any, ...]]] = {}
         """Universal_Flow row uuid -> the UFlow rows fed for it."""
         self._fed_nodes: dict[str, dict[str, set[tuple[Any, ...]]]] = {}
         """Node -> input relation -> the rows fed for it (until it disconnects)."""
         self._disconnected: set[str] = set()
+        self._fed_live: set[tuple[Any, ...]] = set()
         """Nodes gone since the last computation (their rows are taken out of the engine)."""
         self._dirty_universal = False
         self._needed: set[int] = set()
@@ -338,8 +339,11 @@ class PhysicalController:
 
     def _node_inputs(self, system_id: str, state: NodeState) -> dict[str, set[tuple[Any, ...]]]:
         """The engine rows node `system_id` stands for now."""
-        rows: dict[str, set[tuple[Any, ...]]] = {"Node": {(system_id,)}, "Iface": set(),
-                                                  "TunnelPort": set(), "Zone": set()}  # fmt: skip
+        rows: dict[str, set[tuple[Any, ...]]] = {
+            "Node": {(system_id,)}, "Iface": set(), "TunnelPort": set(), "Zone": set(),
+            "Uplink": {(system_id, of) for of in state.session.uplinks()[:1]},
+            "Neighbour": {(system_id, ip, mac) for ip, mac in state.session.neighbours().items()},
+        }  # fmt: skip
         for iface_id, vif in state.session.vifs().items():
             rows["Iface"].add((system_id, iface_id, vif.ofport))
         encaps = {t.port_name: t.encap for t in self._tunnel_specs(system_id)}
@@ -351,15 +355,36 @@ class PhysicalController:
         return rows
 
     def _universal_inputs(self) -> dict[str, set[tuple[Any, ...]]]:
-        rows: dict[str, set[tuple[Any, ...]]] = {"Datapath": set(), "Binding": set()}
+        rows: dict[str, set[tuple[Any, ...]]] = {
+            "Datapath": set(), "Binding": set(), "GatewayNode": set(), "Gateway": set(),
+            "ServiceNode": set(),
+        }  # fmt: skip
         for row in self.universal.rows["Datapath"].values():
             rows["Datapath"].add((row["key"], row["kind"], row["config_id"]))
         for row in self.universal.rows["Port_Binding"].values():
+            vlan = atoms(row["vlan"])
             rows["Binding"].add((
                 row["logical_port"], row["datapath"], row["port_key"], row["type"],
                 _opt(row["vif_id"]), _opt(row["peer"]), _opt(row["chassis"]),
+                _opt(row["gateway_service"]), vlan[0] if vlan and vlan[0] != "set" else None,
             ))  # fmt: skip
+        for row in self.universal.rows["Gateway_Assignment"].values():
+            rows["Gateway"].add((row["service"], row["kind"], _opt(row["uplink_next_hop"])))
+            for weight, node in omap(row["nodes"]).items():
+                rows["GatewayNode"].add((row["service"], int(weight), node))
+        for row in self.universal.rows["Replication_Set"].values():
+            if row["mode"] == "service-node":
+                for weight, node in omap(row["service_nodes"]).items():
+                    rows["ServiceNode"].add((row["datapath"], int(weight), node))
         return rows
+
+    def _live(self) -> set[tuple[Any, ...]]:
+        """The nodes connected to some physical controller (ours, and as the config DB says)."""
+        live = {(n,) for n in self.nodes}
+        for row in self.config.rows["Transport_Node"].values():
+            if omap(row["status"]).get("connected") == "true":
+                live.add((str(row["system_id"]),))
+        return live
 
     def _compute(self) -> bool:
         """One engine transaction of what changed; True if it changed any output."""
@@ -388,6 +413,9 @@ class PhysicalController:
                 feed(relation, have.get(relation, set()), want.get(relation, set()))
             state.fed = want
             self._fed_nodes[system_id] = want
+        live = self._live()
+        feed("Live", self._fed_live, live)
+        self._fed_live = live
         if self._dirty_universal:
             self._dirty_universal = False
             self._feed_universal(feed)
@@ -405,7 +433,7 @@ class PhysicalController:
         """Feed what changed of the universal DB's rows."""
         want = self._universal_inputs()
         for relation, new in want.items():
-            feed(relation, self._fed_global[relation], new)
+            feed(relation, self._fed_global.get(relation, set()), new)
         self._fed_global = want
         for uuid, row in self.universal.rows["Flow"].items():
             flows = {(row["datapath"], row["source"], row["cookie"], text) for text in row["flows"]}

@@ -1,0 +1,236 @@
+"""Gateways and service nodes on real OVS (dummy datapath): an L3 gateway's uplink with a
+floating IP and SNAT, an L2 gateway bridging a switch to a VLAN, and broadcast replicated
+through a service node. Packets are injected into VMs' ports and into the gateway's uplink
+(the physical network) and read back from the ports' captures."""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from flask import Flask
+
+from loom_api import create_app
+from loom_api.auth import Tokens
+from loom_api.testing import ApiClient, running_store
+from loom_common.ovsdb import OvsdbServer
+from loom_common.testing import wait_for
+from loom_logical.controller import LogicalController
+from loom_ovs import packets
+from loom_ovs.sandbox import OvsNode, Sandbox
+from loom_physical.controller import PhysicalController
+
+pytestmark = [pytest.mark.ovs, pytest.mark.system]
+
+TOKEN = "admin-secret"
+WAIT = 30.0
+NEXT_HOP_MAC = "00:00:00:00:99:01"
+
+
+def mac(i: int) -> str:
+    return f"50:54:00:00:02:{i:02x}"
+
+
+class Site:
+    """API, controllers and nodes of one test."""
+
+    def __init__(self, api: ApiClient, physical: PhysicalController, sandbox: Sandbox) -> None:
+        self.api, self.physical, self.sandbox = api, physical, sandbox
+        self.zone = api.create("/api/v1/transport-zones", {"name": "tz"})["id"]
+        self.ids: dict[str, str] = {}
+
+    def node(self, name: str, kind: str = "hypervisor") -> OvsNode:
+        node = self.sandbox.add_node(name, [self.physical.target])
+        self.ids[name] = self.api.create("/api/v1/transport-nodes", {
+            "name": name, "node_type": kind, "system_id": name,
+            "transport_zone_ids": [self.zone],
+            "tunnel_endpoints": [{"encap": "geneve", "ip": node.encap_ip}]})["id"]  # fmt: skip
+        return node
+
+    def create(self, path: str, body: dict[str, Any]) -> str:
+        return str(self.api.create(f"/api/v1/{path}", body)["id"])
+
+    def settled(self, *meshed: str) -> None:
+        status = self.api.get("/api/v1/status").get_json()
+        wait_for(
+            lambda: self.api.get("/api/v1/status").get_json()["realized_generation"]
+            >= status["config_generation"], WAIT, "realization")  # fmt: skip
+
+        def mesh() -> bool:
+            return all(set(meshed) - {n} <= self.physical.tunnel_peers(n) for n in meshed)
+
+        assert self.physical.wait_pass(lambda c: mesh() and c.settled(), WAIT), "not settled"
+
+
+@pytest.fixture
+def site(config_db: OvsdbServer, universal_db: OvsdbServer, tmp_path: Path) -> Iterator[Site]:
+    with running_store(config_db.remote) as store, Sandbox(tmp_path / "nodes") as sandbox:
+        app: Flask = create_app(store, Tokens(admin=TOKEN, tenants={}))
+        api = ApiClient(app.test_client(), TOKEN)
+        logical = LogicalController(config_db.remote, universal_db.remote).start()
+        try:
+            physical = PhysicalController(universal_db.remote, config_db.remote).start()
+            try:
+                yield Site(api, physical, sandbox)
+            finally:
+                physical.stop()
+        finally:
+            logical.stop()
+
+
+def frames(path: Path) -> list[bytes]:
+    """The frames of a pcap file (as OVS's dummy `tx_pcap` writes it)."""
+    data = path.read_bytes() if path.exists() else b""
+    found, offset = [], 24
+    while offset + 16 <= len(data):
+        length = struct.unpack("<I", data[offset + 8 : offset + 12])[0]
+        found.append(data[offset + 16 : offset + 16 + length])
+        offset += 16 + length
+    return found
+
+
+def ipv4(frame: bytes) -> tuple[str, str, int]:
+    """(source, destination, TTL) of an untagged IPv4 frame; ("", "", 0) for others."""
+    if frame[12:14] != b"\x08\x00":
+        return "", "", 0
+    ip = frame[14:]
+    return ".".join(map(str, ip[12:16])), ".".join(map(str, ip[16:20])), ip[8]
+
+
+def sent_until(node: OvsNode, vif: str, packet: str, pcap: Path, check: Any) -> bytes:
+    """Inject `packet` at `vif` (again while nothing satisfying `check` is in `pcap`: the
+    tunnel mesh follows the VIFs); return the first frame that satisfies `check`."""
+    found: list[bytes] = []
+
+    def arrived() -> bool:
+        node.receive(vif, packet)
+        found[:] = [f for f in frames(pcap) if check(f)]
+        return bool(found)
+
+    wait_for(arrived, WAIT, f"a frame in {pcap.name}")
+    return found[0]
+
+
+def test_l3_gateway_floating_ip_and_snat(site: Site) -> None:
+    hv1, hv2 = site.node("hv1"), site.node("hv2")
+    gw = site.node("gw1", "gateway")
+    gw.add_uplink()
+    gw.set_neighbour("172.16.0.1", NEXT_HOP_MAC)
+    l3 = site.create("gateway-services", {
+        "name": "l3", "type": "l3", "gateway_node_ids": [site.ids["gw1"]],
+        "uplink_ip": "172.16.0.2/24", "uplink_next_hop": "172.16.0.1"})  # fmt: skip
+    net = site.create("logical-switches", {"name": "net", "tenant": "t"})
+    router = site.create("logical-routers", {"name": "r", "tenant": "t", "gateway_service_id": l3})
+    site.create(f"logical-routers/{router}/ports", {
+        "name": "r-net", "ip_prefix": "10.0.1.1/24", "logical_switch_id": net,
+        "mac": "00:00:00:aa:00:01"})  # fmt: skip
+    vm1 = site.create(f"logical-switches/{net}/ports", {
+        "name": "vm1", "mac": mac(1), "ips": ["10.0.1.10"],
+        "attachment": {"type": "vif", "vif_id": "vif-vm1"}})  # fmt: skip
+    site.create(f"logical-switches/{net}/ports", {
+        "name": "vm2", "mac": mac(2), "ips": ["10.0.1.20"],
+        "attachment": {"type": "vif", "vif_id": "vif-vm2"}})  # fmt: skip
+    site.create(f"logical-routers/{router}/nat-rules", {
+        "type": "floating-ip", "external_ip": "172.16.0.102", "internal_ip": "10.0.1.10",
+        "logical_port_id": vm1})  # fmt: skip
+    site.create(f"logical-routers/{router}/nat-rules", {
+        "type": "snat", "external_ip": "172.16.0.2", "internal_ip": "10.0.0.0/16"})  # fmt: skip
+    hv1.add_vif("vm1", "vif-vm1", mac(1))
+    hv2.add_vif("vm2", "vif-vm2", mac(2))
+    site.settled("hv1", "gw1")
+    uplink = gw.run_dir / "uplink-tx.pcap"
+
+    # vm1 (floating IP) to the Internet: out of the gateway's uplink, from its floating IP,
+    # to the next hop's MAC, TTL decremented.
+    out = packets.icmp_echo(mac(1), "00:00:00:aa:00:01", "10.0.1.10", "8.8.8.8")
+    frame = sent_until(
+        hv1,
+        "vm1",
+        out,
+        uplink,
+        lambda f: ipv4(f)[:2] == ("172.16.0.102", "8.8.8.8"),
+    )
+    assert frame[0:6] == bytes.fromhex(NEXT_HOP_MAC.replace(":", ""))
+    assert ipv4(frame) == ("172.16.0.102", "8.8.8.8", 63)
+    # vm2 (no floating IP) goes out SNAT'ed to the uplink's address.
+    out2 = packets.icmp_echo(mac(2), "00:00:00:aa:00:01", "10.0.1.20", "8.8.4.4")
+    frame = sent_until(
+        hv2,
+        "vm2",
+        out2,
+        uplink,
+        lambda f: ipv4(f)[:2] == ("172.16.0.2", "8.8.4.4"),
+    )
+    assert ipv4(frame) == ("172.16.0.2", "8.8.4.4", 63)
+    # From the Internet to the floating IP: DNAT'ed to vm1, delivered on hv1.
+    bindings = site.physical.universal.rows["Gateway_Assignment"].values()
+    uplink_mac = next(iter(bindings))["uplink_mac"]
+    inbound = packets.icmp_echo(NEXT_HOP_MAC, uplink_mac, "8.8.8.8", "172.16.0.102")
+    frame = sent_until(
+        gw,
+        "uplink",
+        inbound,
+        hv1.run_dir / "vm1-tx.pcap",
+        lambda f: ipv4(f)[1] == "10.0.1.10",
+    )
+    assert ipv4(frame) == ("8.8.8.8", "10.0.1.10", 63)
+    assert frame[0:6] == bytes.fromhex(mac(1).replace(":", ""))
+
+
+def test_l2_gateway_bridges_to_a_vlan(site: Site) -> None:
+    hv1 = site.node("hv1")
+    gw = site.node("gw1", "gateway")
+    gw.add_uplink()
+    l2 = site.create("gateway-services", {
+        "name": "l2", "type": "l2", "gateway_node_ids": [site.ids["gw1"]]})  # fmt: skip
+    sw = site.create("logical-switches", {"name": "sw", "tenant": "t"})
+    site.create(f"logical-switches/{sw}/ports", {
+        "name": "vm1", "mac": mac(1), "ips": ["10.0.0.1"],
+        "attachment": {"type": "vif", "vif_id": "vif-vm1"}})  # fmt: skip
+    site.create(f"logical-switches/{sw}/ports", {
+        "name": "bridge", "mac": "00:00:00:00:0f:01", "port_security": False,
+        "attachment": {"type": "l2-gateway", "gateway_service_id": l2, "vlan": 100}})  # fmt: skip
+    hv1.add_vif("vm1", "vif-vm1", mac(1))
+    site.settled("hv1", "gw1")
+    # vm1's broadcast leaves the gateway's uplink tagged with VLAN 100.
+    arp = packets.arp_request(mac(1), "10.0.0.1", "10.0.0.77")
+    frame = sent_until(hv1, "vm1", arp, gw.run_dir / "uplink-tx.pcap",
+                       lambda f: f[12:14] == b"\x81\x00" and f[16:18] == b"\x08\x06")  # fmt: skip
+    assert int.from_bytes(frame[14:16], "big") & 0xFFF == 100
+    # A host on VLAN 100 reaches vm1; the frame arrives untagged.
+    host = "00:00:00:00:0f:50"
+    inbound = packets.icmp_echo(host, mac(1), "10.0.0.50", "10.0.0.1", vlan=100)
+    frame = sent_until(
+        gw,
+        "uplink",
+        inbound,
+        hv1.run_dir / "vm1-tx.pcap",
+        lambda f: f[6:12] == bytes.fromhex(host.replace(":", "")),
+    )
+    assert frame[12:14] == b"\x08\x00"
+
+
+def test_broadcast_through_a_service_node(site: Site) -> None:
+    hv = [site.node(f"hv{i}") for i in (1, 2, 3)]
+    site.node("sn1", "service-node")
+    sw = site.create("logical-switches", {
+        "name": "sw", "tenant": "t", "replication_mode": "service-node"})  # fmt: skip
+    for i, node in enumerate(hv, start=1):
+        site.create(f"logical-switches/{sw}/ports", {
+            "name": f"p{i}", "mac": mac(i), "ips": [f"10.0.0.{i}"],
+            "attachment": {"type": "vif", "vif_id": f"vif-p{i}"}})  # fmt: skip
+        node.add_vif("vm", f"vif-p{i}", mac(i))
+    site.settled("hv1", "sn1")
+    # hv1 sends one copy, to the service node (a bundle of its tunnels that BFD watches).
+    flood = [f for f in site.physical.flows("hv1") if f.table == 64 and f.priority == 100]
+    assert len(flood) == 1
+    assert "bundle(eth_src,0,active_backup,ofport,members:" in flood[0].actions
+    # ... which replicates it to hv2 and hv3 (BFD must come up first: wait for delivery).
+    arp = packets.arp_request(mac(1), "10.0.0.1", "10.0.0.77")
+    for node in hv[1:]:
+        sent_until(hv[0], "vm", arp, node.run_dir / "vm-tx.pcap",
+                   lambda f: f[12:14] == b"\x08\x06" and f[6:12] == bytes.fromhex(
+                       mac(1).replace(":", "")))  # fmt: skip
