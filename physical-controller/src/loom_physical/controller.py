@@ -70,6 +70,8 @@ class NodeState:
     realized: int = 0
     message: str = ""
     pushes: int = 0
+    dirty: bool = True
+    """Its OVSDB rows or zones changed since its engine rows were computed."""
 
 
 class PhysicalController:
@@ -134,7 +136,10 @@ class PhysicalController:
         self._disconnected: set[str] = set()
         self._fed_live: set[tuple[Any, ...]] = set()
         """Nodes gone since the last computation (their rows are taken out of the engine)."""
-        self._dirty_universal = False
+        self._dirty_universal: dict[str, set[str]] = {}
+        """Universal table -> the uuids of its rows changed since they were fed."""
+        self._fed_binding: dict[str, tuple[Any, ...]] = {}
+        """Port_Binding row uuid -> the Binding row fed for it."""
         self._needed: set[int] = set()
         self._need_zone: set[tuple[str, str]] = set()
         self._stop = threading.Event()
@@ -150,8 +155,7 @@ class PhysicalController:
     def start(self) -> PhysicalController:
         """Listen for nodes, connect to the databases, join the cluster, start the thread."""
         self.manager.start()
-        self.universal.start(())
-        self._dirty_universal = True
+        self._mark_universal(self.universal.start(()))
         self.config.start()
         if self._zk_hosts:
             self._zk = membership.connect(self._zk_hosts, session_timeout=self._session_timeout)
@@ -227,13 +231,13 @@ class PhysicalController:
     def _loop(self) -> None:
         while not self._stop.is_set():
             try:
-                self._step()
+                with self._cond:  # `wait_pass` predicates see the state between passes
+                    self._step()
             except Exception:
                 log.exception("physical controller pass failed; retrying")
                 self._stop.wait(1.0)
                 with contextlib.suppress(Exception):
-                    self.universal.start(self._needed)
-                    self._dirty_universal = True
+                    self._mark_universal(self.universal.start(self._needed))
                     self.config.start()
                 for state in self.nodes.values():
                     state.full_sync = True
@@ -301,6 +305,7 @@ class PhysicalController:
                 old.session.close()
                 old.session = session
                 old.full_sync = True
+                old.dirty = True
             else:
                 self.nodes[system_id] = NodeState(session)
             log.info("node %s connected from %s", system_id, session.peer)
@@ -319,12 +324,19 @@ class PhysicalController:
             self._member.set_shards(self._configured_nodes())
 
     def _poll_universal(self) -> None:
-        if self.universal.poll():
-            self._dirty_universal = True
+        self._mark_universal(self.universal.poll())
+
+    def _mark_universal(self, changes: list[tuple[str, str, Any]]) -> None:
+        for table, uuid, _ in changes:
+            self._dirty_universal.setdefault(table, set()).add(uuid)
+        if "Tunnel" in self._dirty_universal:  # the nodes' tunnel ports follow
+            for state in self.nodes.values():
+                state.dirty = True
 
     def _poll_nodes(self) -> None:
         for system_id, state in list(self.nodes.items()):
-            state.session.poll()
+            if state.session.poll():
+                state.dirty = True
             if not state.session.alive:
                 log.info("node %s disconnected", system_id)
                 del self.nodes[system_id]
@@ -354,28 +366,26 @@ class PhysicalController:
             rows["Zone"].add((system_id, owner, zone))
         return rows
 
-    def _universal_inputs(self) -> dict[str, set[tuple[Any, ...]]]:
-        rows: dict[str, set[tuple[Any, ...]]] = {
-            "Datapath": set(), "Binding": set(), "GatewayNode": set(), "Gateway": set(),
-            "ServiceNode": set(),
-        }  # fmt: skip
-        for row in self.universal.rows["Datapath"].values():
-            rows["Datapath"].add((row["key"], row["kind"], row["config_id"]))
-        for row in self.universal.rows["Port_Binding"].values():
-            vlan = atoms(row["vlan"])
-            rows["Binding"].add((
-                row["logical_port"], row["datapath"], row["port_key"], row["type"],
-                _opt(row["vif_id"]), _opt(row["peer"]), _opt(row["chassis"]),
-                _opt(row["gateway_service"]), vlan[0] if vlan and vlan[0] != "set" else None,
-            ))  # fmt: skip
-        for row in self.universal.rows["Gateway_Assignment"].values():
-            rows["Gateway"].add((row["service"], row["kind"], _opt(row["uplink_next_hop"])))
-            for weight, node in omap(row["nodes"]).items():
-                rows["GatewayNode"].add((row["service"], int(weight), node))
-        for row in self.universal.rows["Replication_Set"].values():
-            if row["mode"] == "service-node":
-                for weight, node in omap(row["service_nodes"]).items():
-                    rows["ServiceNode"].add((row["datapath"], int(weight), node))
+    def _universal_inputs(self, dirty: dict[str, set[str]]) -> dict[str, set[tuple[Any, ...]]]:
+        """The engine rows of the small universal tables that changed (each whole)."""
+        rows: dict[str, set[tuple[Any, ...]]] = {}
+        if "Datapath" in dirty:
+            rows["Datapath"] = {
+                (row["key"], row["kind"], row["config_id"])
+                for row in self.universal.rows["Datapath"].values()
+            }
+        if "Gateway_Assignment" in dirty:
+            rows["Gateway"], rows["GatewayNode"] = set(), set()
+            for row in self.universal.rows["Gateway_Assignment"].values():
+                rows["Gateway"].add((row["service"], row["kind"], _opt(row["uplink_next_hop"])))
+                for weight, node in omap(row["nodes"]).items():
+                    rows["GatewayNode"].add((row["service"], int(weight), node))
+        if "Replication_Set" in dirty:
+            rows["ServiceNode"] = set()
+            for row in self.universal.rows["Replication_Set"].values():
+                if row["mode"] == "service-node":
+                    for weight, node in omap(row["service_nodes"]).items():
+                        rows["ServiceNode"].add((row["datapath"], int(weight), node))
         return rows
 
     def _live(self) -> set[tuple[Any, ...]]:
@@ -407,18 +417,21 @@ class PhysicalController:
             self._fed_nodes.pop(system_id, None)
             self._disconnected.discard(system_id)
         for system_id, state in self.nodes.items():
+            if system_id in computed and not state.dirty and state.fed:
+                continue
             want = self._node_inputs(system_id, state) if system_id in computed else {}
             have = state.fed
             for relation in {*want, *have}:
                 feed(relation, have.get(relation, set()), want.get(relation, set()))
             state.fed = want
+            state.dirty = False
             self._fed_nodes[system_id] = want
         live = self._live()
         feed("Live", self._fed_live, live)
         self._fed_live = live
         if self._dirty_universal:
-            self._dirty_universal = False
-            self._feed_universal(feed)
+            self._feed_universal(feed, self._dirty_universal)
+            self._dirty_universal = {}
         if not changed:
             txn.rollback()
             return False
@@ -428,19 +441,36 @@ class PhysicalController:
         return True
 
     def _feed_universal(
-        self, feed: Callable[[str, set[tuple[Any, ...]], set[tuple[Any, ...]]], None]
+        self,
+        feed: Callable[[str, set[tuple[Any, ...]], set[tuple[Any, ...]]], None],
+        dirty: dict[str, set[str]],
     ) -> None:
-        """Feed what changed of the universal DB's rows."""
-        want = self._universal_inputs()
+        """Feed what changed of the universal DB's rows: the rows of the big tables
+        (`Port_Binding`, `Universal_Flow`) one by one, the small ones whole."""
+        want = self._universal_inputs(dirty)
         for relation, new in want.items():
             feed(relation, self._fed_global.get(relation, set()), new)
-        self._fed_global = want
-        for uuid, row in self.universal.rows["Flow"].items():
-            flows = {(row["datapath"], row["source"], row["cookie"], text) for text in row["flows"]}
+            self._fed_global[relation] = new
+        for uuid in dirty.get("Port_Binding", ()):
+            row = self.universal.rows["Port_Binding"].get(uuid)
+            old_binding = self._fed_binding.pop(uuid, None)
+            new_binding = _binding(row) if row is not None else None
+            feed("Binding", {old_binding} if old_binding else set(),
+                 {new_binding} if new_binding else set())  # fmt: skip
+            if new_binding is not None:
+                self._fed_binding[uuid] = new_binding
+        for uuid in dirty.get("Flow", ()):
+            flow_row = self.universal.rows["Flow"].get(uuid)
+            flows = (
+                {(flow_row["datapath"], flow_row["source"], flow_row["cookie"], text)
+                 for text in flow_row["flows"]}
+                if flow_row is not None else set()
+            )  # fmt: skip
             feed("UFlow", self._fed_flows.get(uuid, set()), flows)
-            self._fed_flows[uuid] = flows
-        for uuid in self._fed_flows.keys() - self.universal.rows["Flow"].keys():
-            feed("UFlow", self._fed_flows.pop(uuid), set())
+            if flows:
+                self._fed_flows[uuid] = flows
+            else:
+                self._fed_flows.pop(uuid, None)
 
     def _fold(self, delta: dict[str, list[tuple[int, tuple[Any, ...]]]]) -> None:
         """Fold an engine delta into the nodes' tables and the controller's needs."""
@@ -465,8 +495,7 @@ class PhysicalController:
         self._fold_nodes(delta)
         if needed_changed:
             self.universal.set_datapaths(self._needed)
-            if self.universal.poll():
-                self._dirty_universal = True
+            self._mark_universal(self.universal.poll())
 
     def _fold_nodes(self, delta: dict[str, list[tuple[int, tuple[Any, ...]]]]) -> None:
         """Fold where VIFs are and which zones nodes need."""
@@ -486,6 +515,7 @@ class PhysicalController:
                 state.zones[owner] = next(z for z in range(*ZONES) if z not in used)
             elif weight < 0:
                 state.zones.pop(owner, None)
+            state.dirty = True
 
     # ---- writing to the nodes ----
 
@@ -635,6 +665,8 @@ class PhysicalController:
     def settled(self) -> bool:
         """True if everything known is on the nodes this controller masters: each one's
         flows pushed, its tunnel ports there (with ofports), its VIFs' bindings written."""
+        if self._dirty_universal or any(state.dirty for state in self.nodes.values()):
+            return False
         bindings = {r["logical_port"]: r for r in self.universal.rows["Port_Binding"].values()}
         for system_id in self.masters():
             state = self.nodes[system_id]
@@ -665,6 +697,16 @@ class PhysicalController:
         """The universal DB connection (for tests)."""
         assert self.universal.conn is not None
         return self.universal.conn
+
+
+def _binding(row: dict[str, Any]) -> tuple[Any, ...]:
+    """The Binding engine row of a Port_Binding row."""
+    vlan = atoms(row["vlan"])
+    return (
+        row["logical_port"], row["datapath"], row["port_key"], row["type"],
+        _opt(row["vif_id"]), _opt(row["peer"]), _opt(row["chassis"]),
+        _opt(row["gateway_service"]), vlan[0] if vlan and vlan[0] != "set" else None,
+    )  # fmt: skip
 
 
 def _set_status(table: str, uuid: str, status: dict[str, str]) -> dict[str, Any]:
