@@ -1,0 +1,324 @@
+"""Physical controller benchmark: from an API change to flows installed on the hypervisor.
+
+    loom-physical-bench [--workload nvp-scale-0.1.json.gz] [--nodes 20] [--changes 100]
+
+Unlike the daemons, this composes the whole system in one process (the API server is a
+real process over HTTP; the logical and physical controllers run in-process so that their
+pass timings can be read):
+
+1. Loads the NVP workload into a fresh config DB (`loom_api.bench.drive_raw`), with its
+   hypervisors folded onto `--nodes` simulated transport nodes (workload hypervisor i goes
+   to node `hv{(i - 1) % nodes + 1}`): the same ports, switches and ACLs, on fewer, fuller
+   nodes. A logical controller computes the universal flows.
+2. **Cold start**: the physical controller starts, `--nodes` dummy-datapath nodes dial it,
+   every VIF of the workload is plugged into its node; the clock runs until every node's
+   flows are installed and every VIF is bound. Reports the time, flows per node, memory.
+3. **Port adds and deletes**: `--changes` times, alternately, a port is added through the
+   API (its VM's VIF already plugged on its node, as when a VM boots and waits for its
+   port) and deleted again; the clock runs from the request until the node's installed
+   OpenFlow table has the port's flows (its classifier flow and its L2 lookup), or no
+   longer has them. Median, p99, and the share of each stage: the API request, the
+   logical controller's passes, the physical controller's engine and push, and the rest
+   (the universal DB's commit and the updates in transit, and waiting between passes).
+4. **Baseline, same invocation**: a fresh engine computes every node's table from scratch
+   (what a physical controller without incremental computation does per change), and one
+   `replace-flows` pushes a whole node table (what a push without a diff costs); the ratio
+   to the median change says what incrementality buys.
+
+Prints one JSON document.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+DEFAULT_WORKLOAD = Path("/work/shared/workloads/nvp-scale-0.1.json.gz")
+L2_LOOKUP_TABLE = 15
+"""`ls_in_l2_lkup`'s table (rules/physical/stages.dl)."""
+
+
+def _progress(text: str) -> None:
+    print(f"loom-physical-bench: {text}", file=sys.stderr, flush=True)
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def _rss_mib(pid: int | None = None) -> float:
+    path = Path(f"/proc/{pid or 'self'}/status")
+    for line in path.read_text().splitlines():
+        if line.startswith("VmHWM:" if pid is None else "VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def fold_hypervisors(workload: dict[str, Any], nodes: int) -> dict[str, str]:
+    """Replace the workload's hypervisors by `nodes` simulated ones; return port -> node."""
+    from loom_ovs.sandbox import underlay_ip
+
+    index = {hv["name"]: i for i, hv in enumerate(workload["hypervisors"])}
+    workload["hypervisors"] = [
+        {"name": f"hv{i}", "encap": "geneve", "ip": underlay_ip(i)} for i in range(1, nodes + 1)
+    ]
+    return {
+        port["name"]: f"hv{index[port['hypervisor']] % nodes + 1}"
+        for switch in workload["switches"]
+        for port in switch["ports"]
+    }
+
+
+def _phase_sums(
+    passes: Iterable[tuple[float, Mapping[str, float]]], start: float, end: float
+) -> dict[str, float]:
+    total: dict[str, float] = {}
+    for began, phases in passes:
+        if start <= began <= end:
+            for name, seconds in phases.items():
+                total[name] = total.get(name, 0.0) + seconds
+    return total
+
+
+def _installed(physical: Any, node: str, keys: list[tuple[int, int, str]]) -> bool:
+    state = physical.nodes.get(node)
+    return state is not None and all(key in state.installed for key in keys)
+
+
+def _absent(physical: Any, node: str, keys: list[tuple[int, int, str]]) -> bool:
+    state = physical.nodes.get(node)
+    return state is not None and not any(key in state.installed for key in keys)
+
+
+def run(workload_path: Path, nodes: int, changes: int) -> dict[str, Any]:
+    """Run the benchmark; return its figures."""
+    from loom_api.bench import TOKEN, api_server, drive_raw, load_workload, phases
+    from loom_common.ovsdb import OvsdbServer, tool
+    from loom_ddlog import Program
+    from loom_logical.bench import _Http
+    from loom_logical.controller import LogicalController
+    from loom_ovs.openflow import Switch
+    from loom_ovs.sandbox import Sandbox
+    from loom_physical.controller import PhysicalController
+    from loom_physical.rules import main_file
+    from loom_schemas import CONFIG_SCHEMA, UNIVERSAL_SCHEMA, schema_path
+
+    workload = load_workload(workload_path)
+    placement = fold_hypervisors(workload, nodes)
+    macs = {p["name"]: p["mac"] for sw in workload["switches"] for p in sw["ports"]}
+    with tempfile.TemporaryDirectory(prefix="loom-physical-bench-") as tmp:
+        state = Path(tmp)
+        config = OvsdbServer(state / "config", schema_path(CONFIG_SCHEMA)).start()
+        universal = OvsdbServer(
+            state / "universal", schema_path(UNIVERSAL_SCHEMA), name="universal"
+        ).start()
+        logical = physical = None
+        sandbox = Sandbox(state / "nodes")
+        try:
+            drive_raw(config.remote, phases(workload))
+            logical = LogicalController(config.unix_remote, universal.unix_remote).start()
+            assert logical.wait_generation(0, 3600) >= 0
+            _progress("universal flows written")
+
+            began = time.perf_counter()
+            physical = PhysicalController(universal.unix_remote, config.unix_remote).start()
+            for i in range(1, nodes + 1):
+                node = sandbox.add_node(f"hv{i}", [physical.target])
+                _plug(node, [p for p, n in placement.items() if n == f"hv{i}"], macs)
+            _progress(f"{nodes} nodes up, {len(placement)} VIFs plugged")
+            total_ports = len(placement)
+
+            def cold_done(c: Any) -> bool:
+                located = sum(len(s.located) for s in c.nodes.values())
+                return len(c.nodes) == nodes and located == total_ports and c.settled()
+
+            assert physical.wait_pass(cold_done, 3600, wake=False), "cold start did not finish"
+            cold_s = time.perf_counter() - began
+            per_node = [len(s.installed) for s in physical.nodes.values()]
+            _progress(f"cold start {cold_s:.1f}s, {sum(per_node)} flows on {nodes} nodes")
+            rss_physical = _rss_mib()
+
+            with api_server(config.unix_remote, state, ready_timeout=900) as base:
+                api = _Http(base, TOKEN)
+                try:
+                    results = _changes(api, logical, physical, sandbox, workload, changes)
+                finally:
+                    api.close()
+
+            # Baselines: every node's table from scratch; one node's whole table pushed.
+            program = Program.load([main_file()], workers=1, internal=False)
+            fed = _engine_inputs(physical)
+            began = time.perf_counter()
+            with program.transaction() as txn:
+                for relation, rows in fed.items():
+                    for row in rows:
+                        txn.insert(relation, row)
+                txn.commit()
+            recompute_s = time.perf_counter() - began
+            biggest = max(physical.nodes, key=lambda n: len(physical.nodes[n].installed))
+            node_state = physical.nodes[biggest]
+            began = time.perf_counter()
+            remote = node_state.session.openflow_remote
+            assert remote is not None
+            Switch(remote).replace(node_state.table)
+            replace_s = time.perf_counter() - began
+            ofctl = subprocess.run([tool("ovs-ofctl"), "--version"], capture_output=True, text=True)
+            assert ofctl.returncode == 0
+        finally:
+            if physical is not None:
+                physical.stop()
+            if logical is not None:
+                logical.stop()
+            sandbox.stop()
+            universal.stop()
+            config.stop()
+
+    latencies = results["latencies"]
+    median = statistics.median(latencies)
+    return {
+        "benchmark": "physical-controller",
+        "workload": workload_path.name,
+        "scale": workload.get("scale"),
+        "nodes": nodes,
+        "vifs": total_ports,
+        "cold_start_s": round(cold_s, 2),
+        "flows_per_node": {"mean": round(statistics.mean(per_node)), "max": max(per_node)},
+        "rss_mib": {"physical_and_logical_controller_process_peak": round(rss_physical, 1)},
+        "port_add_delete_ms": {
+            "changes": len(latencies),
+            "median": round(median * 1000, 2),
+            "p99": round(_percentile(latencies, 0.99) * 1000, 2),
+            "add_median": round(statistics.median(results["adds"]) * 1000, 2),
+            "delete_median": round(statistics.median(results["deletes"]) * 1000, 2),
+            "stage_median_ms": {
+                k: round(statistics.median(v) * 1000, 2) for k, v in results["stages"].items()
+            },
+        },
+        "baseline_recompute_all_nodes_engine_s": round(recompute_s, 2),
+        "baseline_replace_one_node_table_s": round(replace_s, 3),
+        "ratio_recompute_over_median_change": round(recompute_s / median, 1),
+        "ratio_replace_over_median_change": round(replace_s / median, 1),
+        "targets_ms": {"median": 20, "p99": 100},
+    }
+
+
+def _plug(node: Any, ports: list[str], macs: Mapping[str, str]) -> None:
+    """Plug VIFs for `ports` into `node` (iface-id = the port's name), in one transaction."""
+    args = ["--may-exist", "add-br", "br-int", "--", "set", "Bridge", "br-int",
+            "fail-mode=secure"]  # fmt: skip
+    for i, port in enumerate(ports):
+        args += [
+            "--", "add-port", "br-int", f"v{i}", "--", "set", "Interface", f"v{i}", "type=dummy",
+            f"external_ids:iface-id={port}", f"external_ids:attached-mac={macs.get(port, '')}",
+        ]  # fmt: skip
+    node.vsctl(*args)
+
+
+def _engine_inputs(physical: Any) -> dict[str, set[tuple[Any, ...]]]:
+    """Every row the physical controller has fed its engine."""
+    rows: dict[str, set[tuple[Any, ...]]] = {}
+    for fed in physical._fed_nodes.values():
+        for relation, tuples in fed.items():
+            rows.setdefault(relation, set()).update(tuples)
+    for relation, tuples in physical._fed_global.items():
+        rows.setdefault(relation, set()).update(tuples)
+    rows["Binding"] = set(physical._fed_binding.values())
+    rows["UFlow"] = {t for flows in physical._fed_flows.values() for t in flows}
+    rows["Live"] = set(physical._fed_live)
+    return rows
+
+
+def _changes(
+    api: Any, logical: Any, physical: Any, sandbox: Any, workload: dict[str, Any], changes: int
+) -> dict[str, Any]:
+    """Alternately add and delete a port; time each until the node's table shows it."""
+    status, listing, _ = api.request("GET", "/api/v1/logical-switches?limit=50")
+    assert status == 200, listing
+    switches = listing["items"]
+    adds: list[float] = []
+    deletes: list[float] = []
+    latencies: list[float] = []
+    stages: dict[str, list[float]] = {
+        "api": [], "logical": [], "physical_engine": [], "physical_push": [], "rest": [],
+    }  # fmt: skip
+    datapaths = {
+        row["config_id"]: row["key"] for row in physical.universal.rows["Datapath"].values()
+    }
+    for i in range(changes // 2):
+        switch = switches[i % len(switches)]
+        node_name = f"hv{i % len(sandbox.nodes) + 1}"
+        node = sandbox.nodes[node_name]
+        mac = f"0e:00:00:00:{i // 256:02x}:{i % 256:02x}"
+        vif = node.add_vif(f"b{i}", f"bench-{i}", mac)
+        ofport = int(node.vsctl("get", "Interface", vif.name, "ofport").strip())
+        dp = datapaths[switch["id"]]
+        keys = [(0, 100, f"in_port={ofport}"),
+                (L2_LOOKUP_TABLE, 50, f"metadata={dp:#x},dl_dst={mac}")]  # fmt: skip
+        body = {"name": f"bench-{i}", "mac": mac, "ips": [f"10.251.{i // 250}.{i % 250 + 1}"],
+                "attachment": {"type": "vif", "vif_id": f"bench-{i}"}}  # fmt: skip
+        path = f"/api/v1/logical-switches/{switch['id']}/ports"
+        for adding in (True, False):
+            began = time.perf_counter()
+            if adding:
+                status, created, headers = api.request("POST", path, body)
+                assert status == 201, created
+            else:
+                status, gone, headers = api.request("DELETE", f"{path}/{created['id']}")
+                assert status == 204, gone
+            replied = time.perf_counter()
+            generation = int(headers["X-Loom-Config-Generation"])
+            check = _installed if adding else _absent
+            assert physical.wait_pass(
+                lambda c, k=keys, a=check, n=node_name: a(c, n, k), 60, wake=False
+            )
+            done = time.perf_counter()
+            took = done - began
+            latencies.append(took)
+            (adds if adding else deletes).append(took)
+            logical_phases: dict[str, float] = {}
+            for g, pass_phases in list(logical.passes):
+                if g == generation:
+                    for phase, seconds in pass_phases.items():
+                        logical_phases[phase] = logical_phases.get(phase, 0.0) + seconds
+            logical_phases.pop("total", None)  # the sum of the others
+            logical_s = sum(logical_phases.values())
+            phys = _phase_sums(list(physical.pass_phases), replied, done)
+            engine_s = phys.get("engine", 0.0)
+            push_s = phys.get("push", 0.0)
+            stages["api"].append(replied - began)
+            stages["logical"].append(logical_s)
+            stages["physical_engine"].append(engine_s)
+            stages["physical_push"].append(push_s)
+            accounted = (replied - began) + logical_s + engine_s + push_s
+            stages["rest"].append(max(0.0, took - accounted))
+        node.remove_vif(vif.name)
+    return {"latencies": latencies, "adds": adds, "deletes": deletes, "stages": stages}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark and print its JSON."""
+    import json
+
+    parser = argparse.ArgumentParser(prog="loom-physical-bench", description=__doc__)
+    parser.add_argument("--workload", type=Path, default=DEFAULT_WORKLOAD)
+    parser.add_argument("--nodes", type=int, default=20)
+    parser.add_argument("--changes", type=int, default=100)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+    print(json.dumps(run(args.workload, args.nodes, args.changes), indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
