@@ -151,6 +151,12 @@ class PhysicalController:
         self._needed: set[int] = set()
         self._report_due = True
         """Something `_report` writes may have changed since it last ran."""
+        self._recheck: set[str] = set()
+        """Logical ports whose status `_report` must look at again."""
+        self._bindings: dict[str, dict[str, Any]] = {}
+        """Logical port -> its Port_Binding row."""
+        self._binding_port: dict[str, str] = {}
+        """Port_Binding row uuid -> its logical port."""
         self._reported_masters: set[str] = set()
         self._need_zone: set[tuple[str, str]] = set()
         self._stop = threading.Event()
@@ -268,6 +274,7 @@ class PhysicalController:
                 with contextlib.suppress(Exception):
                     self._mark_universal(self.universal.start(self._needed))
                     self.config.start()
+                    self._reported_masters = set()  # report everything again
                 for state in self.nodes.values():
                     state.full_sync = True
             with self._cond:
@@ -360,8 +367,10 @@ class PhysicalController:
         )
 
     def _poll_config(self) -> None:
-        if self.config.poll():
+        for table, uuid, _ in self.config.poll():
             self._report_due = True
+            if table == "Logical_Switch_Port":
+                self._recheck.add(uuid)
         if self._member is not None and self._member.view.leader:
             self._member.set_shards(self._configured_nodes())
 
@@ -369,8 +378,18 @@ class PhysicalController:
         self._mark_universal(self.universal.poll())
 
     def _mark_universal(self, changes: list[tuple[str, str, Any]]) -> None:
-        for table, uuid, _ in changes:
+        for table, uuid, row in changes:
             self._dirty_universal.setdefault(table, set()).add(uuid)
+            if table == "Port_Binding":
+                port = self._binding_port.pop(uuid, None)
+                if port is not None:
+                    self._bindings.pop(port, None)
+                if row is not None:
+                    port = row["logical_port"]
+                    self._binding_port[uuid] = port
+                    self._bindings[port] = row
+                if port is not None:
+                    self._recheck.add(port)
             if table in ("Port_Binding", "Universal_Global"):
                 self._report_due = True
         if "Tunnel" in self._dirty_universal:  # the nodes' tunnel ports follow
@@ -546,6 +565,7 @@ class PhysicalController:
         """Fold where VIFs are and which zones nodes need."""
         for weight, (port, node) in delta.get("Located", []):
             self._report_due = True
+            self._recheck.add(port)
             state = self.nodes.get(node)
             if state is not None:
                 if weight > 0:
@@ -613,6 +633,7 @@ class PhysicalController:
                 switch.replace(state.table)
                 state.installed = {flow.key: flow for flow in state.table}
                 state.full_sync = False
+                self._recheck |= state.located  # their status waited for this
                 sent = True
             elif state.table.has_dirty():
                 mods = state.table.mods(state.table.take_dirty(), state.installed)
@@ -641,41 +662,53 @@ class PhysicalController:
     # ---- status ----
 
     def _report(self, masters: set[str]) -> None:
-        """Write what changed of the masters' status to the universal and config DBs (only
-        when something it depends on changed: it reads every binding and port)."""
+        """Write what changed of the masters' status to the universal and config DBs: the
+        ports whose location, binding or config row changed since the last report (every
+        port when the nodes mastered changed), the nodes' status, the realized generation."""
         if not self._report_due and masters == self._reported_masters:
             return
-        self._report_due = False
+        check = self._recheck if masters == self._reported_masters else None
+        self._recheck, self._report_due = set(), False
         self._reported_masters = set(masters)
-        universal_ops = []
-        bindings = {
-            row["logical_port"]: row for row in self.universal.rows["Port_Binding"].values()
-        }
-        located = {p: n for n in sorted(masters) for p in self.nodes[n].located}
-        for port, node in located.items():
-            row = bindings.get(port)
-            if row is None or self.nodes[node].full_sync:
-                continue
-            if _opt(row["chassis"]) != node or row["up"] is not True:
-                universal_ops.append({"op": "update", "table": "Port_Binding",
-                                      "where": [["logical_port", "==", port]],
-                                      "row": {"chassis": node, "up": True}})  # fmt: skip
-        for port, row in bindings.items():  # VIFs gone from a node this controller masters
-            chassis = _opt(row["chassis"])
-            if chassis in masters and port not in located and row["type"] == "vif":
-                universal_ops.append({"op": "update", "table": "Port_Binding",
-                                      "where": [["logical_port", "==", port],
-                                                ["chassis", "==", chassis]],
-                                      "row": {"chassis": ["set", []], "up": False}})  # fmt: skip
-        if universal_ops:
+        located = {p: n for n in masters for p in self.nodes[n].located}
+        if check is None:
+            check = (
+                set(located) | set(self._bindings) | set(self.config.rows["Logical_Switch_Port"])
+            )
+        ops = self._binding_ops(masters, located, check)
+        if ops:
             try:
-                self.universal.transact(universal_ops)
+                self.universal.transact(ops)
             except (TransactError, OSError) as exc:
                 log.warning("writing port bindings failed: %s", exc)
+                self._recheck |= check
                 self._report_due = True
-        self._report_config(masters, located)
+        self._report_config(masters, located, check)
 
-    def _report_config(self, masters: set[str], located: dict[str, str]) -> None:
+    def _binding_ops(
+        self, masters: set[str], located: dict[str, str], check: set[str]
+    ) -> list[dict[str, Any]]:
+        """Universal DB updates of `Port_Binding.chassis`/`up` for the ports in `check`."""
+        ops: list[dict[str, Any]] = []
+        for port in check:
+            row = self._bindings.get(port)
+            if row is None:
+                continue
+            node = located.get(port)
+            chassis = _opt(row["chassis"])
+            if node is not None and not self.nodes[node].full_sync:
+                if chassis != node or row["up"] is not True:
+                    ops.append({"op": "update", "table": "Port_Binding",
+                                "where": [["logical_port", "==", port]],
+                                "row": {"chassis": node, "up": True}})  # fmt: skip
+            elif node is None and chassis in masters and row["type"] == "vif":
+                # its VIF left a node this controller masters
+                ops.append({"op": "update", "table": "Port_Binding",
+                            "where": [["logical_port", "==", port], ["chassis", "==", chassis]],
+                            "row": {"chassis": ["set", []], "up": False}})  # fmt: skip
+        return ops
+
+    def _report_config(self, masters: set[str], located: dict[str, str], check: set[str]) -> None:
         ops: list[dict[str, Any]] = []
         nodes = {str(r["system_id"]): (u, r) for u, r in self.config.rows["Transport_Node"].items()}
         for system_id, (uuid, row) in nodes.items():
@@ -688,7 +721,7 @@ class PhysicalController:
             }  # fmt: skip
             if omap(row["status"]) != status:
                 ops.append(_set_status("Transport_Node", uuid, status))
-        ops += self._port_status_ops(masters, located)
+        ops += self._port_status_ops(masters, located, check)
         realized = self._realized_generation(masters)
         for uuid, row in self.config.rows["Loom_Global"].items():
             if realized is not None and row["realized_generation"] != realized:
@@ -703,24 +736,28 @@ class PhysicalController:
             conn.transact("Loom_Config", ops)
         except (TransactError, OSError) as exc:
             log.warning("writing status failed: %s", exc)
+            self._recheck |= check
             self._report_due = True
 
-    def _port_status_ops(self, masters: set[str], located: dict[str, str]) -> list[dict[str, Any]]:
-        """Config DB updates of the status of the ports on the nodes this controller masters."""
+    def _port_status_ops(
+        self, masters: set[str], located: dict[str, str], check: set[str]
+    ) -> list[dict[str, Any]]:
+        """Config DB updates of the status of the ports in `check` that are, or were, on
+        the nodes this controller masters."""
         ops: list[dict[str, Any]] = []
         ports = self.config.rows["Logical_Switch_Port"]
-        for port, node in located.items():
-            row = ports.get(port)
-            if row is None or self.nodes[node].full_sync:
-                continue
-            status = {"up": "true", "realized": "true", "transport_node": node}
-            if omap(row["status"]) != status:
-                ops.append(_set_status("Logical_Switch_Port", port, status))
         gone = {"up": "false", "realized": "false", "transport_node": ""}
-        for port, row in ports.items():
+        for port in check:
+            row = ports.get(port)
+            if row is None:
+                continue
             status = omap(row["status"])
-            left = status.get("transport_node") in masters and port not in located
-            if left and status.get("up") != "false":
+            node = located.get(port)
+            if node is not None and not self.nodes[node].full_sync:
+                want = {"up": "true", "realized": "true", "transport_node": node}
+                if status != want:
+                    ops.append(_set_status("Logical_Switch_Port", port, want))
+            elif node is None and status.get("transport_node") in masters and status != gone:
                 ops.append(_set_status("Logical_Switch_Port", port, gone))
         return ops
 
