@@ -92,17 +92,17 @@ def loom(config_db: OvsdbServer, universal_db: OvsdbServer, tmp_path: Path) -> I
         app: Flask = create_app(store, Tokens(admin=TOKEN, tenants={}))
         api = ApiClient(app.test_client(), TOKEN)
         logical = LogicalController(config_db.remote, universal_db.remote).start()
+        deployment = None
         try:
             physical = PhysicalController(universal_db.remote, config_db.remote).start()
-            deployment = None
             try:
                 zone = str(api.create("/api/v1/transport-zones", {"name": "tz"})["id"])
                 deployment = Loom(api, logical, physical, sandbox, zone, config_db, universal_db)
                 yield deployment
-            finally:  # a test may have replaced the physical controller
+            finally:  # a test may have replaced the controllers
                 (deployment.physical if deployment is not None else physical).stop()
         finally:
-            logical.stop()
+            (deployment.logical if deployment is not None else logical).stop()
 
 
 def mac(i: int) -> str:
@@ -233,34 +233,39 @@ def test_port_moves_to_another_hypervisor(two_hvs: Loom) -> None:
              WAIT, "b's flows gone from hv2")  # fmt: skip
 
 
-def test_controller_restart_changes_no_flow(two_hvs: Loom) -> None:
-    """A new physical controller reconciles with replace-flows: every flow stays installed
-    (its age keeps growing), none is deleted and added again."""
+def test_control_cluster_restart_changes_no_flow(two_hvs: Loom) -> None:
+    """The whole control cluster (logical and physical controller) stops and new ones
+    start on the same databases: the nodes forward meanwhile (fail mode secure keeps their
+    flows), and the new physical controller reconciles with replace-flows: every flow stays
+    installed (its age keeps growing), none is deleted and added again."""
     loom = two_hvs
-    hv1 = loom.node("hv1")
+    hv1, hv2 = loom.node("hv1"), loom.node("hv2")
     sw = loom.switch("sw")
     loom.port(sw, "a", mac(1), "10.0.0.1")
     loom.port(sw, "b", mac(2), "10.0.0.2")
     hv1.add_vif("a", "vif-a", mac(1))
-    loom.node("hv2").add_vif("b", "vif-b", mac(2))
+    hv2.add_vif("b", "vif-b", mac(2))
     loom.realized("hv1", "hv2")
-    before = hv1.flow_ages()
-    assert len(before) > 50
+    before = {node: node.flow_ages() for node in (hv1, hv2)}
+    assert len(before[hv1]) > 50
+    packet = packets.icmp_echo(mac(1), mac(2), "10.0.0.1", "10.0.0.2")
     loom.physical.stop()
-    second = PhysicalController(loom.universal.remote, loom.config.remote, name="physical-1")
-    try:
-        second.start()
-        for node in loom.sandbox:
-            node.set_managers([second.target])
-        assert second.wait_pass(lambda c: "hv1" in c.nodes and c.nodes["hv1"].pushes > 0, WAIT)
-        after = hv1.flow_ages()
-        assert sorted(after) == sorted(before)
-        readded = [f for f in before if after[f] < before[f]]
+    loom.logical.stop()
+    sent(hv1, "a", packet, {(hv2, "b"): 1})  # no controller at all: still forwarding
+    loom.logical = LogicalController(loom.config.remote, loom.universal.remote, name="logical-1")
+    loom.logical.start()
+    loom.physical = PhysicalController(loom.universal.remote, loom.config.remote, name="p-1")
+    loom.physical.start()
+    for node in loom.sandbox:
+        node.set_managers([loom.physical.target])
+    loom.realized("hv1", "hv2")
+    assert loom.physical.wait_pass(lambda c: all(s.pushes for s in c.nodes.values()), WAIT)
+    for node, ages in before.items():
+        after = node.flow_ages()
+        assert sorted(after) == sorted(ages)
+        readded = [f for f in ages if after[f] < ages[f]]
         assert not readded, readded
-    finally:
-        second.stop()
-        loom.physical = PhysicalController(loom.universal.remote, loom.config.remote)
-        loom.physical.start()  # the fixture stops it
+    sent(hv1, "a", packet, {(hv2, "b"): 1})
 
 
 def test_stt_node_is_reported(loom: Loom) -> None:
