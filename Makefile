@@ -59,6 +59,10 @@ bench-api: install ## The API load benchmark (NVP workload, scale 0.1) against r
 bench-logical: install ## The logical controller benchmark (NVP workload, scale 0.1): cold start and port changes
 	$(VENV)/bin/loom-logical-bench
 
+.PHONY: bench-physical
+bench-physical: install ## The physical benchmark (NVP workload at scale 0.1 on 20 simulated nodes): API change -> flows installed
+	$(VENV)/bin/loom-physical-bench
+
 .PHONY: openapi
 openapi: ## Regenerate schemas/api/openapi.json from the API's collections and models
 	$(VENV)/bin/python -m loom_api.openapi > schemas/api/openapi.json.tmp \

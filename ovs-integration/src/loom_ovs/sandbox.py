@@ -11,9 +11,10 @@ Two kinds of node (`../shared/notes/ovs-zookeeper-ovn.md`, sections 1-2):
   nothing answers ARP on the dummy underlay. A VIF is a dummy port of `br-int` that packets
   are injected into (`netdev-dummy/receive`) and that records what leaves it (`tx_pcap`,
   `ofctl dump-ports`).
-- **netdev** (needs root): the userspace datapath inside a network namespace `loom-<id>`;
-  the underlay is a Linux bridge in namespace `loom-ul` joined by one veth per node; a VIF
-  is a veth whose other end is the only interface of a "VM" namespace (`<id>-<vif>`, TX
+- **netdev** (needs root): the userspace datapath inside a network namespace `<tag>-<id>`
+  (`tag` is unique per sandbox directory, so two sandboxes never share a namespace); the
+  underlay is a Linux bridge in namespace `<tag>-ul` joined by one veth per node; a VIF
+  is a veth whose other end is the only interface of a "VM" namespace (`<tag>-<id>-<vif>`, TX
   offload off: the userspace datapath does not complete partial checksums), so `ping` and
   TCP between VMs are real.
 
@@ -33,6 +34,7 @@ import re
 import shutil
 import subprocess
 import time
+import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,7 +47,6 @@ from loom_common.procs import Daemon
 VSWITCH_SCHEMA = Path("/usr/share/openvswitch/vswitch.ovsschema")
 UNDERLAY_PREFIX = "172.31"
 """Underlay addresses: node i is 172.31.<i // 250>.<i % 250 + 1>/16."""
-NETNS_UNDERLAY = "loom-ul"
 
 
 class SandboxError(LoomError):
@@ -110,6 +111,8 @@ class OvsNode:
     index: int
     datapath: str = "dummy"
     """`dummy` or `netdev`."""
+    tag: str = "loom"
+    """Prefix of the node's namespaces: its sandbox's (two sandboxes never share one)."""
     vifs: dict[str, Vif] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -137,7 +140,7 @@ class OvsNode:
     @property
     def netns(self) -> str:
         """The node's network namespace (netdev nodes)."""
-        return f"loom-{self.system_id}"
+        return f"{self.tag}-{self.system_id}"
 
     @property
     def encap_ip(self) -> str:
@@ -220,7 +223,7 @@ class OvsNode:
                 f"options:rxq_pcap={self.run_dir / f'{name}-rx.pcap'}",
             )  # fmt: skip
         else:
-            vif.netns = f"{self.system_id}-{name}"
+            vif.netns = f"{self.tag}-{self.system_id}-{name}"
             _make_vm(self.netns, vif)
             self.vsctl(
                 *may_create, "datapath_type=netdev", "--", "add-port", "br-int", name,
@@ -322,6 +325,8 @@ class Sandbox:
             raise SandboxError(detail=f"datapath must be dummy or netdev, not {datapath!r}")
         self.root = root.resolve()
         self.datapath = datapath
+        self.tag = f"l{zlib.crc32(str(self.root).encode()):08x}"
+        """Prefix of this sandbox's network namespaces (from its directory: unique)."""
         self.nodes: dict[str, OvsNode] = {}
         self.net: OvsNode | None = None
         """The dummy underlay's switch (dummy sandboxes)."""
@@ -333,17 +338,19 @@ class Sandbox:
                 self.net = OvsNode(self.root, "underlay", index=0).start()
                 self.net.vsctl("add-br", "n1")
             return
-        if NETNS_UNDERLAY not in self._netns:
-            _run(["ip", "netns", "add", NETNS_UNDERLAY])
-            self._netns.append(NETNS_UNDERLAY)
-            ul = ["ip", "-n", NETNS_UNDERLAY]
+        if self.underlay_netns not in self._netns:
+            _run(["ip", "netns", "add", self.underlay_netns])
+            self._netns.append(self.underlay_netns)
+            ul = ["ip", "-n", self.underlay_netns]
             _run([*ul, "link", "add", "ul-br", "type", "bridge"])
             _run([*ul, "link", "set", "ul-br", "up"])
 
     def add_node(self, system_id: str, managers: Iterable[str] = ()) -> OvsNode:
         """Start node `system_id`, wired to the underlay, pointed at `managers`."""
         self._underlay()
-        node = OvsNode(self.root, system_id, index=len(self.nodes) + 1, datapath=self.datapath)
+        node = OvsNode(
+            self.root, system_id, index=len(self.nodes) + 1, datapath=self.datapath, tag=self.tag
+        )
         self.nodes[system_id] = node
         if self.datapath == "netdev":
             _run(["ip", "netns", "add", node.netns])
@@ -370,9 +377,9 @@ class Sandbox:
             node.appctl("netdev-dummy/ip4addr", "br-phy", f"{node.encap_ip}/16")
         else:
             veth = f"ul{node.index}"
-            _run(["ip", "link", "add", veth, "netns", NETNS_UNDERLAY, "mtu", "9000", "type",
+            _run(["ip", "link", "add", veth, "netns", self.underlay_netns, "mtu", "9000", "type",
                   "veth", "peer", "name", "eth1", "netns", node.netns, "mtu", "9000"])  # fmt: skip
-            _run(["ip", "-n", NETNS_UNDERLAY, "link", "set", veth, "master", "ul-br", "up"])
+            _run(["ip", "-n", self.underlay_netns, "link", "set", veth, "master", "ul-br", "up"])
             _run(["ip", "-n", node.netns, "link", "set", "eth1", "up"])
             node.vsctl(
                 "add-br", "br-phy", "--", "set", "Bridge", "br-phy", "datapath_type=netdev",
@@ -388,6 +395,11 @@ class Sandbox:
                 continue
             other.appctl("tnl/neigh/set", "br-phy", node.encap_ip, hwaddr)
             node.appctl("tnl/neigh/set", "br-phy", other.encap_ip, underlay_mac(other.index))
+
+    @property
+    def underlay_netns(self) -> str:
+        """The netdev underlay's namespace (a Linux bridge)."""
+        return f"{self.tag}-ul"
 
     def stop(self) -> None:
         """Stop every node, the underlay, and remove the namespaces created."""
