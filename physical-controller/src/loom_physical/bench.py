@@ -150,6 +150,7 @@ def run(workload_path: Path, nodes: int, changes: int) -> dict[str, Any]:
 
             with api_server(config.unix_remote, state, ready_timeout=900) as base:
                 api = _Http(base, TOKEN)
+                _progress(f"API server up; {changes} port adds and deletes")
                 try:
                     results = _changes(api, logical, physical, sandbox, workload, changes)
                 finally:

@@ -70,6 +70,9 @@ class NodeState:
     fed: dict[str, set[tuple[Any, ...]]] = field(default_factory=dict)
     """Input relation -> the rows fed to the engine for this node."""
     zones: dict[str, int] = field(default_factory=dict)
+    """Logical port or router -> its conntrack zone on this node (stable while needed)."""
+    free_zones: list[int] = field(default_factory=list)
+    next_zone: int = ZONES[0]
     located: set[str] = field(default_factory=set)
     realized: int = 0
     message: str = ""
@@ -143,6 +146,8 @@ class PhysicalController:
         """Node -> input relation -> the rows fed for it (until it disconnects)."""
         self._disconnected: set[str] = set()
         self._fed_live: set[tuple[Any, ...]] = set()
+        self._zone_changes: list[tuple[int, tuple[str, str, int]]] = []
+        """Zone rows allocated (+1) or released (-1) since the last computation."""
         """Nodes gone since the last computation (their rows are taken out of the engine)."""
         self._dirty_universal: dict[str, set[str]] = {}
         """Universal table -> the uuids of its rows changed since they were fed."""
@@ -414,9 +419,11 @@ class PhysicalController:
     # ---- the engine ----
 
     def _node_inputs(self, system_id: str, state: NodeState) -> dict[str, set[tuple[Any, ...]]]:
-        """The engine rows node `system_id` stands for now."""
+        """The engine rows node `system_id`'s OVSDB stands for now (its zones are fed as they
+        are allocated: a node has thousands, and rebuilding them per change cost more than
+        the engine; see `_fold_nodes`)."""
         rows: dict[str, set[tuple[Any, ...]]] = {
-            "Node": {(system_id,)}, "Iface": set(), "TunnelPort": set(), "Zone": set(),
+            "Node": {(system_id,)}, "Iface": set(), "TunnelPort": set(),
             "Uplink": {(system_id, of) for of in state.session.uplinks()[:1]},
             "Neighbour": {(system_id, ip, mac) for ip, mac in state.session.neighbours().items()},
         }  # fmt: skip
@@ -426,8 +433,6 @@ class PhysicalController:
         for name, (peer, ofport, _) in state.session.tunnels().items():
             if ofport is not None and name in encaps:
                 rows["TunnelPort"].add((system_id, peer, encaps[name], ofport))
-        for owner, zone in state.zones.items():
-            rows["Zone"].add((system_id, owner, zone))
         return rows
 
     def _universal_inputs(self, dirty: dict[str, set[str]]) -> dict[str, set[tuple[Any, ...]]]:
@@ -480,6 +485,7 @@ class PhysicalController:
                 feed(relation, old, set())
             self._fed_nodes.pop(system_id, None)
             self._disconnected.discard(system_id)
+        changed = self._feed_zones(txn) or changed
         for system_id, state in self.nodes.items():
             if system_id in computed and not state.dirty and state.fed:
                 continue
@@ -489,7 +495,8 @@ class PhysicalController:
                 feed(relation, have.get(relation, set()), want.get(relation, set()))
             state.fed = want
             state.dirty = False
-            self._fed_nodes[system_id] = want
+            zones = self._fed_nodes.get(system_id, {}).get("Zone")
+            self._fed_nodes[system_id] = {**want, "Zone": zones} if zones else dict(want)
         live = self._live()
         feed("Live", self._fed_live, live)
         self._fed_live = live
@@ -503,6 +510,23 @@ class PhysicalController:
         self.transactions += 1
         self._fold(delta)
         return True
+
+    def _feed_zones(self, txn: Any) -> bool:
+        """Feed the zones allocated and released since the last computation."""
+        fed = False
+        for weight, row in self._zone_changes:
+            if row[0] not in self.nodes:
+                continue
+            zones = self._fed_nodes.setdefault(row[0], {}).setdefault("Zone", set())
+            if weight > 0:
+                txn.insert("Zone", row)
+                zones.add(row)
+            else:
+                txn.delete("Zone", row)
+                zones.discard(row)
+            fed = True
+        self._zone_changes = []
+        return fed
 
     def _feed_universal(
         self,
@@ -577,11 +601,18 @@ class PhysicalController:
             if state is None:
                 continue
             if weight > 0 and owner not in state.zones:
-                used = set(state.zones.values())
-                state.zones[owner] = next(z for z in range(*ZONES) if z not in used)
-            elif weight < 0:
-                state.zones.pop(owner, None)
-            state.dirty = True
+                zone = state.free_zones.pop() if state.free_zones else state.next_zone
+                if zone == state.next_zone:
+                    state.next_zone += 1
+                if zone >= ZONES[1]:
+                    log.warning("node %s: no conntrack zone left for %s", node, owner)
+                    continue
+                state.zones[owner] = zone
+                self._zone_changes.append((1, (node, owner, zone)))
+            elif weight < 0 and owner in state.zones:
+                zone = state.zones.pop(owner)
+                state.free_zones.append(zone)
+                self._zone_changes.append((-1, (node, owner, zone)))
 
     # ---- writing to the nodes ----
 
