@@ -43,8 +43,9 @@ from typing import Any
 from loom_common.cluster import membership
 from loom_common.ovsdb import OvsdbError, RawConnection, Replica, TransactError
 from loom_ddlog import Program
-from loom_ovs.manager import Manager, NodeSession, TunnelSpec, atoms, omap
+from loom_ovs.manager import Manager, NodeSession, TunnelSpec, omap
 from loom_ovs.openflow import Flow, FlowTable, Key, OpenFlowError, Switch, cookie
+from loom_physical import inputs
 from loom_physical.rules import main_file
 from loom_physical.universal import UniversalReplica
 
@@ -439,22 +440,14 @@ class PhysicalController:
         """The engine rows of the small universal tables that changed (each whole)."""
         rows: dict[str, set[tuple[Any, ...]]] = {}
         if "Datapath" in dirty:
-            rows["Datapath"] = {
-                (row["key"], row["kind"], row["config_id"])
-                for row in self.universal.rows["Datapath"].values()
-            }
+            rows["Datapath"] = inputs.datapaths(self.universal.rows["Datapath"].values())
         if "Gateway_Assignment" in dirty:
-            rows["Gateway"], rows["GatewayNode"] = set(), set()
-            for row in self.universal.rows["Gateway_Assignment"].values():
-                rows["Gateway"].add((row["service"], row["kind"], _opt(row["uplink_next_hop"])))
-                for weight, node in omap(row["nodes"]).items():
-                    rows["GatewayNode"].add((row["service"], int(weight), node))
+            gateway_rows = self.universal.rows["Gateway_Assignment"].values()
+            rows["Gateway"], rows["GatewayNode"] = inputs.gateways(gateway_rows)
         if "Replication_Set" in dirty:
-            rows["ServiceNode"] = set()
-            for row in self.universal.rows["Replication_Set"].values():
-                if row["mode"] == "service-node":
-                    for weight, node in omap(row["service_nodes"]).items():
-                        rows["ServiceNode"].add((row["datapath"], int(weight), node))
+            rows["ServiceNode"] = inputs.service_nodes(
+                self.universal.rows["Replication_Set"].values()
+            )
         return rows
 
     def _live(self) -> set[tuple[Any, ...]]:
@@ -542,18 +535,14 @@ class PhysicalController:
         for uuid in dirty.get("Port_Binding", ()):
             row = self.universal.rows["Port_Binding"].get(uuid)
             old_binding = self._fed_binding.pop(uuid, None)
-            new_binding = _binding(row) if row is not None else None
+            new_binding = inputs.binding(row) if row is not None else None
             feed("Binding", {old_binding} if old_binding else set(),
                  {new_binding} if new_binding else set())  # fmt: skip
             if new_binding is not None:
                 self._fed_binding[uuid] = new_binding
         for uuid in dirty.get("Flow", ()):
             flow_row = self.universal.rows["Flow"].get(uuid)
-            flows = (
-                {(flow_row["datapath"], flow_row["source"], flow_row["cookie"], text)
-                 for text in flow_row["flows"]}
-                if flow_row is not None else set()
-            )  # fmt: skip
+            flows = inputs.uflows(flow_row) if flow_row is not None else set()
             feed("UFlow", self._fed_flows.get(uuid, set()), flows)
             if flows:
                 self._fed_flows[uuid] = flows
@@ -726,7 +715,7 @@ class PhysicalController:
             if row is None:
                 continue
             node = located.get(port)
-            chassis = _opt(row["chassis"])
+            chassis = inputs.opt(row["chassis"])
             if node is not None and not self.nodes[node].full_sync:
                 if chassis != node or row["up"] is not True:
                     ops.append({"op": "update", "table": "Port_Binding",
@@ -827,7 +816,7 @@ class PhysicalController:
                 return False
             for port in state.located:
                 row = bindings.get(port)
-                if row is None or _opt(row["chassis"]) != system_id or row["up"] is not True:
+                if row is None or inputs.opt(row["chassis"]) != system_id or row["up"] is not True:
                     return False
         return True
 
@@ -849,22 +838,6 @@ class PhysicalController:
         return self.universal.conn
 
 
-def _binding(row: dict[str, Any]) -> tuple[Any, ...]:
-    """The Binding engine row of a Port_Binding row."""
-    vlan = atoms(row["vlan"])
-    return (
-        row["logical_port"], row["datapath"], row["port_key"], row["type"],
-        _opt(row["vif_id"]), _opt(row["peer"]), _opt(row["chassis"]),
-        _opt(row["gateway_service"]), vlan[0] if vlan and vlan[0] != "set" else None,
-    )  # fmt: skip
-
-
 def _set_status(table: str, uuid: str, status: dict[str, str]) -> dict[str, Any]:
     return {"op": "update", "table": table, "where": [["_uuid", "==", ["uuid", uuid]]],
             "row": {"status": ["map", sorted(status.items())]}}  # fmt: skip
-
-
-def _opt(value: Any) -> str:
-    """An optional string column ("" when empty)."""
-    found = atoms(value)
-    return str(found[0]) if found and found[0] != "set" and isinstance(found[0], str) else ""
