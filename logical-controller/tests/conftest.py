@@ -22,6 +22,7 @@ import json
 import re
 import subprocess
 import uuid as uuid_module
+import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -318,6 +319,26 @@ class Scenario:
         for mac, name in macs.items():
             text = text.replace(mac, name)
         return UUID_RE.sub(lambda m: f"<{self.name(m.group(0))}>", text)
+
+    def normalize_openflow(self, text: str) -> str:
+        """OpenFlow text (localized flows) with what differs between runs named: cookies
+        (the CRC-32 of a config id), conjunction ids, uplink MACs."""
+        tables = dump_universal(self.universal.remote)
+        self._name_rules()
+        by_id = conj_ids(list(self.names))
+        for number, uuid in by_id.items():
+            text = re.sub(rf"\b{number}\b", f"<conj:{self.name(uuid)}>", text)
+        for row in tables.get("Gateway_Assignment", []):
+            if isinstance(row["uplink_mac"], str):
+                text = text.replace(row["uplink_mac"], f"<uplink-mac:{row['name']}>")
+        cookies = {f"{zlib.crc32(u.encode()):#x}": self.name(u) for u in self.names}
+        cookies |= {f"{zlib.crc32(f'{u}-uplink'.encode()):#x}": f"{self.name(u)}-uplink"
+                    for u in self.names}  # fmt: skip
+        return re.sub(
+            r"cookie=(0x[0-9a-f]+?)00004c4d\b",
+            lambda m: f"cookie=<{cookies.get(m.group(1), 'unnamed')}>",
+            text,
+        )
 
     def _name_rules(self) -> None:
         """Name every security rule by what it says (the API gives rules no ids)."""

@@ -1,0 +1,154 @@
+"""Snapshot tests of one hypervisor's OpenFlow table per scenario: each scenario of
+tests/snapshots/ (the logical snapshot tests' steps, their universal DB) is localized by the
+physical rules (`rules/physical`, in the engine) for node `hv1` — its VIFs are the ports the
+scenario locates there, its tunnels the universal `Tunnel` rows from it, every node live —
+and the table is compared with `NAME.hv1.golden` (`pytest --update-snapshots` rewrites them).
+The table is also installed on a real ovs-vswitchd, which must accept every flow.
+
+It lives beside the logical snapshot tests because it runs their scenarios (the steps, the
+API, the logical controller); it exercises the physical rules, not the physical
+controller's plumbing (tests/test_physical*.py do that with real nodes)."""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from loom_common.ovsdb import RawConnection
+from loom_ddlog import Program
+from loom_ovs.openflow import Flow, FlowTable, Switch, cookie
+from loom_physical import inputs
+from loom_physical.rules import main_file
+
+SNAPSHOTS = Path(__file__).resolve().parents[2] / "tests" / "snapshots"
+SCENARIOS = sorted(SNAPSHOTS.glob("*.yaml"))
+NODE = "hv1"
+UPLINK = 9
+NEXT_HOP_MAC = "00:00:00:00:00:fe"
+TABLES = ["Datapath", "Port_Binding", "Universal_Flow", "Gateway_Assignment",
+          "Replication_Set", "Tunnel"]  # fmt: skip
+
+
+def _rows(remote: str) -> dict[str, list[dict[str, Any]]]:
+    """Every row of the tables the physical rules read, as OVSDB JSON."""
+    conn = RawConnection(remote)
+    try:
+        ops = [{"op": "select", "table": t, "where": []} for t in TABLES]
+        results = conn.transact("Loom_Universal", ops)
+    finally:
+        conn.close()
+    return {t: r["rows"] for t, r in zip(TABLES, results, strict=True)}
+
+
+def localize(remote: str, node: str = NODE) -> list[Flow]:
+    """`node`'s OpenFlow table for the universal DB at `remote` (see the module docstring)."""
+    rows = _rows(remote)
+    program = Program.load([main_file()], workers=1, internal=False)
+    facts: dict[str, set[tuple[Any, ...]]] = {
+        "Node": {(node,)},
+        "Binding": {inputs.binding(r) for r in rows["Port_Binding"]},
+        "Datapath": inputs.datapaths(rows["Datapath"]),
+        "ServiceNode": inputs.service_nodes(rows["Replication_Set"]),
+        "UFlow": {f for r in rows["Universal_Flow"] for f in inputs.uflows(r)},
+    }
+    facts["Gateway"], facts["GatewayNode"] = inputs.gateways(rows["Gateway_Assignment"])
+    # Every node is live but the gateway nodes after the first (by name) of each service:
+    # the active one is the live node of least weight, and weights are hashes of ids.
+    live = {t["from_node"] for t in rows["Tunnel"]} | {t["to_node"] for t in rows["Tunnel"]}
+    live |= {node}
+    standby = set()
+    for service in {g for g, _, _ in facts["GatewayNode"]}:
+        members = sorted(n for g, _, n in facts["GatewayNode"] if g == service)
+        standby |= set(members[1:])
+        live.add(members[0])
+    facts["Live"] = {(n,) for n in live - standby}
+    vifs = sorted(inputs.opt(r["vif_id"]) for r in rows["Port_Binding"]
+                  if inputs.opt(r["chassis"]) == node)  # fmt: skip
+    facts["Iface"] = {(node, vif, 10 + i) for i, vif in enumerate(vifs)}
+    tunnels = sorted((t["to_node"], t["encap"]) for t in rows["Tunnel"] if t["from_node"] == node)
+    facts["TunnelPort"] = {(node, peer, encap, 100 + i) for i, (peer, encap) in enumerate(tunnels)}
+    if any(n == node for _, _, n in facts["GatewayNode"]):
+        facts["Uplink"] = {(node, UPLINK)}
+        facts["Neighbour"] = {(node, hop, NEXT_HOP_MAC) for _, _, hop in facts["Gateway"] if hop}
+    with program.transaction() as txn:
+        for relation, tuples in facts.items():
+            for row in tuples:
+                txn.insert(relation, row)
+        delta = txn.commit()
+    zones = sorted(owner for w, (n, owner) in delta.get("NeedZone", []) if w > 0 and n == node)
+    with program.transaction() as txn:
+        for i, owner in enumerate(zones, start=1):
+            txn.insert("Zone", (node, owner, i))
+        txn.commit()
+    return sorted(
+        Flow(table, priority, match, actions, cookie(c))
+        for n, table, priority, match, actions, c in program.dump("OpenFlow")
+        if n == node
+    )
+
+
+def tunnel_names(remote: str, node: str = NODE) -> dict[int, str]:
+    """`localize`'s tunnel ofports on `node` -> the peer they lead to."""
+    rows = _rows(remote)["Tunnel"]
+    tunnels = sorted((t["to_node"], t["encap"]) for t in rows if t["from_node"] == node)
+    return {100 + i: peer for i, (peer, _) in enumerate(tunnels)}
+
+
+def render(flows: list[Flow], tunnels: dict[int, str], normalize: Callable[[str], str]) -> str:
+    """The table as text, one flow a line, sorted once what varies between runs is named
+    (`normalize`; tunnel ofports as `<tun:PEER>`: which gateway is active varies)."""
+
+    def named(text: str) -> str:
+        for ofport, peer in tunnels.items():
+            text = re.sub(rf"(output:|in_port=|members:|,){ofport}\b", rf"\1<tun:{peer}>", text)
+        # a bundle's members are in preference order, and preferences are hashes of ids:
+        # shown as a set
+        text = re.sub(r"members:([^)]*)",
+                      lambda m: "members:{" + ",".join(sorted(m.group(1).split(","))) + "}",
+                      text)  # fmt: skip
+        return normalize(text)
+
+    return "".join(sorted(f"{named(flow.text())}\n" for flow in flows))
+
+
+def test_there_is_a_table_per_scenario() -> None:
+    goldens = {p.name.removesuffix(".hv1.golden") for p in SNAPSHOTS.glob("*.hv1.golden")}
+    assert goldens == {p.stem for p in SCENARIOS}
+
+
+@pytest.mark.ovs
+@pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
+def test_hypervisor_openflow_snapshot(
+    path: Path,
+    scenario: Callable[[list[dict[str, Any]]], Any],
+    dummy_switch: Any,
+    request: pytest.FixtureRequest,
+) -> None:
+    doc = yaml.safe_load(path.read_text())
+    run = scenario(doc["steps"])
+    flows = localize(run.universal.remote)
+    # A real ovs-vswitchd accepts the table (with the Geneve option Loom maps).
+    Switch(f"unix:{dummy_switch.mgmt}").ensure_tlv_map()
+    table = FlowTable()  # one flow per match, as the controller installs it
+    for flow in flows:
+        table.add(flow)
+    result = dummy_switch.replace_flows([f.text() for f in table])
+    assert result.returncode == 0, result.stderr
+    rendered = render(flows, tunnel_names(run.universal.remote), run.normalize_openflow)
+    golden = path.with_suffix(".hv1.golden")
+    if request.config.getoption("--update-snapshots"):
+        golden.write_text(rendered)
+        return
+    assert golden.exists(), f"{golden} is missing: run pytest --update-snapshots and review it"
+    expected = golden.read_text()
+    if rendered != expected:
+        diff = "".join(difflib.unified_diff(
+            expected.splitlines(keepends=True), rendered.splitlines(keepends=True),
+            fromfile=str(golden), tofile="rendered"))  # fmt: skip
+        pytest.fail(f"hv1's OpenFlow table differs from {golden.name}:\n{diff}")
