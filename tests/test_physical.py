@@ -163,6 +163,12 @@ def test_vm_to_vm_across_hypervisors(two_hvs: Loom) -> None:
     # Spoofed sources are dropped (port security is on by default).
     spoofed = packets.icmp_echo(mac(1), mac(2), "10.0.0.99", "10.0.0.2")
     assert "Datapath actions: drop" in hv1.appctl("ofproto/trace", "br-int", "in_port=1", spoofed)
+    # The universal DB says what is realized too.
+    generation = loom.api.get("/api/v1/status").get_json()["realized_generation"]
+    assert loom.physical.wait_pass(
+        lambda c: any(r.get("realized_generation") == generation
+                      for r in c.universal.rows["Universal_Global"].values()), WAIT
+    )  # fmt: skip
     # Status: the ports are up where their VIFs are.
     for i, hv in ((1, "hv1"), (2, "hv2")):
         items = loom.api.get(f"/api/v1/logical-switches/{sw}/ports").get_json()["items"]

@@ -748,6 +748,7 @@ class PhysicalController:
                 ops.append({"op": "update", "table": "Loom_Global",
                             "where": [["_uuid", "==", ["uuid", uuid]]],
                             "row": {"realized_generation": realized}})  # fmt: skip
+        self._report_universal_realized(realized)
         if not ops:
             return
         conn = self.config.conn
@@ -758,6 +759,20 @@ class PhysicalController:
             log.warning("writing status failed: %s", exc)
             self._recheck |= check
             self._report_due = True
+
+    def _report_universal_realized(self, realized: int | None) -> None:
+        """Copy the realized generation to `Universal_Global.realized_generation`."""
+        for uuid, row in self.universal.rows["Universal_Global"].items():
+            if realized is None or row.get("realized_generation") == realized:
+                continue
+            op = {"op": "update", "table": "Universal_Global",
+                  "where": [["_uuid", "==", ["uuid", uuid]]],
+                  "row": {"realized_generation": realized}}  # fmt: skip
+            try:
+                self.universal.transact([op])
+            except (TransactError, OSError) as exc:
+                log.warning("writing the realized generation failed: %s", exc)
+                self._report_due = True
 
     def _port_status_ops(
         self, masters: set[str], located: dict[str, str], check: set[str]

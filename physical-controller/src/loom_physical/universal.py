@@ -26,7 +26,7 @@ TABLES: dict[str, list[str]] = {
     "Tunnel": ["from_node", "to_node", "encap", "remote_ip", "bfd"],
     "Gateway_Assignment": ["service", "kind", "nodes", "uplink_next_hop", "uplink_mac"],
     "Replication_Set": ["datapath", "mode", "service_nodes"],
-    "Universal_Global": ["generation"],
+    "Universal_Global": ["generation", "realized_generation"],
 }  # fmt: skip
 FLOW_COLUMNS = ["datapath", "source", "flows", "cookie"]
 MONITOR_ID = "loom-physical"
