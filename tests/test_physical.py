@@ -317,3 +317,16 @@ def test_stage_tables_match_the_logical_pipeline() -> None:
             nxt = pipeline.TABLES[stages[i + 1]] if i + 1 < len(stages) else 0
             expected[stage] = (pipeline.TABLES[stage], nxt)
     assert rows == expected
+
+
+def test_node_connection_status(loom: Loom) -> None:
+    node = loom.add_node("hv1")
+
+    def status() -> dict[str, Any]:
+        nodes = loom.api.get("/api/v1/transport-nodes").get_json()["items"]
+        return dict(next(n for n in nodes if n["name"] == "hv1")["status"])
+
+    wait_for(lambda: status().get("connected") is True, WAIT, "hv1 connected")
+    assert status()["controller"] == loom.physical.name
+    node.stop()  # the node's ovsdb-server goes away: the controller sees the connection close
+    wait_for(lambda: status().get("connected") is False, WAIT, "hv1 reported disconnected")

@@ -634,6 +634,8 @@ class PhysicalController:
         """Configure node `system_id` and push its flow changes; note what it realizes.
         True if anything was sent to the node."""
         state = self.nodes[system_id]
+        if self._member is not None and not self._member.view.may_write(system_id):
+            return False  # deposed since the pass began: the new master writes it
         specs = self._tunnel_specs(system_id) if state.reconfigure else None
         sent = False
         try:
@@ -733,7 +735,14 @@ class PhysicalController:
         nodes = {str(r["system_id"]): (u, r) for u, r in self.config.rows["Transport_Node"].items()}
         for system_id, (uuid, row) in nodes.items():
             state = self.nodes.get(system_id)
-            if system_id not in masters or state is None:
+            if state is None:  # gone: say so if this controller said it was connected
+                said = omap(row["status"])
+                if said.get("controller") == self.name and said.get("connected") == "true":
+                    ops.append(_set_status("Transport_Node", uuid, {
+                        **{k: str(v) for k, v in said.items()}, "connected": "false",
+                        "message": "not connected to any physical controller"}))  # fmt: skip
+                continue
+            if system_id not in masters:
                 continue
             status = {
                 "connected": "true", "controller": self.name,
