@@ -247,13 +247,33 @@ def test_control_cluster_restart_changes_no_flow(two_hvs: Loom) -> None:
     loom = two_hvs
     hv1, hv2 = loom.node("hv1"), loom.node("hv2")
     sw = loom.switch("sw")
-    loom.port(sw, "a", mac(1), "10.0.0.1")
-    loom.port(sw, "b", mac(2), "10.0.0.2")
-    hv1.add_vif("a", "vif-a", mac(1))
+    profile = loom.api.create("/api/v1/security-profiles", {
+        "name": "web", "tenant": "t1", "stateful": True,
+        "rules": [{"direction": "ingress", "ethertype": "IPv4"},
+                  {"direction": "egress", "ethertype": "IPv4"}]})["id"]  # fmt: skip
+    # A port that comes and goes first: the zones a and b get are not the first ones a
+    # fresh controller would hand out, so only zones read back from the node match.
+    early = loom.port(sw, "c", mac(3), "10.0.0.3", security_profile_ids=[profile])
+    hv1.add_vif("c", "vif-c", mac(3))
+
+    def zoned(*ports: str) -> bool:
+        state = loom.physical.nodes.get("hv1")
+        return state is not None and all(p in state.zones for p in ports)
+
+    assert loom.physical.wait_pass(lambda c: zoned(early), WAIT), "c got no zone"
+    a = loom.port(sw, "a", mac(1), "10.0.0.1", security_profile_ids=[profile])
+    b = loom.port(sw, "b", mac(2), "10.0.0.2", security_profile_ids=[profile])
+    assert loom.physical.wait_pass(lambda c: zoned(early, a, b), WAIT), "a, b got no zone"
+    hv1.add_vif("a", "vif-a", mac(1))  # before c leaves: hv1 keeps the switch (and zones)
+    assert loom.api.delete(f"/api/v1/logical-switches/{sw}/ports/{early}").status_code == 204
+    hv1.remove_vif("c")
     hv2.add_vif("b", "vif-b", mac(2))
     loom.realized("hv1", "hv2")
     before = {node: node.flow_ages() for node in (hv1, hv2)}
     assert len(before[hv1]) > 50
+    # Conntrack zones are in use, and recorded on the node (a successor must keep them).
+    assert any("zone=" in flow for flow in before[hv1]), "no stateful flows"
+    assert "loom-zone-" in hv1.vsctl("get", "Bridge", "br-int", "external_ids")
     packet = packets.icmp_echo(mac(1), mac(2), "10.0.0.1", "10.0.0.2")
     loom.physical.stop()
     loom.logical.stop()
@@ -330,3 +350,40 @@ def test_node_connection_status(loom: Loom) -> None:
     assert status()["controller"] == loom.physical.name
     node.stop()  # the node's ovsdb-server goes away: the controller sees the connection close
     wait_for(lambda: status().get("connected") is False, WAIT, "hv1 reported disconnected")
+
+
+def test_failed_pass_starts_over_without_touching_the_dataplane(
+    two_hvs: Loom, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pass that fails (here: the engine's commit raises once) leaves the engine in an
+    unknown state: the controller builds a new one from the databases and the nodes, and
+    reconciles each node whole — no flow changes, and changes go on being realized."""
+    loom = two_hvs
+    hv1, hv2 = loom.node("hv1"), loom.node("hv2")
+    sw = loom.switch("sw")
+    loom.port(sw, "a", mac(1), "10.0.0.1")
+    loom.port(sw, "b", mac(2), "10.0.0.2")
+    hv1.add_vif("a", "vif-a", mac(1))
+    hv2.add_vif("b", "vif-b", mac(2))
+    loom.realized("hv1", "hv2")
+    before = hv1.flow_ages()
+    physical = loom.physical
+    program = physical.program
+    failures = []
+
+    class Failing:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(program, name)
+
+        def transaction(self) -> Any:
+            failures.append(1)
+            raise RuntimeError("injected: the engine failed")
+
+    monkeypatch.setattr(physical, "program", Failing())
+    loom.port(sw, "c", mac(3), "10.0.0.3")  # a change: the next pass computes and fails
+    assert physical.wait_pass(lambda c: bool(failures) and c.program is not program, WAIT)
+    hv2.add_vif("c", "vif-c", mac(3))
+    loom.realized("hv1", "hv2")
+    after = hv1.flow_ages()
+    assert not [f for f in before if f in after and after[f] < before[f]], "a flow was re-added"
+    sent(hv1, "a", packets.icmp_echo(mac(1), mac(3), "10.0.0.1", "10.0.0.3"), {(hv2, "c"): 1})

@@ -38,12 +38,14 @@ DB = "Open_vSwitch"
 BRIDGE = "br-int"
 NODE_TABLES: dict[str, list[str]] = {
     "Open_vSwitch": ["external_ids", "bridges"],
-    "Bridge": ["name", "ports", "fail_mode", "datapath_type", "protocols", "other_config"],
+    "Bridge": ["name", "ports", "fail_mode", "datapath_type", "protocols", "other_config",
+               "external_ids"],
     "Port": ["name", "interfaces"],
     "Interface": ["name", "type", "options", "external_ids", "ofport", "error", "bfd",
                   "bfd_status"],
 }  # fmt: skip
 PROTOCOLS = ["OpenFlow13", "OpenFlow15"]
+ZONE_KEY = "loom-zone-"
 
 
 def atoms(value: Any) -> list[Any]:
@@ -211,6 +213,38 @@ class NodeSession:
             for key, value in self.external_ids.items()
             if key.startswith(prefix)
         }
+
+    def zones(self) -> dict[str, int]:
+        """The conntrack zones Loom gave on this node (`br-int` `external_ids:
+        loom-zone-<owner>=<zone>`, as OVN keeps `ct-zone-*`): they outlive controllers, so a
+        restart or a takeover keeps every connection's zone."""
+        bridge = self.bridge()
+        if bridge is None:
+            return {}
+        found = {}
+        for key, value in omap(bridge[1]["external_ids"]).items():
+            if key.startswith(ZONE_KEY) and str(value).isdigit():
+                found[key[len(ZONE_KEY) :]] = int(value)
+        return found
+
+    def save_zones(self, zones: dict[str, int], released: Iterable[str]) -> None:
+        """Record `zones` (owner -> zone) on `br-int` and forget `released` owners.
+
+        Raises:
+            loom_common.ovsdb.TransactError: the node refused the transaction.
+        """
+        bridge = self.bridge()
+        if bridge is None:
+            return
+        keys = [f"{ZONE_KEY}{owner}" for owner in [*zones, *released]]
+        mutations: list[Any] = [["external_ids", "delete", _set(keys)]]
+        if zones:
+            entries = {f"{ZONE_KEY}{owner}": str(zone) for owner, zone in zones.items()}
+            mutations.append(["external_ids", "insert", _map(entries)])
+        op = {"op": "mutate", "table": "Bridge", "where": [["_uuid", "==", ["uuid", bridge[0]]]],
+              "mutations": mutations}  # fmt: skip
+        assert self.replica.conn is not None
+        self.replica.conn.transact(DB, [op])
 
     def tunnels(self) -> dict[str, tuple[str, int | None, str]]:
         """Loom's tunnel ports: name -> (peer system-id, ofport or None, error)."""

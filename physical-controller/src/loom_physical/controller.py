@@ -44,7 +44,7 @@ from loom_common.cluster import membership
 from loom_common.ovsdb import OvsdbError, RawConnection, Replica, TransactError
 from loom_ddlog import Program
 from loom_ovs.manager import Manager, NodeSession, TunnelSpec, omap
-from loom_ovs.openflow import Flow, FlowTable, Key, OpenFlowError, Switch, cookie
+from loom_ovs.openflow import Flow, FlowTable, Key, Switch, cookie
 from loom_physical import inputs
 from loom_physical.rules import main_file
 from loom_physical.universal import UniversalReplica
@@ -74,6 +74,12 @@ class NodeState:
     """Logical port or router -> its conntrack zone on this node (stable while needed)."""
     free_zones: list[int] = field(default_factory=list)
     next_zone: int = ZONES[0]
+    recorded_zones: dict[str, int] = field(default_factory=dict)
+    """The zones the node itself records (`NodeSession.zones`)."""
+    unsaved_zones: dict[str, int] = field(default_factory=dict)
+    """Zones chosen here and not recorded on the node yet (done before the next push)."""
+    released_zones: set[str] = field(default_factory=set)
+    """Owners whose zones are no longer needed and still recorded on the node."""
     located: set[str] = field(default_factory=set)
     realized: int = 0
     message: str = ""
@@ -84,6 +90,8 @@ class NodeState:
     """Its OVSDB rows or the tunnels it should have changed since it was configured."""
     stt: bool = False
     """One of its tunnels is STT."""
+    waiting: list[str] = field(default_factory=list)
+    """Tunnel ports wanted that have no ofport (yet, or an error), in words."""
 
 
 class PhysicalController:
@@ -116,7 +124,9 @@ class PhysicalController:
             workers: the engine's worker threads.
         """
         self.name = name
-        self.program = Program.load([rules or main_file()], workers=workers, internal=False)
+        self._rules = rules or main_file()
+        self._workers = workers
+        self.program = Program.load([self._rules], workers=workers, internal=False)
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
@@ -147,6 +157,7 @@ class PhysicalController:
         """Node -> input relation -> the rows fed for it (until it disconnects)."""
         self._disconnected: set[str] = set()
         self._fed_live: set[tuple[Any, ...]] = set()
+        self._fed_neighbours: set[tuple[Any, ...]] = set()
         self._zone_changes: list[tuple[int, tuple[str, str, int]]] = []
         """Zone rows allocated (+1) or released (-1) since the last computation."""
         """Nodes gone since the last computation (their rows are taken out of the engine)."""
@@ -164,6 +175,10 @@ class PhysicalController:
         self._binding_port: dict[str, str] = {}
         """Port_Binding row uuid -> its logical port."""
         self._reported_masters: set[str] = set()
+        self._mastered: set[str] = set()
+        """The nodes mastered after the last pass (one newly mastered gets a full sync)."""
+        self._seen: set[str] = set()
+        """Nodes that have been connected to this process (only those it reports gone)."""
         self._need_zone: set[tuple[str, str]] = set()
         self._stop = threading.Event()
         self._cond = threading.Condition()
@@ -275,18 +290,34 @@ class PhysicalController:
                     with self._cond:
                         self._report(masters)
             except Exception:
-                log.exception("physical controller pass failed; retrying")
+                log.exception("physical controller pass failed; starting over")
                 self._stop.wait(1.0)
-                with contextlib.suppress(Exception):
-                    self._mark_universal(self.universal.start(self._needed))
-                    self.config.start()
-                    self._reported_masters = set()  # report everything again
-                for state in self.nodes.values():
-                    state.full_sync = True
+                with self._cond, contextlib.suppress(Exception):
+                    self._start_over()
             with self._cond:
                 self.passes += 1
                 self._cond.notify_all()
             self._wait()
+
+    def _start_over(self) -> None:
+        """After a failed pass, whatever the engine holds is unknown: build a new engine from
+        the databases and the nodes (as a restarted controller would), and push each node's
+        table whole once it is computed again (`replace-flows` changes only what differs)."""
+        self.program = Program.load([self._rules], workers=self._workers, internal=False)
+        self._fed_nodes, self._fed_global, self._fed_binding, self._fed_flows = {}, {}, {}, {}
+        self._fed_live, self._fed_neighbours, self._zone_changes = set(), set(), []
+        self._needed = set()
+        self._bindings, self._binding_port, self._dirty_universal = {}, {}, {}
+        self._mark_universal(self.universal.start(()))
+        for table, rows in self.universal.rows.items():  # feed every row again
+            self._mark_universal([(table, uuid, row) for uuid, row in rows.items()])
+        self.config.start()
+        self._reported_masters = set()  # report everything again
+        for system_id, state in self.nodes.items():
+            state.table, state.fed = FlowTable(), {}
+            state.full_sync = state.dirty = state.reconfigure = True
+            for owner, zone in state.zones.items():
+                self._zone_changes.append((1, (system_id, owner, zone)))
 
     def _wait(self) -> None:
         fds = [self._wake_r, self.manager.fileno()]
@@ -297,6 +328,8 @@ class PhysicalController:
                 fds.append(source.fileno())
         for state in self.nodes.values():
             if state.session.alive:
+                if state.session.replica.has_pending():
+                    return
                 fds.append(state.session.fileno())
         fds += [s.fileno() for s in self._pending if s.alive]
         readable, _, _ = select.select(fds, [], [], POLL_MS / 1000)
@@ -323,6 +356,9 @@ class PhysicalController:
             return None
         computed = time.perf_counter()
         masters = self.masters()
+        for system_id in masters - self._mastered:  # (re)gained: reconcile the whole table
+            self.nodes[system_id].full_sync = self.nodes[system_id].reconfigure = True
+        self._mastered = set(masters)
         generation = self._universal_generation()
         pushed = self._realize_all(masters, generation)
         realized = time.perf_counter()
@@ -353,15 +389,17 @@ class PhysicalController:
             if system_id is None:
                 still.append(session)
                 continue
-            old = self.nodes.get(system_id)
-            if old is not None:
-                old.session.close()
-                old.session = session
-                old.full_sync = True
-                old.dirty = old.reconfigure = True
+            state = self.nodes.get(system_id)
+            if state is None:
+                state = self.nodes[system_id] = NodeState(session)
             else:
-                self.nodes[system_id] = NodeState(session)
+                state.session.close()
+                state.session = session
+                state.full_sync = True
+                state.dirty = state.reconfigure = True
+            self._follow_recorded_zones(system_id, state)
             log.info("node %s connected from %s", system_id, session.peer)
+            self._seen.add(system_id)
             self._report_due = True
         self._pending = still
         if self._member is not None and self._member.view.leader:
@@ -406,6 +444,7 @@ class PhysicalController:
         for system_id, state in list(self.nodes.items()):
             if state.session.poll():
                 state.dirty = state.reconfigure = True
+                self._follow_recorded_zones(system_id, state)
             if not state.session.alive:
                 log.info("node %s disconnected", system_id)
                 self._report_due = True
@@ -426,7 +465,6 @@ class PhysicalController:
         rows: dict[str, set[tuple[Any, ...]]] = {
             "Node": {(system_id,)}, "Iface": set(), "TunnelPort": set(),
             "Uplink": {(system_id, of) for of in state.session.uplinks()[:1]},
-            "Neighbour": {(system_id, ip, mac) for ip, mac in state.session.neighbours().items()},
         }  # fmt: skip
         for iface_id, vif in state.session.vifs().items():
             rows["Iface"].add((system_id, iface_id, vif.ofport))
@@ -463,15 +501,15 @@ class PhysicalController:
         computed = self._computed()
         txn = self.program.transaction()
         changed = False
+        deletes: list[tuple[str, tuple[Any, ...]]] = []
+        inserts: list[tuple[str, tuple[Any, ...]]] = []
 
         def feed(relation: str, old: set[tuple[Any, ...]], new: set[tuple[Any, ...]]) -> None:
-            nonlocal changed
-            for row in old - new:
-                txn.delete(relation, row)
-                changed = True
-            for row in new - old:
-                txn.insert(relation, row)
-                changed = True
+            # Collected, then every retraction before any insertion: a row deleted for one
+            # uuid and inserted for another in the same pass (a binding re-created) must end
+            # up present, whatever order the uuids come in.
+            deletes.extend((relation, row) for row in old - new)
+            inserts.extend((relation, row) for row in new - old)
 
         for system_id in list(self._disconnected):
             for relation, old in self._fed_nodes.get(system_id, {}).items():
@@ -493,9 +531,23 @@ class PhysicalController:
         live = self._live()
         feed("Live", self._fed_live, live)
         self._fed_live = live
+        # Every connected node's static neighbours, not only those of nodes computed here:
+        # a hypervisor's router needs its gateway's next hop wherever the gateway is mastered.
+        neighbours = {
+            (system_id, ip, mac)
+            for system_id, state in self.nodes.items()
+            for ip, mac in state.session.neighbours().items()
+        }
+        feed("Neighbour", self._fed_neighbours, neighbours)
+        self._fed_neighbours = neighbours
         if self._dirty_universal:
             self._feed_universal(feed, self._dirty_universal)
             self._dirty_universal = {}
+        for relation, row in deletes:
+            txn.delete(relation, row)
+        for relation, row in inserts:
+            txn.insert(relation, row)
+        changed = changed or bool(deletes or inserts)
         if not changed:
             txn.rollback()
             return False
@@ -589,19 +641,48 @@ class PhysicalController:
             state = self.nodes.get(node)
             if state is None:
                 continue
-            if weight > 0 and owner not in state.zones:
-                zone = state.free_zones.pop() if state.free_zones else state.next_zone
-                if zone == state.next_zone:
-                    state.next_zone += 1
-                if zone >= ZONES[1]:
-                    log.warning("node %s: no conntrack zone left for %s", node, owner)
-                    continue
-                state.zones[owner] = zone
-                self._zone_changes.append((1, (node, owner, zone)))
-            elif weight < 0 and owner in state.zones:
+            if weight > 0:
+                self._zone_needed(node, state, owner)
+            elif owner in state.zones:
                 zone = state.zones.pop(owner)
                 state.free_zones.append(zone)
+                state.unsaved_zones.pop(owner, None)
+                state.released_zones.add(owner)
                 self._zone_changes.append((-1, (node, owner, zone)))
+
+    def _zone_needed(self, node: str, state: NodeState, owner: str) -> None:
+        """Give `owner` a zone on `node`: the one the node records if any (a previous master
+        chose it), else a free one, to be recorded on the node before the flows using it."""
+        zone = state.zones.get(owner) or state.recorded_zones.get(owner)
+        if zone is None:
+            used = set(state.recorded_zones.values())
+            while state.free_zones and state.free_zones[-1] in used:
+                state.free_zones.pop()
+            zone = state.free_zones.pop() if state.free_zones else None
+            while zone is None:
+                candidate, state.next_zone = state.next_zone, state.next_zone + 1
+                if candidate >= ZONES[1]:
+                    log.warning("node %s: no conntrack zone left for %s", node, owner)
+                    return
+                if candidate not in used:
+                    zone = candidate
+            state.unsaved_zones[owner] = zone
+        if state.zones.get(owner) != zone:
+            state.zones[owner] = zone
+            state.released_zones.discard(owner)
+            self._zone_changes.append((1, (node, owner, zone)))
+
+    def _follow_recorded_zones(self, system_id: str, state: NodeState) -> None:
+        """Adopt the zones the node records (another master may have chosen them)."""
+        state.recorded_zones = state.session.zones()
+        if state.recorded_zones:
+            state.next_zone = max(state.next_zone, max(state.recorded_zones.values()) + 1)
+        for owner, zone in state.recorded_zones.items():
+            current = state.zones.get(owner)
+            if current is not None and current != zone and owner not in state.unsaved_zones:
+                self._zone_changes.append((-1, (system_id, owner, current)))
+                self._zone_changes.append((1, (system_id, owner, zone)))
+                state.zones[owner] = zone
 
     # ---- writing to the nodes ----
 
@@ -621,7 +702,8 @@ class PhysicalController:
         busy = []
         for system_id in sorted(masters):
             state = self.nodes[system_id]
-            if state.reconfigure or state.full_sync or state.table.has_dirty():
+            if (state.reconfigure or state.full_sync or state.table.has_dirty()
+                    or state.unsaved_zones or state.released_zones):  # fmt: skip
                 busy.append(system_id)
             elif state.realized != generation:
                 state.realized = generation
@@ -642,8 +724,20 @@ class PhysicalController:
             if specs is not None:
                 if state.session.configure(specs):
                     return True  # the node's answer (new ofports) comes in the next pass
-                state.reconfigure = False
+                ports = state.session.tunnels()
+                state.waiting = sorted(
+                    f"{s.port_name} to {s.peer}: {ports[s.port_name][2] or 'no ofport yet'}"
+                    for s in specs
+                    if s.port_name not in ports or not ports[s.port_name][1]
+                )
+                # Until every tunnel port has an ofport (vswitchd writes it after our
+                # transaction) its flows are missing: push what there is, realize nothing.
+                state.reconfigure = bool(state.waiting)
                 state.stt = any(s.encap == "stt" for s in specs)
+            if state.unsaved_zones or state.released_zones:
+                # recorded before any flow uses them: a successor reads them back
+                state.session.save_zones(state.unsaved_zones, state.released_zones)
+                state.unsaved_zones, state.released_zones = {}, set()
             remote = state.session.openflow_remote
             if remote is None:
                 state.message = "the node does not say where its OpenFlow is (loom-openflow)"
@@ -661,7 +755,7 @@ class PhysicalController:
                 mods = state.table.mods(state.table.take_dirty(), state.installed)
                 switch.apply(mods)
                 sent = bool(mods)
-        except (OpenFlowError, TransactError, OSError) as exc:
+        except Exception as exc:  # any failure: this node is pushed whole next time
             log.warning("node %s: %s", system_id, exc)
             state.message = str(exc)
             self._report_due = True
@@ -674,6 +768,9 @@ class PhysicalController:
             if state.stt
             else ""
         )
+        if state.waiting:
+            message = "; ".join([*([message] if message else []), *state.waiting])
+            generation = state.realized  # not realized while a tunnel is missing
         if (message, generation) != (state.message, state.realized) or sent:
             self._report_due = True
         state.message, state.realized = message, generation
@@ -735,9 +832,10 @@ class PhysicalController:
         nodes = {str(r["system_id"]): (u, r) for u, r in self.config.rows["Transport_Node"].items()}
         for system_id, (uuid, row) in nodes.items():
             state = self.nodes.get(system_id)
-            if state is None:  # gone: say so if this controller said it was connected
+            if state is None:  # gone: say so if it was connected here
                 said = omap(row["status"])
-                if said.get("controller") == self.name and said.get("connected") == "true":
+                mine = said.get("controller") == self.name and system_id in self._seen
+                if mine and said.get("connected") == "true":
                     ops.append(_set_status("Transport_Node", uuid, {
                         **{k: str(v) for k, v in said.items()}, "connected": "false",
                         "message": "not connected to any physical controller"}))  # fmt: skip
