@@ -204,12 +204,24 @@ def run(workload_path: Path, nodes: int, changes: int) -> dict[str, Any]:
             "stage_median_ms": {
                 k: round(statistics.median(v) * 1000, 2) for k, v in results["stages"].items()
             },
+            "slowest": _slowest(results),
         },
         "baseline_recompute_all_nodes_engine_s": round(recompute_s, 2),
         "baseline_replace_one_node_table_s": round(replace_s, 3),
         "ratio_recompute_over_median_change": round(recompute_s / median, 1),
         "ratio_replace_over_median_change": round(replace_s / median, 1),
         "targets_ms": {"median": 20, "p99": 100},
+    }
+
+
+def _slowest(results: Mapping[str, Any]) -> dict[str, Any]:
+    """The slowest change: its place in the sequence (even: an add), latency, stages."""
+    latencies = results["latencies"]
+    i = max(range(len(latencies)), key=latencies.__getitem__)
+    return {
+        "index": i,
+        "ms": round(latencies[i] * 1000, 1),
+        "stages_ms": {k: round(v[i] * 1000, 1) for k, v in results["stages"].items()},
     }
 
 

@@ -55,6 +55,8 @@ POLL_MS = 1000
 MAX_ROUNDS = 8
 """Engine rounds per pass (zones and new datapaths feed back into the rules)."""
 ZONES = (1, 65535)
+SLOW_PUSH = 0.5
+"""Seconds after which a node's push is logged with where its time went."""
 PUSH_THREADS = 16
 """Nodes pushed at once (each push is an `ovs-ofctl` process the thread waits for)."""
 
@@ -720,6 +722,9 @@ class PhysicalController:
             return False  # deposed since the pass began: the new master writes it
         specs = self._tunnel_specs(system_id) if state.reconfigure else None
         sent = False
+        began = time.perf_counter()
+        steps: dict[str, float] = {}
+        whole = state.full_sync
         try:
             if specs is not None:
                 if state.session.configure(specs):
@@ -734,10 +739,12 @@ class PhysicalController:
                 # transaction) its flows are missing: push what there is, realize nothing.
                 state.reconfigure = bool(state.waiting)
                 state.stt = any(s.encap == "stt" for s in specs)
+            steps["config"] = time.perf_counter() - began
             if state.unsaved_zones or state.released_zones:
                 # recorded before any flow uses them: a successor reads them back
                 state.session.save_zones(state.unsaved_zones, state.released_zones)
                 state.unsaved_zones, state.released_zones = {}, set()
+            steps["zones"] = time.perf_counter() - began - steps["config"]
             remote = state.session.openflow_remote
             if remote is None:
                 state.message = "the node does not say where its OpenFlow is (loom-openflow)"
@@ -762,6 +769,7 @@ class PhysicalController:
             state.full_sync = True
             state.reconfigure = True
             return False
+        _log_slow_push(system_id, time.perf_counter() - began, steps, whole)
         state.pushes += 1
         message = (
             "the datapath cannot encapsulate STT: tunnels of type stt carry no traffic"
@@ -958,6 +966,15 @@ class PhysicalController:
         """The universal DB connection (for tests)."""
         assert self.universal.conn is not None
         return self.universal.conn
+
+
+def _log_slow_push(node: str, took: float, steps: dict[str, float], whole: bool) -> None:
+    """Say where a slow push's time went (OVSDB config, zone records, OpenFlow)."""
+    if took <= SLOW_PUSH:
+        return
+    steps["openflow"] = took - sum(steps.values())
+    parts = ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in steps.items())
+    log.warning("node %s: push took %.0f ms (%s; whole table: %s)", node, took * 1000, parts, whole)
 
 
 def _set_status(table: str, uuid: str, status: dict[str, str]) -> dict[str, Any]:
