@@ -178,6 +178,14 @@ class OvsNode:
         """
         shutil.rmtree(self.run_dir, ignore_errors=True)
         self.run_dir.mkdir(parents=True)
+        try:
+            self._start(managers)
+        except BaseException:
+            self.stop()  # what started is stopped: the caller gets the error, no daemon
+            raise
+        return self
+
+    def _start(self, managers: Iterable[str]) -> None:
         self.db.start()
         dp_type = "netdev" if self.datapath == "netdev" else "system"
         self.vsctl(
@@ -189,7 +197,6 @@ class OvsNode:
         )  # fmt: skip
         self.vswitchd.start(ready=self.ctl.exists)
         self.set_managers(managers)
-        return self
 
     def set_managers(self, targets: Iterable[str]) -> None:
         """Replace the node's Manager rows: one per target, reconnecting within 1 s."""
@@ -335,7 +342,8 @@ class Sandbox:
     def _underlay(self) -> None:
         if self.datapath == "dummy":
             if self.net is None:
-                self.net = OvsNode(self.root, "underlay", index=0).start()
+                self.net = OvsNode(self.root, "underlay", index=0)  # stop() finds it if
+                self.net.start()  # starting fails half-way
                 self.net.vsctl("add-br", "n1")
             return
         if self.underlay_netns not in self._netns:
