@@ -9,7 +9,6 @@ by the fixtures, even on failure.
 from __future__ import annotations
 
 import re
-import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -123,17 +122,6 @@ def sent(node: OvsNode, vif: str, packet: str, expect: dict[tuple[OvsNode, str],
     assert {k: after[k] - before[k] for k in expect} == expect
 
 
-def pcap_frames(path: Path) -> list[bytes]:
-    """The frames of a pcap file (as OVS's dummy `tx_pcap` writes it)."""
-    data = path.read_bytes()
-    frames, offset = [], 24
-    while offset + 16 <= len(data):
-        length = struct.unpack("<I", data[offset + 8 : offset + 12])[0]
-        frames.append(data[offset + 16 : offset + 16 + length])
-        offset += 16 + length
-    return frames
-
-
 @pytest.fixture
 def two_hvs(loom: Loom) -> Loom:
     for name in ("hv1", "hv2", "hv3"):
@@ -213,7 +201,7 @@ def test_routing_between_subnets_across_hypervisors(two_hvs: Loom) -> None:
     loom.realized("hv1", "hv2")
     packet = packets.icmp_echo(mac(1), "00:00:00:aa:00:01", "10.0.1.10", "10.0.2.10", ttl=64)
     sent(hv1, "vm1", packet, {(hv2, "vm2"): 1, (hv1, "vm1"): 0})
-    frame = pcap_frames(hv2.run_dir / "vm2-tx.pcap")[-1]
+    frame = packets.read_pcap(hv2.run_dir / "vm2-tx.pcap")[-1]
     assert frame[0:6] == bytes.fromhex(mac(2).replace(":", ""))  # to vm2's MAC
     assert frame[6:12] == bytes.fromhex("000000aa0002")  # from the router's port on net2
     assert frame[14 + 8] == 63  # TTL decremented once

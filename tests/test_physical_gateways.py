@@ -5,7 +5,6 @@ through a service node. Packets are injected into VMs' ports and into the gatewa
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -81,17 +80,6 @@ def site(config_db: OvsdbServer, universal_db: OvsdbServer, tmp_path: Path) -> I
             logical.stop()
 
 
-def frames(path: Path) -> list[bytes]:
-    """The frames of a pcap file (as OVS's dummy `tx_pcap` writes it)."""
-    data = path.read_bytes() if path.exists() else b""
-    found, offset = [], 24
-    while offset + 16 <= len(data):
-        length = struct.unpack("<I", data[offset + 8 : offset + 12])[0]
-        found.append(data[offset + 16 : offset + 16 + length])
-        offset += 16 + length
-    return found
-
-
 def ipv4(frame: bytes) -> tuple[str, str, int]:
     """(source, destination, TTL) of an untagged IPv4 frame; ("", "", 0) for others."""
     if frame[12:14] != b"\x08\x00":
@@ -107,7 +95,7 @@ def sent_until(node: OvsNode, vif: str, packet: str, pcap: Path, check: Any) -> 
 
     def arrived() -> bool:
         node.receive(vif, packet)
-        found[:] = [f for f in frames(pcap) if check(f)]
+        found[:] = [f for f in packets.read_pcap(pcap) if check(f)]
         return bool(found)
 
     wait_for(arrived, WAIT, f"a frame in {pcap.name}")

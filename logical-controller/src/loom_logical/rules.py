@@ -4,17 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-_SOURCE = Path(__file__).resolve().parents[3] / "rules" / "logical"
-_WHEEL = Path(__file__).resolve().parent / "rules"
+from loom_common import rules
+
 MAIN = "logical.dl"
 
 
 def rules_dir() -> Path:
     """Return the directory holding `logical.dl` and the files it imports."""
-    for candidate in (_SOURCE, _WHEEL):
-        if (candidate / MAIN).is_file():
-            return candidate
-    raise FileNotFoundError(f"{MAIN} not found under {_SOURCE} or {_WHEEL}")
+    return rules.rules_dir(__file__, "logical", MAIN)
 
 
 def main_file() -> Path:

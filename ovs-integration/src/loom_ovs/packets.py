@@ -1,5 +1,6 @@
 """Test packets as hex, for `netdev-dummy/receive` (which takes hex or an ODP flow; an ODP
-flow names the datapath port, which tests do not know).
+flow names the datapath port, which tests do not know), and the frames a dummy port's
+capture holds.
 
 Only what the tests send: Ethernet with an optional VLAN tag, ARP requests, IPv4 with
 ICMP echo, UDP or TCP (a SYN). Checksums are filled in (the receiving VM's pipeline does not
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 import struct
+from pathlib import Path
 
 
 def _mac(text: str) -> bytes:
@@ -73,3 +75,15 @@ def tcp_syn(src_mac: str, dst_mac: str, src: str, dst: str, sport: int, dport: i
     pseudo = _ip(src) + _ip(dst) + struct.pack("!BBH", 0, 6, len(header))
     header = header[:16] + struct.pack("!H", _checksum(pseudo + header)) + header[18:]
     return ethernet(src_mac, dst_mac, 0x0800, _ipv4(src, dst, 6, header, 64))
+
+
+def read_pcap(path: Path) -> list[bytes]:
+    """The frames of a pcap file as OVS's dummy ports write it (`options:tx_pcap`); none if
+    the file does not exist yet (nothing was sent)."""
+    data = path.read_bytes() if path.exists() else b""
+    frames, offset = [], 24  # the global header
+    while offset + 16 <= len(data):
+        length = struct.unpack("<I", data[offset + 8 : offset + 12])[0]
+        frames.append(data[offset + 16 : offset + 16 + length])
+        offset += 16 + length
+    return frames
