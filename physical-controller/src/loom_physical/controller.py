@@ -70,8 +70,6 @@ class NodeState:
     installed: dict[Key, Flow] = field(default_factory=dict)
     full_sync: bool = True
     """The next push replaces the whole table (connected, reconnected or taken over)."""
-    fed: dict[str, set[tuple[Any, ...]]] = field(default_factory=dict)
-    """Input relation -> the rows fed to the engine for this node."""
     zones: dict[str, int] = field(default_factory=dict)
     """Logical port or router -> its conntrack zone on this node (stable while needed)."""
     free_zones: list[int] = field(default_factory=list)
@@ -156,7 +154,8 @@ class PhysicalController:
         self._fed_flows: dict[str, set[tuple[Any, ...]]] = {}
         """Universal_Flow row uuid -> the UFlow rows fed for it."""
         self._fed_nodes: dict[str, dict[str, set[tuple[Any, ...]]]] = {}
-        """Node -> input relation -> the rows fed for it (until it disconnects)."""
+        """Node -> input relation -> the rows fed for it (until it disconnects): its OVSDB's
+        (`_node_inputs`) and its zones."""
         self._disconnected: set[str] = set()
         self._fed_live: set[tuple[Any, ...]] = set()
         self._fed_neighbours: set[tuple[Any, ...]] = set()
@@ -316,7 +315,7 @@ class PhysicalController:
         self.config.start()
         self._reported_masters = set()  # report everything again
         for system_id, state in self.nodes.items():
-            state.table, state.fed = FlowTable(), {}
+            state.table = FlowTable()
             state.full_sync = state.dirty = state.reconfigure = True
             for owner, zone in state.zones.items():
                 self._zone_changes.append((1, (system_id, owner, zone)))
@@ -520,15 +519,15 @@ class PhysicalController:
             self._disconnected.discard(system_id)
         changed = self._feed_zones(txn) or changed
         for system_id, state in self.nodes.items():
-            if system_id in computed and not state.dirty and state.fed:
+            fed = self._fed_nodes.get(system_id, {})
+            have = {relation: rows for relation, rows in fed.items() if relation != "Zone"}
+            if system_id in computed and not state.dirty and have:
                 continue
             want = self._node_inputs(system_id, state) if system_id in computed else {}
-            have = state.fed
             for relation in {*want, *have}:
                 feed(relation, have.get(relation, set()), want.get(relation, set()))
-            state.fed = want
             state.dirty = False
-            zones = self._fed_nodes.get(system_id, {}).get("Zone")
+            zones = fed.get("Zone")  # fed as allocated (`_feed_zones`), kept as they are
             self._fed_nodes[system_id] = {**want, "Zone": zones} if zones else dict(want)
         live = self._live()
         feed("Live", self._fed_live, live)
