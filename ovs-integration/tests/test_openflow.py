@@ -1,4 +1,5 @@
-"""The desired-table bookkeeping (pure) and its push to a real ovs-vswitchd."""
+"""The desired-table bookkeeping (pure) and its push to a real ovs-vswitchd: natively (the
+encoder and the kept channel) and with `ovs-ofctl`, which must install the same table."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from loom_ovs.openflow import MARK, Flow, FlowTable, Switch, cookie
+from loom_ovs.openflow import MARK, Flow, FlowTable, OpenFlowError, Switch, bundle_lines, cookie
 from loom_ovs.sandbox import Sandbox
 
 
@@ -31,12 +32,12 @@ def test_mods_bring_installed_in_line() -> None:
     installed: dict[tuple[int, int, str], Flow] = {}
     flow = Flow(0, 100, "in_port=1", "resubmit(,8)")
     table.add(flow)
-    assert table.mods(table.take_dirty(), installed) == [f"flow add {flow.text()}"]
+    assert table.mods(table.take_dirty(), installed) == [("add", flow)]
     assert table.mods(table.take_dirty(), installed) == []
     table.remove(flow)
-    assert table.mods(table.take_dirty(), installed) == [
-        "flow delete_strict table=0,priority=100,in_port=1"
-    ]
+    mods = table.mods(table.take_dirty(), installed)
+    assert mods == [("delete", flow)]
+    assert bundle_lines(mods) == ["flow delete_strict table=0,priority=100,in_port=1"]
     assert installed == {}
     assert cookie(0xABCDEF) == 0xABCDEF << 32 | MARK
 
@@ -51,7 +52,7 @@ def test_push_and_replace_on_a_real_switch(tmp_path: Path) -> None:
         switch.ensure_tlv_map()  # idempotent
         keep = Flow(0, 100, "in_port=1", "resubmit(,8)", cookie(1))
         gone = Flow(8, 10, "metadata=0x1", "drop", cookie(2))
-        switch.apply([f"flow add {keep.text()}", f"flow add {gone.text()}"])
+        switch.apply([("add", keep), ("add", gone)])
         assert len(switch.dump()) == 2
         new = Flow(8, 20, "metadata=0x1,tun_metadata0=0xffff/0xffff", "drop", cookie(3))
         switch.replace([keep, new])
@@ -59,3 +60,80 @@ def test_push_and_replace_on_a_real_switch(tmp_path: Path) -> None:
         assert len(dumped) == 2
         assert any("tun_metadata0=0xffff" in line for line in dumped)
         assert not any("priority=10," in line for line in dumped)
+        switch.close()
+
+
+def _parse(line: str) -> Flow:
+    head, _, actions = line.partition(" actions=")
+    parts = head.split(",")
+    fields = dict(p.split("=", 1) for p in parts[:3])
+    return Flow(int(fields["table"]), int(fields["priority"]), ",".join(parts[3:]), actions,
+                int(fields["cookie"], 0))  # fmt: skip
+
+
+BR_INT = ("--may-exist", "add-br", "br-int", "--", "set", "bridge", "br-int", "fail-mode=secure",
+          "protocols=OpenFlow13,OpenFlow15")  # fmt: skip
+
+UNTAGGED = "table=0,priority=90,cookie=0x4c4d,in_port=9,vlan_tci=0x0000/0x1000 actions=resubmit(,8)"
+"""A match `ovs-ofctl` says in NXM only (OVS takes NXM fields inside an OXM match)."""
+
+
+@pytest.mark.ovs
+def test_native_push_installs_what_ovs_ofctl_installs(tmp_path: Path) -> None:
+    corpus = (Path(__file__).parent / "test_ofp.py").read_text()
+    lines = [*corpus.split('CORPUS = """\\\n', 1)[1].split('"""', 1)[0].splitlines(), UNTAGGED]
+    flows = [_parse(line) for line in lines]
+    with Sandbox(tmp_path) as sandbox:
+        nodes = [sandbox.add_node(name) for name in ("hv1", "hv2")]
+        for node in nodes:
+            node.vsctl(*BR_INT)
+        native, ofctl = (Switch(node.openflow) for node in nodes)
+        try:
+            for switch in (native, ofctl):
+                switch.ensure_tlv_map()
+            native.apply([("add", flow) for flow in flows])
+            assert native.fallbacks == 0
+            ofctl._ofctl("bundle", ofctl.remote, "-",
+                         stdin="".join(f"{line}\n" for line in bundle_lines(
+                             [("add", flow) for flow in flows])))  # fmt: skip
+            assert len(native.dump()) == len(flows)
+            assert sorted(native.dump()) == sorted(ofctl.dump())
+            # deletes, natively, leave what ovs-ofctl's deletes leave
+            gone = [("delete", flow) for flow in flows[::2]]
+            native.apply(gone)
+            ofctl._ofctl("bundle", ofctl.remote, "-",
+                         stdin="".join(f"{line}\n" for line in bundle_lines(gone)))  # fmt: skip
+            assert len(native.dump()) == len(flows) - len(gone)
+            assert sorted(native.dump()) == sorted(ofctl.dump())
+        finally:
+            native.close()
+            ofctl.close()
+
+
+@pytest.mark.ovs
+def test_a_refused_bundle_changes_nothing_and_the_channel_survives_the_switch(
+    tmp_path: Path,
+) -> None:
+    with Sandbox(tmp_path) as sandbox:
+        node = sandbox.add_node("hv1")
+        node.vsctl(*BR_INT)
+        switch = Switch(node.openflow)
+        try:
+            fine = Flow(0, 100, "in_port=1", "resubmit(,8)", cookie(1))
+            # tun_metadata0 without the TLV map that gives it a width: OVS refuses the flow
+            refused = Flow(0, 110, "in_port=2,tun_metadata0=0x1", "drop", cookie(2))
+            with pytest.raises(OpenFlowError, match="tun_metadata0"):
+                switch.apply([("add", fine), ("add", refused)])
+            assert switch.dump() == []  # atomic: the good flow is not in either
+            # the switch drops every OpenFlow connection (its bridge is re-created): the next
+            # push connects again
+            node.vsctl("del-br", "br-int", "--", *BR_INT[1:])
+            switch.apply([("add", fine)])
+            assert len(switch.dump()) == 1
+            # a construct the encoder does not know goes by ovs-ofctl
+            learn = Flow(1, 5, "ip", "learn(table=2,NXM_OF_ETH_SRC[])", cookie(3))
+            switch.apply([("add", learn)])
+            assert switch.fallbacks == 1
+            assert any("learn(" in line for line in switch.dump())
+        finally:
+            switch.close()

@@ -92,6 +92,14 @@ class NodeState:
     """One of its tunnels is STT."""
     waiting: list[str] = field(default_factory=list)
     """Tunnel ports wanted that have no ofport (yet, or an error), in words."""
+    switch: Switch | None = None
+    """Its br-int's OpenFlow (a kept channel), once the node said where that is."""
+
+    def close(self) -> None:
+        """Close the node's connections (its OVSDB session, its OpenFlow channel)."""
+        self.session.close()
+        if self.switch is not None:
+            self.switch.close()
 
 
 class PhysicalController:
@@ -234,7 +242,7 @@ class PhysicalController:
             self._zk.close()
         self._pushers.shutdown(wait=True)
         for state in self.nodes.values():
-            state.session.close()
+            state.close()
         for session in self._pending:
             session.close()
         self.manager.close()
@@ -394,8 +402,8 @@ class PhysicalController:
             if state is None:
                 state = self.nodes[system_id] = NodeState(session)
             else:
-                state.session.close()
-                state.session = session
+                state.close()  # the node came back: a new session, a new OpenFlow channel
+                state.session, state.switch = session, None
                 state.full_sync = True
                 state.dirty = state.reconfigure = True
             self._follow_recorded_zones(system_id, state)
@@ -449,7 +457,7 @@ class PhysicalController:
             if not state.session.alive:
                 log.info("node %s disconnected", system_id)
                 self._report_due = True
-                del self.nodes[system_id]
+                self.nodes.pop(system_id).close()
                 self._disconnected.add(system_id)
 
     def _universal_generation(self) -> int:
@@ -697,9 +705,8 @@ class PhysicalController:
 
     def _realize_all(self, masters: set[str], generation: int) -> int:
         """Realize `generation` on every node in `masters`; the nodes with something to
-        send are pushed in parallel (each `ovs-ofctl` run costs ~16 ms whatever it carries:
-        one node after another, a change touching 2 nodes paid it twice). Returns the
-        number of nodes sent something."""
+        send are pushed in parallel (a whole table goes by `ovs-ofctl replace-flows`, which
+        waits on the node most of its time). Returns the number of nodes sent something."""
         busy = []
         for system_id in sorted(masters):
             state = self.nodes[system_id]
@@ -748,7 +755,11 @@ class PhysicalController:
             if remote is None:
                 state.message = "the node does not say where its OpenFlow is (loom-openflow)"
                 return False
-            switch = Switch(remote)
+            if state.switch is None or state.switch.remote != remote:
+                if state.switch is not None:
+                    state.switch.close()
+                state.switch = Switch(remote)
+            switch = state.switch
             if state.full_sync:
                 switch.ensure_tlv_map()
                 state.table.take_dirty()
@@ -763,6 +774,8 @@ class PhysicalController:
                 sent = bool(mods)
         except Exception as exc:  # any failure: this node is pushed whole next time
             log.warning("node %s: %s", system_id, exc)
+            if state.switch is not None:
+                state.switch.close()  # and on a new connection
             state.message = str(exc)
             self._report_due = True
             state.full_sync = True

@@ -1,0 +1,208 @@
+"""A kept OpenFlow 1.5 connection to one bridge, for pushing flow changes in bundles.
+
+`Channel(remote)` connects to `unix:PATH` (the bridge's management socket) or
+`tcp:IP:PORT` (a bridge listening with `ptcp:`), says HELLO offering OpenFlow 1.5 only,
+and keeps the connection. `bundle(messages)` sends one atomic, ordered bundle: OPEN, one
+ADD per flow_mod, a BARRIER (so that every ADD has been judged), then COMMIT if none was
+refused, DISCARD if one was; it returns once the switch has answered the COMMIT, which OVS
+sends after the flows are in its tables. A refused message raises `BundleRefused` naming it
+(nothing of the bundle is applied); a broken connection raises `ChannelError`, and the next
+call connects again.
+
+The switch's echo requests are answered whenever the channel reads (before each bundle too):
+an idle channel can outlive the switch's inactivity probe only by being read, and a channel
+the switch closed meanwhile is noticed before a bundle is sent into it.
+
+One thread uses a channel at a time (the physical controller pushes a node from one thread).
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+from collections.abc import Sequence
+
+from loom_common.errors import LoomError
+from loom_ovs import ofp
+
+_ERROR_TYPES = {0: "hello failed", 1: "bad request", 2: "bad action", 3: "bad instruction",
+                4: "bad match", 5: "flow mod failed", 17: "bundle failed"}  # fmt: skip
+
+
+class ChannelError(LoomError):
+    """The OpenFlow connection failed (connect, handshake, I/O or timeout)."""
+
+    message = "OpenFlow %(remote)s: %(detail)s"
+
+
+class BundleRefused(ChannelError):
+    """The switch refused a message of a bundle; nothing of it was applied."""
+
+
+class Channel:
+    """A kept OpenFlow 1.5 connection to one bridge."""
+
+    def __init__(self, remote: str, *, timeout: float = 10.0) -> None:
+        self.remote = remote
+        self.timeout = timeout
+        self._sock: socket.socket | None = None
+        self._buf = b""
+        self._xid = 0
+        self._bundle_id = 0
+
+    # ---- connection ----
+
+    def _connect(self) -> socket.socket:
+        kind, _, where = self.remote.partition(":")
+        if kind not in ("unix", "tcp"):
+            raise ChannelError(remote=self.remote, detail="not unix:PATH or tcp:IP:PORT")
+        try:
+            if kind == "unix":
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                try:
+                    sock.settimeout(self.timeout)
+                    sock.connect(where)
+                except OSError:
+                    sock.close()
+                    raise
+            else:
+                host, _, port = where.rpartition(":")
+                sock = socket.create_connection((host.strip("[]"), int(port)), self.timeout)
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except OSError as exc:
+            raise ChannelError(remote=self.remote, detail=f"connect: {exc}") from exc
+        self._sock, self._buf = sock, b""
+        try:
+            self._send(ofp.hello(self._next_xid()))
+            version, msg_type, _, body = self._read()
+        except ChannelError:
+            self.close()
+            raise
+        if msg_type != ofp.OFPT_HELLO or version < ofp.VERSION:
+            self.close()
+            raise ChannelError(remote=self.remote, detail=f"no OpenFlow 1.5 (HELLO {version})")
+        return sock
+
+    def close(self) -> None:
+        """Close the connection (the next `bundle` connects again)."""
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+
+    @property
+    def connected(self) -> bool:
+        return self._sock is not None
+
+    # ---- I/O ----
+
+    def _next_xid(self) -> int:
+        self._xid = (self._xid + 1) & 0xFFFFFFFF
+        return self._xid
+
+    def _send(self, data: bytes) -> None:
+        assert self._sock is not None
+        try:
+            self._sock.sendall(data)
+        except OSError as exc:
+            self.close()
+            raise ChannelError(remote=self.remote, detail=f"send: {exc}") from exc
+
+    def _read(self, *, block: bool = True) -> tuple[int, int, int, bytes]:
+        """The next message (version, type, xid, body), answering echo requests on the way.
+        With `block` False, returns (0, -1, 0, b"") when nothing is waiting."""
+        assert self._sock is not None
+        deadline = time.monotonic() + self.timeout
+        while True:
+            if len(self._buf) >= 8:
+                version, msg_type, length, xid = struct.unpack_from("!BBHI", self._buf)
+                if length < 8:
+                    self.close()
+                    raise ChannelError(remote=self.remote, detail=f"bad message length {length}")
+                if len(self._buf) >= length:
+                    body, self._buf = self._buf[8:length], self._buf[length:]
+                    if msg_type == ofp.OFPT_ECHO_REQUEST:
+                        self._send(ofp.header(ofp.OFPT_ECHO_REPLY, 8 + len(body), xid) + body)
+                        continue
+                    return version, msg_type, xid, body
+            try:
+                if block:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise TimeoutError("no answer")
+                    self._sock.settimeout(left)
+                    data = self._sock.recv(65536)
+                else:
+                    # (not MSG_DONTWAIT: a socket with a timeout first waits for input)
+                    self._sock.setblocking(False)
+                    data = self._sock.recv(65536)
+            except BlockingIOError:
+                return 0, -1, 0, b""
+            except OSError as exc:
+                self.close()
+                raise ChannelError(remote=self.remote, detail=f"receive: {exc}") from exc
+            if not data:
+                self.close()
+                raise ChannelError(remote=self.remote, detail="connection closed by the switch")
+            self._buf += data
+
+    def _drain(self) -> None:
+        """Answer what the switch sent while the channel was idle; reconnect if it hung up."""
+        if self._sock is None:
+            self._connect()
+            return
+        try:
+            while self._read(block=False)[1] != -1:
+                pass  # stray replies (none expected) are dropped
+        except ChannelError:
+            self._connect()
+
+    # ---- bundles ----
+
+    def bundle(self, messages: Sequence[tuple[bytes, str]]) -> None:
+        """Apply `messages` (each an encoded message with xid 0, and what to call it in an
+        error) atomically, in order."""
+        if not messages:
+            return
+        self._drain()
+        self._bundle_id = (self._bundle_id + 1) & 0xFFFFFFFF
+        bundle_id = self._bundle_id
+        named: dict[int, str] = {}
+        out = [ofp.bundle_control(bundle_id, ofp.OFPBCT_OPEN_REQUEST, self._next_xid())]
+        for message, name in messages:
+            xid = self._next_xid()
+            named[xid] = name
+            inner = message[:4] + struct.pack("!I", xid) + message[8:]
+            out.append(ofp.bundle_add(bundle_id, inner, xid))
+        barrier = self._next_xid()
+        out.append(ofp.header(ofp.OFPT_BARRIER_REQUEST, 8, barrier))
+        self._send(b"".join(out))
+        refused = self._await(barrier, named)
+        ctl = ofp.OFPBCT_DISCARD_REQUEST if refused else ofp.OFPBCT_COMMIT_REQUEST
+        done = self._next_xid()
+        self._send(ofp.bundle_control(bundle_id, ctl, done))
+        refused += self._await(done, named)
+        if refused:
+            raise BundleRefused(remote=self.remote, detail="; ".join(refused))
+
+    def _await(self, xid: int, named: dict[int, str]) -> list[str]:
+        """Read until the answer to `xid`; the errors seen on the way, in words."""
+        errors = []
+        while True:
+            _, msg_type, got, body = self._read()
+            if msg_type == ofp.OFPT_ERROR:
+                errors.append(_error_text(body, named.get(got, f"xid {got}")))
+                if got == xid:
+                    return errors
+            elif got == xid:
+                return errors
+
+
+def _error_text(body: bytes, what: str) -> str:
+    if len(body) < 4:
+        return f"{what}: error"
+    err_type, code = struct.unpack_from("!HH", body)
+    if err_type == 0xFFFF and len(body) >= 8:  # experimenter error
+        code = struct.unpack_from("!I", body, 4)[0]
+        return f"{what}: experimenter error {code:#x}"
+    return f"{what}: {_ERROR_TYPES.get(err_type, f'type {err_type}')} (code {code})"
