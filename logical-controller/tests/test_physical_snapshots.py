@@ -3,7 +3,8 @@ tests/snapshots/ (the logical snapshot tests' steps, their universal DB) is loca
 physical rules (`rules/physical`, in the engine) for node `hv1` — its VIFs are the ports the
 scenario locates there, its tunnels the universal `Tunnel` rows from it, every node live —
 and the table is compared with `NAME.hv1.golden` (`pytest --update-snapshots` rewrites them).
-The table is also installed on a real ovs-vswitchd, which must accept every flow.
+The table is also installed on a real ovs-vswitchd, which must accept every flow, and
+installed again through the native OpenFlow encoder, which must leave the same table.
 
 It lives beside the logical snapshot tests because it runs their scenarios (the steps, the
 API, the logical controller); it exercises the physical rules, not the physical
@@ -140,6 +141,17 @@ def test_hypervisor_openflow_snapshot(
         table.add(flow)
     result = dummy_switch.replace_flows([f.text() for f in table])
     assert result.returncode == 0, result.stderr
+    # Pushed natively (loom_ovs.ofp, one bundle on the channel) over an empty table, the
+    # switch holds exactly what ovs-ofctl installed.
+    switch = Switch(f"unix:{dummy_switch.mgmt}")
+    try:
+        by_ofctl = sorted(switch.dump())
+        assert dummy_switch.replace_flows([]).returncode == 0
+        switch.apply([("add", flow) for flow in table])
+        assert switch.fallbacks == 0
+        assert sorted(switch.dump()) == by_ofctl
+    finally:
+        switch.close()
     rendered = render(flows, tunnel_names(run.universal.remote), run.normalize_openflow)
     golden = path.with_suffix(".hv1.golden")
     if request.config.getoption("--update-snapshots"):

@@ -75,7 +75,7 @@ class Channel:
         self._sock, self._buf = sock, b""
         try:
             self._send(ofp.hello(self._next_xid()))
-            version, msg_type, _, body = self._read()
+            version, msg_type, _, _ = self._read()
         except ChannelError:
             self.close()
             raise
@@ -92,6 +92,7 @@ class Channel:
 
     @property
     def connected(self) -> bool:
+        """True while a connection is open."""
         return self._sock is not None
 
     # ---- I/O ----

@@ -6,8 +6,9 @@ Pushing them through `ovs-ofctl` costs a process, a connection and a handshake p
 This module turns a flow's text into the `OFPT_FLOW_MOD` OVS would build from it, for the
 vocabulary the rules use:
 
-- match fields: `in_port`, `metadata`, `reg0`..`reg15`, `xreg0`..`xreg7`, `xxreg0`..`xxreg3`, `tun_id`,
-  `tun_metadata0` (mapped to `TUN_METADATA_BYTES` bytes by the TLV map Loom installs),
+- match fields: `in_port`, `metadata`, `reg0`..`reg15`, `xreg0`..`xreg7`,
+  `xxreg0`..`xxreg3`, `tun_id`, `tun_metadata0` (mapped to `TUN_METADATA_BYTES` bytes by
+  the TLV map Loom installs),
   `dl_src`/`dl_dst`/`dl_type`, `vlan_tci`, `dl_vlan`, `nw_src`/`nw_dst` (ARP's SPA/TPA in
   an ARP flow), `nw_proto`, `nw_ttl`, `ipv6_src`/`ipv6_dst`, `tp_src`/`tp_dst` (TCP, UDP
   or SCTP by the protocol), `icmp_type`/`icmp_code` (ICMPv4 or v6 by the EtherType),
@@ -33,6 +34,7 @@ from __future__ import annotations
 import ipaddress
 import re
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -91,6 +93,7 @@ class Field:
     """The NXM_*/OXM_* name `move` and `bundle` use for it."""
 
     def header(self, masked: bool = False, nbytes: int | None = None) -> int:
+        """The 32-bit OXM/NXM header for a value of `nbytes` (the field's width)."""
         width = nbytes if nbytes is not None else self.nbytes
         return (self.oxm_class << 16 | self.code << 9 | int(masked) << 8
                 | width * (2 if masked else 1))  # fmt: skip
@@ -101,6 +104,7 @@ class Field:
 
     @property
     def bits(self) -> int:
+        """The field's width in bits."""
         return self.nbytes * 8
 
 
@@ -219,17 +223,17 @@ def _value_mask(field: Field, text: str, what: str) -> tuple[bytes, bytes | None
 
 def _ct_state(text: str, what: str) -> tuple[bytes, bytes | None]:
     if not text.startswith(("+", "-")):
-        value, mask = _value_mask(FIELDS["ct_mark"], text, what)  # plain VALUE[/MASK]
-        return value, mask
-    value = mask = 0
+        return _value_mask(FIELDS["ct_mark"], text, what)  # plain VALUE[/MASK], 32 bits
+    on = off = 0
     for sign, name in re.findall(r"([+-])([a-z]+)", text):
         bit = _CT_STATE.get(name)
         if bit is None:
             raise FlowSyntaxError(what=what, why=f"ct_state: unknown flag {name!r}")
-        mask |= bit
         if sign == "+":
-            value |= bit
-    return value.to_bytes(4, "big"), mask.to_bytes(4, "big")
+            on |= bit
+        else:
+            off |= bit
+    return on.to_bytes(4, "big"), (on | off).to_bytes(4, "big")
 
 
 # ---- match ----
@@ -237,7 +241,9 @@ def _ct_state(text: str, what: str) -> tuple[bytes, bytes | None]:
 
 def _split(text: str) -> list[str]:
     """Split on commas outside parentheses."""
-    parts, depth, cur = [], 0, []
+    parts: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for ch in text:
         if ch == "(":
             depth += 1
@@ -297,7 +303,9 @@ def encode_match(match: str) -> bytes:
     return struct.pack("!HH", 1, length) + body + b"\0" * (-length % 8)
 
 
-def _match_field(name: str, eth_type: int | None, proto: int | None, what: str) -> tuple[Field, int]:
+def _match_field(
+    name: str, eth_type: int | None, proto: int | None, what: str
+) -> tuple[Field, int]:
     """The field a match name means in this flow (`tp_src` in a UDP flow is `udp_src`), and
     its prerequisite rank."""
     if name in ("tp_src", "tp_dst"):
@@ -465,15 +473,25 @@ def _nat(args: str, what: str) -> bytes:
 def _bundle(args: str, what: str) -> bytes:
     parts = [p.strip() for p in args.split(",", 4)]
     if len(parts) != 5 or not parts[4].startswith("members:") or parts[3] != "ofport":
-        raise FlowSyntaxError(what=what, why=f"bundle({args}): not FIELDS,BASIS,ALG,ofport,members:")
+        raise FlowSyntaxError(
+            what=what, why=f"bundle({args}): not FIELDS,BASIS,ALG,ofport,members:"
+        )
     fields = {"eth_src": 0, "symmetric_l4": 1, "symmetric_l3l4": 2, "symmetric_l3l4+udp": 3,
               "nw_src": 4, "nw_dst": 5, "symmetric_l3": 6}  # fmt: skip
     algorithms = {"active_backup": 0, "hrw": 1}
     if parts[0] not in fields or parts[2] not in algorithms:
         raise FlowSyntaxError(what=what, why=f"bundle({args}): unknown fields or algorithm")
-    members = [_port(p, what) for p in parts[4][len("members:"):].split(",") if p.strip()]
-    head = struct.pack("!HHHIHHI4x", algorithms[parts[2]], fields[parts[0]], int(parts[1], 0),
-                       _NXM_OF_IN_PORT, len(members), 0, 0)
+    members = [_port(p, what) for p in parts[4][len("members:") :].split(",") if p.strip()]
+    head = struct.pack(
+        "!HHHIHHI4x",
+        algorithms[parts[2]],
+        fields[parts[0]],
+        int(parts[1], 0),
+        _NXM_OF_IN_PORT,
+        len(members),
+        0,
+        0,
+    )
     return _nx(12, head + b"".join(struct.pack("!H", m & 0xFFFF) for m in members))
 
 
@@ -485,46 +503,52 @@ def _conjunction(args: str, what: str) -> bytes:
     return _nx(34, struct.pack("!BBI", clause - 1, clauses, conj_id))
 
 
+def _clone(args: str) -> bytes:
+    return _nx(42, b"\0" * 6 + encode_actions(args))
+
+
+_CALLS: dict[str, Callable[[str, str], bytes]] = {
+    "resubmit": _resubmit,
+    "clone": lambda args, _what: _clone(args),
+    "ct": _ct,
+    "bundle": _bundle,
+    "conjunction": _conjunction,
+    "output": lambda args, what: _output(_port(args, what)),
+}
+"""Actions written `NAME(ARGS)`."""
+_ASSIGNMENTS: dict[str, Callable[[str, str], bytes]] = {
+    "output": lambda port, what: _output(_port(port, what)),
+    "set_field": _set_field,
+    "move": _move,
+    "push_vlan": lambda ethertype, _what: struct.pack("!HHH2x", 17, 8, int(ethertype, 0)),
+}
+"""Actions written `NAME:ARGS`."""
+_WORDS = {
+    "pop_vlan": struct.pack("!HH4x", 18, 8),
+    "strip_vlan": struct.pack("!HH4x", 18, 8),
+    "dec_ttl": struct.pack("!HH4x", 24, 8),  # OFPAT_DEC_NW_TTL
+    "ct_clear": _nx(43, b"\0" * 6),
+    "drop": b"",
+}
+"""Actions written as one word."""
+
+
 @lru_cache(maxsize=65536)
 def encode_actions(actions: str) -> bytes:
     """OpenFlow actions (OF1.5 and Nicira extensions) for an `ovs-ofctl` action list."""
+    parts = _split(actions)
+    if "drop" in parts and len(parts) > 1:
+        raise FlowSyntaxError(what=actions, why="drop must be the only action")
     out = []
-    for part in _split(actions):
-        name, _, rest = part.partition(":")
-        paren = re.fullmatch(r"([a-z_]+)\((.*)\)", part, re.S)
-        if paren is not None:
-            name, args = paren.groups()
-            if name == "resubmit":
-                out.append(_resubmit(args, actions))
-            elif name == "clone":
-                out.append(_nx(42, b"\0" * 6 + encode_actions(args)))
-            elif name == "ct":
-                out.append(_ct(args, actions))
-            elif name == "bundle":
-                out.append(_bundle(args, actions))
-            elif name == "conjunction":
-                out.append(_conjunction(args, actions))
-            elif name == "output":
-                out.append(_output(_port(args, actions)))
-            else:
-                raise FlowSyntaxError(what=actions, why=f"unknown action {name!r}")
-        elif name == "output":
-            out.append(_output(_port(rest, actions)))
-        elif name == "set_field":
-            out.append(_set_field(rest, actions))
-        elif name == "move":
-            out.append(_move(rest, actions))
-        elif name == "push_vlan":
-            out.append(struct.pack("!HHH2x", 17, 8, int(rest, 0)))
-        elif part in ("pop_vlan", "strip_vlan"):
-            out.append(struct.pack("!HH4x", 18, 8))
-        elif part == "dec_ttl":
-            out.append(struct.pack("!HH4x", 24, 8))
-        elif part == "ct_clear":
-            out.append(_nx(43, b"\0" * 6))
-        elif part == "drop":
-            if len(_split(actions)) != 1:
-                raise FlowSyntaxError(what=actions, why="drop must be the only action")
+    for part in parts:
+        call = re.fullmatch(r"([a-z_]+)\((.*)\)", part, re.S)
+        name, colon, rest = part.partition(":")
+        if call is not None and call.group(1) in _CALLS:
+            out.append(_CALLS[call.group(1)](call.group(2), actions))
+        elif colon and name in _ASSIGNMENTS:
+            out.append(_ASSIGNMENTS[name](rest, actions))
+        elif part in _WORDS:
+            out.append(_WORDS[part])
         elif part.isdigit():
             out.append(_output(int(part)))
         else:
@@ -536,6 +560,7 @@ def encode_actions(actions: str) -> bytes:
 
 
 def header(msg_type: int, length: int, xid: int) -> bytes:
+    """An OpenFlow 1.5 message header."""
     return struct.pack("!BBHI", VERSION, msg_type, length, xid)
 
 
@@ -553,6 +578,7 @@ def flow_mod(command: int, table: int, priority: int, match: str, actions: str |
 
 
 def bundle_control(bundle_id: int, ctl_type: int, xid: int) -> bytes:
+    """An `OFPT_BUNDLE_CONTROL` of `ctl_type` (OFPBCT_*) for an atomic, ordered bundle."""
     return header(OFPT_BUNDLE_CONTROL, 16, xid) + struct.pack(
         "!IHH", bundle_id, ctl_type, OFPBF_ATOMIC | OFPBF_ORDERED
     )

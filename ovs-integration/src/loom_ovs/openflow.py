@@ -36,7 +36,7 @@ import subprocess
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Literal
+from typing import ClassVar, Literal
 
 from loom_common.errors import LoomError
 from loom_common.ovsdb import tool
@@ -217,7 +217,7 @@ class Switch:
     """One bridge's OpenFlow at `remote` (`unix:...mgmt`, `tcp:IP:PORT`): a kept channel for
     incremental bundles, `ovs-ofctl` for the rest. `close()` when done."""
 
-    _unencodable: set[str] = set()
+    _unencodable: ClassVar[set[str]] = set()
     """Constructs already logged as pushed with ovs-ofctl (class-wide: logged once)."""
 
     def __init__(self, remote: str, *, timeout: float = 30.0) -> None:

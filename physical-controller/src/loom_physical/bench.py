@@ -103,6 +103,7 @@ def _absent(physical: Any, node: str, keys: list[tuple[int, int, str]]) -> bool:
 def run(workload_path: Path, nodes: int, changes: int) -> dict[str, Any]:
     """Run the benchmark; return its figures."""
     from loom_api.bench import TOKEN, api_server, drive_raw, load_workload, phases
+    from loom_common.heap import GcWatch
     from loom_common.ovsdb import OvsdbServer, tool
     from loom_ddlog import Program
     from loom_logical.bench import _Http
@@ -152,7 +153,8 @@ def run(workload_path: Path, nodes: int, changes: int) -> dict[str, Any]:
                 api = _Http(base, TOKEN)
                 _progress(f"API server up; {changes} port adds and deletes")
                 try:
-                    results = _changes(api, logical, physical, sandbox, workload, changes)
+                    with GcWatch() as gc_watch:
+                        results = _changes(api, logical, physical, sandbox, workload, changes)
                 finally:
                     api.close()
 
@@ -205,6 +207,7 @@ def run(workload_path: Path, nodes: int, changes: int) -> dict[str, Any]:
                 k: round(statistics.median(v) * 1000, 2) for k, v in results["stages"].items()
             },
             "slowest": _slowest(results),
+            "garbage_collection": gc_watch.figures(),
         },
         "baseline_recompute_all_nodes_engine_s": round(recompute_s, 2),
         "baseline_replace_one_node_table_s": round(replace_s, 3),

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from loom_common import heap
 from loom_common.cluster import membership
 from loom_common.ovsdb import OvsdbError, RawConnection, Replica, TransactError
 from loom_ddlog import Program
@@ -194,6 +195,8 @@ class PhysicalController:
         self._thread: threading.Thread | None = None
         self.passes = 0
         self.transactions = 0
+        self._bulk_loaded = False
+        """A whole table was pushed since the last `heap.settle()`."""
         self._pushers = concurrent.futures.ThreadPoolExecutor(
             max_workers=PUSH_THREADS, thread_name_prefix=f"push-{name}"
         )
@@ -298,6 +301,9 @@ class PhysicalController:
                 if masters is not None:
                     with self._cond:
                         self._report(masters)
+                if self._bulk_loaded:  # whole tables are in: out of the collector's sight
+                    self._bulk_loaded = False
+                    heap.settle()
             except Exception:
                 log.exception("physical controller pass failed; starting over")
                 self._stop.wait(1.0)
@@ -727,24 +733,12 @@ class PhysicalController:
         if self._member is not None and not self._member.view.may_write(system_id):
             return False  # deposed since the pass began: the new master writes it
         specs = self._tunnel_specs(system_id) if state.reconfigure else None
-        sent = False
         began = time.perf_counter()
         steps: dict[str, float] = {}
         whole = state.full_sync
         try:
-            if specs is not None:
-                if state.session.configure(specs):
-                    return True  # the node's answer (new ofports) comes in the next pass
-                ports = state.session.tunnels()
-                state.waiting = sorted(
-                    f"{s.port_name} to {s.peer}: {ports[s.port_name][2] or 'no ofport yet'}"
-                    for s in specs
-                    if s.port_name not in ports or not ports[s.port_name][1]
-                )
-                # Until every tunnel port has an ofport (vswitchd writes it after our
-                # transaction) its flows are missing: push what there is, realize nothing.
-                state.reconfigure = bool(state.waiting)
-                state.stt = any(s.encap == "stt" for s in specs)
+            if specs is not None and self._configure(state, specs):
+                return True  # the node's answer (new ofports) comes in the next pass
             steps["config"] = time.perf_counter() - began
             if state.unsaved_zones or state.released_zones:
                 # recorded before any flow uses them: a successor reads them back
@@ -755,23 +749,7 @@ class PhysicalController:
             if remote is None:
                 state.message = "the node does not say where its OpenFlow is (loom-openflow)"
                 return False
-            if state.switch is None or state.switch.remote != remote:
-                if state.switch is not None:
-                    state.switch.close()
-                state.switch = Switch(remote)
-            switch = state.switch
-            if state.full_sync:
-                switch.ensure_tlv_map()
-                state.table.take_dirty()
-                switch.replace(state.table)
-                state.installed = {flow.key: flow for flow in state.table}
-                state.full_sync = False
-                self._recheck |= state.located  # their status waited for this
-                sent = True
-            elif state.table.has_dirty():
-                mods = state.table.mods(state.table.take_dirty(), state.installed)
-                switch.apply(mods)
-                sent = bool(mods)
+            sent = self._push_flows(state, remote)
         except Exception as exc:  # any failure: this node is pushed whole next time
             log.warning("node %s: %s", system_id, exc)
             if state.switch is not None:
@@ -797,6 +775,45 @@ class PhysicalController:
         if sent:
             self.conflicts[system_id] = state.table.conflict_count()
         return sent
+
+    def _configure(self, state: NodeState, specs: list[TunnelSpec]) -> bool:
+        """Write the node's br-int and tunnel ports as `specs` say; True if something was
+        written (the node's answer, new ofports, comes in a later pass)."""
+        if state.session.configure(specs):
+            return True
+        ports = state.session.tunnels()
+        state.waiting = sorted(
+            f"{s.port_name} to {s.peer}: {ports[s.port_name][2] or 'no ofport yet'}"
+            for s in specs
+            if s.port_name not in ports or not ports[s.port_name][1]
+        )
+        # Until every tunnel port has an ofport (vswitchd writes it after our transaction)
+        # its flows are missing: push what there is, realize nothing.
+        state.reconfigure = bool(state.waiting)
+        state.stt = any(s.encap == "stt" for s in specs)
+        return False
+
+    def _push_flows(self, state: NodeState, remote: str) -> bool:
+        """Push the node's flow changes: its whole table after a (re)connect or a takeover
+        (`replace-flows`), else the changed keys in one bundle. True if anything was sent."""
+        if state.switch is None or state.switch.remote != remote:
+            if state.switch is not None:
+                state.switch.close()
+            state.switch = Switch(remote)
+        if state.full_sync:
+            state.switch.ensure_tlv_map()
+            state.table.take_dirty()
+            state.switch.replace(state.table)
+            state.installed = {flow.key: flow for flow in state.table}
+            state.full_sync = False
+            self._bulk_loaded = True
+            self._recheck |= state.located  # their status waited for this
+            return True
+        if not state.table.has_dirty():
+            return False
+        mods = state.table.mods(state.table.take_dirty(), state.installed)
+        state.switch.apply(mods)
+        return bool(mods)
 
     # ---- status ----
 
