@@ -111,6 +111,8 @@ class NodeSession:
         """The address the node connected from (for logs)."""
         self.replica = Replica(peer, DB, NODE_TABLES, wake=wake, connect=lambda: conn)
         self.alive = True
+        self._zones_read: tuple[Any, dict[str, int]] | None = None
+        """(br-int's external_ids as last read, the zones they held)."""
 
     def start(self) -> list[Change]:
         """Read the node's tables (blocking; the node answers at once)."""
@@ -217,14 +219,19 @@ class NodeSession:
     def zones(self) -> dict[str, int]:
         """The conntrack zones Loom gave on this node (`br-int` `external_ids:
         loom-zone-<owner>=<zone>`, as OVN keeps `ct-zone-*`): they outlive controllers, so a
-        restart or a takeover keeps every connection's zone."""
+        restart or a takeover keeps every connection's zone. The same dict is returned while
+        they are unchanged (callers must not modify it)."""
         bridge = self.bridge()
         if bridge is None:
             return {}
+        source = bridge[1]["external_ids"]
+        if self._zones_read is not None and self._zones_read[0] == source:
+            return self._zones_read[1]  # (a port came or went: the zones did not change)
         found = {}
-        for key, value in omap(bridge[1]["external_ids"]).items():
+        for key, value in omap(source).items():
             if key.startswith(ZONE_KEY) and str(value).isdigit():
                 found[key[len(ZONE_KEY) :]] = int(value)
+        self._zones_read = (source, found)
         return found
 
     def save_zones(self, zones: dict[str, int], released: Iterable[str]) -> None:

@@ -20,6 +20,8 @@ pass timings can be read):
    longer has them. Median, p99, and the share of each stage: the API request, the
    logical controller's passes, the physical controller's engine and push, and the rest
    (the universal DB's commit and the updates in transit, and waiting between passes).
+   `every_node_*`: until every node has its changes (the port's node is pushed first,
+   and its port reported up, before the nodes where no port came or went).
 4. **Baseline, same invocation**: a fresh engine computes every node's table from scratch
    (what a physical controller without incremental computation does per change), and one
    `replace-flows` pushes a whole node table (what a push without a diff costs); the ratio
@@ -93,6 +95,11 @@ def _phase_sums(
 def _installed(physical: Any, node: str, keys: list[tuple[int, int, str]]) -> bool:
     state = physical.nodes.get(node)
     return state is not None and all(key in state.installed for key in keys)
+
+
+def _all_pushed(physical: Any) -> bool:
+    """No node has flow changes left to push."""
+    return not any(state.table.has_dirty() for state in physical.nodes.values())
 
 
 def _absent(physical: Any, node: str, keys: list[tuple[int, int, str]]) -> bool:
@@ -206,6 +213,8 @@ def run(workload_path: Path, nodes: int, changes: int) -> dict[str, Any]:
             "stage_median_ms": {
                 k: round(statistics.median(v) * 1000, 2) for k, v in results["stages"].items()
             },
+            "every_node_median": round(statistics.median(results["everywhere"]) * 1000, 2),
+            "every_node_p99": round(_percentile(results["everywhere"], 0.99) * 1000, 2),
             "slowest": _slowest(results),
             "garbage_collection": gc_watch.figures(),
         },
@@ -264,6 +273,7 @@ def _changes(
     adds: list[float] = []
     deletes: list[float] = []
     latencies: list[float] = []
+    everywhere: list[float] = []
     stages: dict[str, list[float]] = {
         "api": [], "logical": [], "physical_engine": [], "physical_push": [], "rest": [],
     }  # fmt: skip
@@ -298,6 +308,8 @@ def _changes(
                 lambda c, k=keys, a=check, n=node_name: a(c, n, k), 60, wake=False
             )
             done = time.perf_counter()
+            assert physical.wait_pass(_all_pushed, 60, wake=False)
+            everywhere.append(time.perf_counter() - began)
             took = done - began
             latencies.append(took)
             (adds if adding else deletes).append(took)
@@ -318,7 +330,8 @@ def _changes(
             accounted = (replied - began) + logical_s + engine_s + push_s
             stages["rest"].append(max(0.0, took - accounted))
         node.remove_vif(vif.name)
-    return {"latencies": latencies, "adds": adds, "deletes": deletes, "stages": stages}
+    return {"latencies": latencies, "adds": adds, "deletes": deletes, "stages": stages,
+            "everywhere": everywhere}  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -77,6 +77,8 @@ class NodeState:
     next_zone: int = ZONES[0]
     recorded_zones: dict[str, int] = field(default_factory=dict)
     """The zones the node itself records (`NodeSession.zones`)."""
+    recorded_used: set[int] = field(default_factory=set)
+    """`recorded_zones`' values."""
     unsaved_zones: dict[str, int] = field(default_factory=dict)
     """Zones chosen here and not recorded on the node yet (done before the next push)."""
     released_zones: set[str] = field(default_factory=set)
@@ -95,6 +97,8 @@ class NodeState:
     """Tunnel ports wanted that have no ofport (yet, or an error), in words."""
     switch: Switch | None = None
     """Its br-int's OpenFlow (a kept channel), once the node said where that is."""
+    ports_changed: bool = False
+    """A port was bound to it or unbound since its last push (it is pushed first)."""
 
     def close(self) -> None:
         """Close the node's connections (its OVSDB session, its OpenFlow channel)."""
@@ -301,6 +305,11 @@ class PhysicalController:
                 if masters is not None:
                     with self._cond:
                         self._report(masters)
+                    # the nodes where no port came or went, once the others' ports are up
+                    with self._cond:
+                        if self._push(masters, first=False):
+                            self._report(masters)
+                        self._cond.notify_all()
                 if self._bulk_loaded:  # whole tables are in: out of the collector's sight
                     self._bulk_loaded = False
                     heap.settle()
@@ -374,8 +383,7 @@ class PhysicalController:
         for system_id in masters - self._mastered:  # (re)gained: reconcile the whole table
             self.nodes[system_id].full_sync = self.nodes[system_id].reconfigure = True
         self._mastered = set(masters)
-        generation = self._universal_generation()
-        pushed = self._realize_all(masters, generation)
+        pushed = self._realize_all(masters, self._universal_generation(), first=True)
         realized = time.perf_counter()
         if rounds > 1 or pushed:
             self.pass_phases.append((began, {
@@ -383,6 +391,14 @@ class PhysicalController:
                 "push": realized - computed,
             }))  # fmt: skip
         return masters
+
+    def _push(self, masters: set[str], *, first: bool) -> int:
+        """`_realize_all`, recorded in `pass_phases`; the number of nodes sent something."""
+        began = time.perf_counter()
+        pushed = self._realize_all(masters, self._universal_generation(), first=first)
+        if pushed:
+            self.pass_phases.append((began, {"push": time.perf_counter() - began}))
+        return pushed
 
     # ---- inputs ----
 
@@ -648,6 +664,7 @@ class PhysicalController:
             self._recheck.add(port)
             state = self.nodes.get(node)
             if state is not None:
+                state.ports_changed = True
                 if weight > 0:
                     state.located.add(port)
                 else:
@@ -670,7 +687,7 @@ class PhysicalController:
         chose it), else a free one, to be recorded on the node before the flows using it."""
         zone = state.zones.get(owner) or state.recorded_zones.get(owner)
         if zone is None:
-            used = set(state.recorded_zones.values())
+            used = state.recorded_used
             while state.free_zones and state.free_zones[-1] in used:
                 state.free_zones.pop()
             zone = state.free_zones.pop() if state.free_zones else None
@@ -689,7 +706,10 @@ class PhysicalController:
 
     def _follow_recorded_zones(self, system_id: str, state: NodeState) -> None:
         """Adopt the zones the node records (another master may have chosen them)."""
-        state.recorded_zones = state.session.zones()
+        recorded = state.session.zones()
+        if recorded is state.recorded_zones:
+            return  # unchanged (a node change that was not its zones)
+        state.recorded_zones, state.recorded_used = recorded, set(recorded.values())
         if state.recorded_zones:
             state.next_zone = max(state.next_zone, max(state.recorded_zones.values()) + 1)
         for owner, zone in state.recorded_zones.items():
@@ -709,13 +729,18 @@ class PhysicalController:
                                         bool(row["bfd"])))  # fmt: skip
         return specs
 
-    def _realize_all(self, masters: set[str], generation: int) -> int:
-        """Realize `generation` on every node in `masters`; the nodes with something to
-        send are pushed in parallel (a whole table goes by `ovs-ofctl replace-flows`, which
-        waits on the node most of its time). Returns the number of nodes sent something."""
+    def _realize_all(self, masters: set[str], generation: int, *, first: bool) -> int:
+        """Realize `generation` on the nodes in `masters`: with `first`, only the nodes where
+        a port was bound or unbound (the cloud waits for those ports' status, which is
+        reported before the others are pushed), else all. The nodes with something to send
+        are pushed in parallel (a whole table goes by `ovs-ofctl replace-flows`, which waits
+        on the node most of its time). Returns the number of nodes sent something."""
         busy = []
         for system_id in sorted(masters):
             state = self.nodes[system_id]
+            if first and not state.ports_changed:
+                continue
+            state.ports_changed = False
             if (state.reconfigure or state.full_sync or state.table.has_dirty()
                     or state.unsaved_zones or state.released_zones):  # fmt: skip
                 busy.append(system_id)
