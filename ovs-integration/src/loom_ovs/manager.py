@@ -103,6 +103,13 @@ class VifInfo:
     name: str
 
 
+@dataclass
+class _Ports:
+    vifs: dict[str, VifInfo]
+    uplinks: list[int]
+    tunnels: dict[str, tuple[str, int | None, str]]
+
+
 class NodeSession:
     """One node's connection to this controller: a replica of its switch tables."""
 
@@ -113,6 +120,9 @@ class NodeSession:
         self.alive = True
         self._zones_read: tuple[Any, dict[str, int]] | None = None
         """(br-int's external_ids as last read, the zones they held)."""
+        self._ports_read: tuple[Any, _Ports] | None = None
+        """(br-int's ports as last read, its interfaces sorted); None after a Port or
+        Interface row changed."""
 
     def start(self) -> list[Change]:
         """Read the node's tables (blocking; the node answers at once)."""
@@ -123,11 +133,14 @@ class NodeSession:
         if not self.alive:
             return []
         try:
-            return self.replica.poll()
+            changes = self.replica.poll()
         except Exception as exc:  # any failure (EOF, a broken message) ends the session
             log.info("node %s (%s) disconnected: %s", self.system_id, self.peer, exc)
             self.close()
             return []
+        if any(table in ("Port", "Interface") for table, _, _ in changes):
+            self._ports_read = None
+        return changes
 
     def fileno(self) -> int:
         """The connection's descriptor."""
@@ -186,26 +199,41 @@ class NodeSession:
                     rows.append(iface)
         return rows
 
-    def vifs(self) -> dict[str, VifInfo]:
-        """The VIFs on `br-int` with an ofport, by `iface-id`."""
-        found = {}
+    def _ports(self) -> _Ports:
+        """br-int's interfaces sorted into VIFs, uplinks and tunnel ports: computed again
+        only after a Port or Interface row or the bridge's port list changed (a node's
+        zones are recorded on its bridge, and writing them must not cost a walk of every
+        interface)."""
+        bridge = self.bridge()
+        listed = bridge[1]["ports"] if bridge is not None else None
+        if self._ports_read is not None and self._ports_read[0] == listed:
+            return self._ports_read[1]
+        found = _Ports({}, [], {})
         for iface in self._interfaces():
             ids = omap(iface["external_ids"])
             ofport = _ofport(iface)
             if "iface-id" in ids and ofport is not None:
                 mac = ids.get("attached-mac")
-                found[str(ids["iface-id"])] = VifInfo(ids["iface-id"], ofport, mac, iface["name"])
+                found.vifs[str(ids["iface-id"])] = VifInfo(ids["iface-id"], ofport, mac,
+                                                           iface["name"])  # fmt: skip
+            if ids.get("loom-uplink") == "true" and ofport is not None:
+                found.uplinks.append(ofport)
+            if "loom-peer" in ids:
+                error = atoms(iface["error"])
+                found.tunnels[iface["name"]] = (str(ids["loom-peer"]), ofport,
+                                                str(error[0] if error else ""))  # fmt: skip
+        found.uplinks.sort()
+        self._ports_read = (listed, found)
         return found
+
+    def vifs(self) -> dict[str, VifInfo]:
+        """The VIFs on `br-int` with an ofport, by `iface-id` (do not modify)."""
+        return self._ports().vifs
 
     def uplinks(self) -> list[int]:
         """The ofports of the node's uplinks (`external_ids:loom-uplink=true`: a gateway
-        node's port to the physical network)."""
-        found = []
-        for iface in self._interfaces():
-            ofport = _ofport(iface)
-            if omap(iface["external_ids"]).get("loom-uplink") == "true" and ofport is not None:
-                found.append(ofport)
-        return sorted(found)
+        node's port to the physical network), sorted (do not modify)."""
+        return self._ports().uplinks
 
     def neighbours(self) -> dict[str, str]:
         """The node's static neighbours on its uplink: `external_ids:loom-nexthop:IP=MAC`."""
@@ -254,14 +282,9 @@ class NodeSession:
         self.replica.conn.transact(DB, [op])
 
     def tunnels(self) -> dict[str, tuple[str, int | None, str]]:
-        """Loom's tunnel ports: name -> (peer system-id, ofport or None, error)."""
-        found = {}
-        for iface in self._interfaces():
-            peer = omap(iface["external_ids"]).get("loom-peer")
-            if peer is not None:
-                error = atoms(iface["error"])
-                found[iface["name"]] = (str(peer), _ofport(iface), str(error[0] if error else ""))
-        return found
+        """Loom's tunnel ports: name -> (peer system-id, ofport or None, error) (do not
+        modify)."""
+        return self._ports().tunnels
 
     # ---- writing the node's configuration ----
 

@@ -270,37 +270,54 @@ def encode_match(match: str) -> bytes:
     eth_type: int | None = None
     proto: int | None = None
     items: list[tuple[str, str]] = []
-    for part in _split(match):
+    for part in match.split(","):  # (a match has no parentheses)
         name, eq, value = part.partition("=")
         name = name.strip().lower()
+        if not name:
+            continue
         if not eq and name in _SHORTHANDS:
             eth_type, shorthand_proto = _SHORTHANDS[name]
             proto = shorthand_proto if shorthand_proto is not None else proto
             continue
         if not eq:
             raise FlowSyntaxError(what=match, why=f"{part!r} is not FIELD=VALUE")
-        if name in ("dl_type", "eth_type"):
-            eth_type = int(value, 0)
-        elif name in ("nw_proto", "ip_proto") and eth_type != 0x0806:
-            proto = int(value, 0)
-        else:
-            items.append((name, value.strip()))
+        try:
+            if name in ("dl_type", "eth_type"):
+                eth_type = int(value, 0)
+                continue
+            if name in ("nw_proto", "ip_proto") and eth_type != 0x0806:
+                proto = int(value, 0)
+                continue
+        except ValueError as exc:
+            raise FlowSyntaxError(what=match, why=f"{name}: {exc}") from exc
+        items.append((name, value.strip()))
     entries: list[tuple[int, bytes]] = []  # (prerequisite rank, OXM entry)
     if eth_type is not None:
         entries.append((0, _oxm(FIELDS["eth_type"], eth_type.to_bytes(2, "big"), None)))
     if proto is not None:
         entries.append((1, _oxm(FIELDS["ip_proto"], proto.to_bytes(1, "big"), None)))
-    for name, value in items:
-        field, rank = _match_field(name, eth_type, proto, match)
-        if field.name == "vlan_vid":  # dl_vlan=V: a VLAN header with VID V
-            vid = int(value, 0) | 0x1000
-            entries.append((rank, _oxm(field, vid.to_bytes(2, "big"), None)))
-            continue
-        raw, mask = _value_mask(field, value, match)
-        entries.append((rank, _oxm(field, raw, mask)))
+    entries += [_match_entry(name, value, eth_type, proto) for name, value in items]
     body = b"".join(entry for _, entry in sorted(entries, key=lambda e: e[0]))
     length = 4 + len(body)
     return struct.pack("!HH", 1, length) + body + b"\0" * (-length % 8)
+
+
+@lru_cache(maxsize=65536)
+def _match_entry(
+    name: str, value: str, eth_type: int | None, proto: int | None
+) -> tuple[int, bytes]:
+    """One match field's OXM entry, and its prerequisite rank (flows share most of their
+    fields: a new flow encodes the few that are new)."""
+    what = f"{name}={value}"
+    field, rank = _match_field(name, eth_type, proto, what)
+    if field.name == "vlan_vid":  # dl_vlan=V: a VLAN header with VID V
+        try:
+            vid = int(value, 0) | 0x1000
+        except ValueError as exc:
+            raise FlowSyntaxError(what=what, why=str(exc)) from exc
+        return rank, _oxm(field, vid.to_bytes(2, "big"), None)
+    raw, mask = _value_mask(field, value, what)
+    return rank, _oxm(field, raw, mask)
 
 
 def _match_field(
@@ -536,24 +553,26 @@ _WORDS = {
 @lru_cache(maxsize=65536)
 def encode_actions(actions: str) -> bytes:
     """OpenFlow actions (OF1.5 and Nicira extensions) for an `ovs-ofctl` action list."""
-    parts = _split(actions)
+    parts = _split(actions) if "(" in actions else actions.split(",")
     if "drop" in parts and len(parts) > 1:
         raise FlowSyntaxError(what=actions, why="drop must be the only action")
-    out = []
-    for part in parts:
-        call = re.fullmatch(r"([a-z_]+)\((.*)\)", part, re.S)
-        name, colon, rest = part.partition(":")
-        if call is not None and call.group(1) in _CALLS:
-            out.append(_CALLS[call.group(1)](call.group(2), actions))
-        elif colon and name in _ASSIGNMENTS:
-            out.append(_ASSIGNMENTS[name](rest, actions))
-        elif part in _WORDS:
-            out.append(_WORDS[part])
-        elif part.isdigit():
-            out.append(_output(int(part)))
-        else:
-            raise FlowSyntaxError(what=actions, why=f"unknown action {part!r}")
-    return b"".join(out)
+    return b"".join(_action(part.strip()) for part in parts if part.strip())
+
+
+@lru_cache(maxsize=65536)
+def _action(part: str) -> bytes:
+    """One action (flows share most of their actions)."""
+    call = re.fullmatch(r"([a-z_]+)\((.*)\)", part, re.S)
+    name, colon, rest = part.partition(":")
+    if call is not None and call.group(1) in _CALLS:
+        return _CALLS[call.group(1)](call.group(2), part)
+    if colon and name in _ASSIGNMENTS:
+        return _ASSIGNMENTS[name](rest, part)
+    if part in _WORDS:
+        return _WORDS[part]
+    if part.isdigit():
+        return _output(int(part))
+    raise FlowSyntaxError(what=part, why=f"unknown action {part!r}")
 
 
 # ---- messages ----
