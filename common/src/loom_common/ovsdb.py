@@ -603,6 +603,19 @@ class RawConnection:
         """Run one transaction; return its per-operation results, raising on any error."""
         return _checked(self.call("transact", [db, *ops]))
 
+    def send_transact(self, db: str, ops: list[dict[str, Any]]) -> int:
+        """Send one transaction without waiting for its outcome; `finish_transact` with the
+        id returned waits for it (meanwhile the caller may talk to someone else)."""
+        with self._lock:
+            self._used = time.monotonic()
+            return self._request("transact", [db, *ops])
+
+    def finish_transact(self, request_id: int) -> list[dict[str, Any]]:
+        """The outcome of a `send_transact`, as `transact` returns it."""
+        with self._lock:
+            self._used = time.monotonic()
+            return _checked(self._reply(request_id, "transact"))
+
     def transact_each(
         self, db: str, batches: Iterable[list[dict[str, Any]]], *, window: int = 2
     ) -> Iterator[list[dict[str, Any]]]:

@@ -61,6 +61,10 @@ def _atom(value: Any) -> Any:
     return value
 
 
+def _done(_results: object) -> None:
+    """Discard a transaction's results (its errors were raised)."""
+
+
 def omap(value: Any) -> dict[str, Any]:
     """An OVSDB map value as a dict."""
     if isinstance(value, list) and value and value[0] == "map":
@@ -262,15 +266,19 @@ class NodeSession:
         self._zones_read = (source, found)
         return found
 
-    def save_zones(self, zones: dict[str, int], released: Iterable[str]) -> None:
-        """Record `zones` (owner -> zone) on `br-int` and forget `released` owners.
+    def save_zones(self, zones: dict[str, int], released: Iterable[str]) -> Callable[[], None]:
+        """Record `zones` (owner -> zone) on `br-int` and forget `released` owners: the
+        transaction is sent, and the function returned waits for its outcome (the caller
+        pushes the flows that use the zones meanwhile: the node's ovsdb-server has the
+        record before vswitchd has the flows, and the zones are not reported realized
+        before the record is confirmed).
 
-        Raises:
+        Raises (the function returned):
             loom_common.ovsdb.TransactError: the node refused the transaction.
         """
         bridge = self.bridge()
         if bridge is None:
-            return
+            return lambda: None
         keys = [f"{ZONE_KEY}{owner}" for owner in [*zones, *released]]
         mutations: list[Any] = [["external_ids", "delete", _set(keys)]]
         if zones:
@@ -278,8 +286,10 @@ class NodeSession:
             mutations.append(["external_ids", "insert", _map(entries)])
         op = {"op": "mutate", "table": "Bridge", "where": [["_uuid", "==", ["uuid", bridge[0]]]],
               "mutations": mutations}  # fmt: skip
-        assert self.replica.conn is not None
-        self.replica.conn.transact(DB, [op])
+        conn = self.replica.conn
+        assert conn is not None
+        request = conn.send_transact(DB, [op])
+        return lambda: _done(conn.finish_transact(request))
 
     def tunnels(self) -> dict[str, tuple[str, int | None, str]]:
         """Loom's tunnel ports: name -> (peer system-id, ofport or None, error) (do not

@@ -765,16 +765,22 @@ class PhysicalController:
             if specs is not None and self._configure(state, specs):
                 return True  # the node's answer (new ofports) comes in the next pass
             steps["config"] = time.perf_counter() - began
-            if state.unsaved_zones or state.released_zones:
-                # recorded before any flow uses them: a successor reads them back
-                state.session.save_zones(state.unsaved_zones, state.released_zones)
-                state.unsaved_zones, state.released_zones = {}, set()
-            steps["zones"] = time.perf_counter() - began - steps["config"]
             remote = state.session.openflow_remote
             if remote is None:
                 state.message = "the node does not say where its OpenFlow is (loom-openflow)"
                 return False
-            sent = self._push_flows(state, remote)
+            saved = None
+            if state.unsaved_zones or state.released_zones:
+                # sent to the node's OVSDB before any flow using them goes to its vswitchd,
+                # confirmed before they count as realized: a successor reads them back
+                saved = state.session.save_zones(state.unsaved_zones, state.released_zones)
+            try:
+                sent = self._push_flows(state, remote)
+            finally:
+                if saved is not None:
+                    saved()  # (read whatever the push's outcome)
+            if saved is not None:
+                state.unsaved_zones, state.released_zones = {}, set()
         except Exception as exc:  # any failure: this node is pushed whole next time
             log.warning("node %s: %s", system_id, exc)
             if state.switch is not None:
