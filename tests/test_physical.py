@@ -375,3 +375,48 @@ def test_failed_pass_starts_over_without_touching_the_dataplane(
     after = hv1.flow_ages()
     assert not [f for f in before if f in after and after[f] < before[f]], "a flow was re-added"
     sent(hv1, "a", packets.icmp_echo(mac(1), mac(3), "10.0.0.1", "10.0.0.3"), {(hv2, "c"): 1})
+
+
+def _qos_on(node: OvsNode, vif: str) -> tuple[int, int, dict[str, str], str]:
+    """(ingress_policing_rate, burst, the queue 0 other_config, the QoS type) of `vif`."""
+    rate = int(node.vsctl("get", "Interface", vif, "ingress_policing_rate").strip())
+    burst = int(node.vsctl("get", "Interface", vif, "ingress_policing_burst").strip())
+    qos = node.vsctl("get", "Port", vif, "qos").strip()
+    if qos == "[]":
+        return rate, burst, {}, ""
+    kind = node.vsctl("get", "QoS", qos, "type").strip()
+    queue = node.vsctl("get", "QoS", qos, "queues:0").strip()
+    config = node.vsctl("get", "Queue", queue, "other_config").strip()
+    pairs = re.findall(r'([\w-]+)="?(\d+)"?', config)
+    return rate, burst, dict(pairs), kind
+
+
+def test_qos_queue_rates_reach_the_vif(loom: Loom) -> None:
+    hv1 = loom.add_node("hv1")
+    sw = loom.switch("sw")
+    queue = loom.api.create("/api/v1/qos-queues", {
+        "name": "gold", "tenant": "t1", "min_rate": 10_000, "max_rate": 50_000})["id"]  # fmt: skip
+    port = loom.port(sw, "vm1", mac(1), "10.0.0.1", qos_queue_id=queue)
+    loom.port(sw, "vm2", mac(2), "10.0.0.2")
+    hv1.add_vif("vm1", "vif-vm1", mac(1))
+    hv1.add_vif("vm2", "vif-vm2", mac(2))
+    loom.realized("hv1")
+    wait_for(lambda: _qos_on(hv1, "vm1")[0] == 50_000, WAIT, "vm1 policed")
+    assert _qos_on(hv1, "vm1") == (
+        50_000,
+        5_000,
+        {"max-rate": "50000000", "min-rate": "10000000"},
+        "linux-htb",
+    )
+    assert _qos_on(hv1, "vm2") == (0, 0, {}, "")  # no queue: nothing written
+    # the queue's rates change: the VIF follows (a new QoS row, the old one deleted)
+    loom.api.patch(f"/api/v1/qos-queues/{queue}", {"max_rate": 20_000})
+    wait_for(lambda: _qos_on(hv1, "vm1")[0] == 20_000, WAIT, "vm1 policed at the new rate")
+    assert _qos_on(hv1, "vm1")[2] == {"max-rate": "20000000", "min-rate": "10000000"}
+    assert len(hv1.vsctl("--bare", "--columns=_uuid", "list", "QoS").split()) == 1
+    # the port leaves the queue: rates and rows go
+    loom.api.patch(f"/api/v1/logical-switches/{sw}/ports/{port}", {"qos_queue_id": None})
+    wait_for(lambda: _qos_on(hv1, "vm1")[0] == 0, WAIT, "vm1 no longer policed")
+    assert _qos_on(hv1, "vm1") == (0, 0, {}, "")
+    assert hv1.vsctl("--bare", "--columns=_uuid", "list", "QoS").split() == []
+    assert hv1.vsctl("--bare", "--columns=_uuid", "list", "Queue").split() == []

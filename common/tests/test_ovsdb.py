@@ -373,3 +373,16 @@ def test_replica_without_inserts_still_sees_rows_present_changed_and_deleted(
         assert [r["name"] for r in replica.rows["Transport_Zone"].values()] == ["tz-after"]
     finally:
         replica.close()
+
+
+def test_a_sent_transaction_outlives_another_thread_pumping(config_db: OvsdbServer) -> None:
+    """`send_transact` returns at once; its reply, taken in by someone else's `poll` (the
+    keep-alive thread's), is still there for `finish_transact`."""
+    conn = RawConnection(config_db.remote, timeout=10)
+    try:
+        request = conn.send_transact("Loom_Config", [{"op": "comment", "comment": "sent"}])
+        # someone else reads the connection until the reply has arrived
+        wait_for(lambda: (conn.poll(), bool(conn._early))[1], 10, "the reply to be taken in")
+        assert conn.finish_transact(request) == [{}]
+    finally:
+        conn.close()

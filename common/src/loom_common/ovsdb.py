@@ -567,9 +567,12 @@ class RawConnection:
             return out
 
     def _pump(self) -> None:
-        """Handle every message that has arrived (answer probes, keep notifications)."""
+        """Handle every message that has arrived (answer probes, keep notifications, and
+        keep the replies to requests still waited for: `send_transact`'s, while another
+        thread pumps)."""
         while (message := self._receive(block=False)) is not None:
-            self._handled(message)
+            if not self._handled(message) and message.get("id") in self._waiting:
+                self._early[message["id"]] = message
 
     def keep_alive(self, idle: float, wake: Callable[[], None]) -> None:
         """Answer the server's probes while the owner is busy elsewhere.

@@ -101,7 +101,7 @@ def parse_flow(text: str) -> dict[str, Any]:
 
 
 def _binding_columns(r: tuple[Any, ...]) -> Columns:
-    port, dp, name, key, ptype, mac, ips, vif, peer, gw, vlan, stateful = r
+    port, dp, name, key, ptype, mac, ips, vif, peer, gw, vlan, stateful, qos = r
     return {
         "logical_port": port,
         "datapath": dp,
@@ -115,6 +115,7 @@ def _binding_columns(r: tuple[Any, ...]) -> Columns:
         "gateway_service": _opt(gw),
         "vlan": _opt(vlan),
         "stateful": stateful,
+        "qos": dict(sorted(dict(qos).items())),
     }
 
 

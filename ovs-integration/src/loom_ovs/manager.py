@@ -40,9 +40,11 @@ NODE_TABLES: dict[str, list[str]] = {
     "Open_vSwitch": ["external_ids", "bridges"],
     "Bridge": ["name", "ports", "fail_mode", "datapath_type", "protocols", "other_config",
                "external_ids"],
-    "Port": ["name", "interfaces"],
+    "Port": ["name", "interfaces", "qos"],
     "Interface": ["name", "type", "options", "external_ids", "ofport", "error", "bfd",
-                  "bfd_status"],
+                  "bfd_status", "ingress_policing_rate", "ingress_policing_burst"],
+    "QoS": ["type", "other_config", "queues", "external_ids"],
+    "Queue": ["other_config"],
 }  # fmt: skip
 PROTOCOLS = ["OpenFlow13", "OpenFlow15"]
 ZONE_KEY = "loom-zone-"
@@ -363,6 +365,46 @@ class NodeSession:
         writer.transact(DB, ops)
         return True
 
+    def configure_qos(self, wanted: dict[str, dict[str, int]]) -> bool:
+        """Give each VIF (by `iface-id`) the rates of its port's QoS queue (`min_rate`,
+        `max_rate`, kbit/s, as `Port_Binding.qos` has them), and take them from VIFs that
+        have none: `max_rate` polices the VM's traffic into br-int (`ingress_policing_rate`,
+        a burst of a tenth of it, at least 1000 kbit), and an HTB queue on the VIF's port
+        caps the traffic to the VM at `max_rate`, guaranteeing `min_rate`. Loom's QoS rows
+        carry `external_ids:loom-port`. True if anything was written.
+
+        Raises:
+            loom_common.ovsdb.TransactError: the node refused the transaction.
+        """
+        bridge = self.bridge()
+        if bridge is None:
+            return False
+        ports, interfaces = self._table("Port"), self._table("Interface")
+        qos_rows, queues = self._table("QoS"), self._table("Queue")
+        ops: list[dict[str, Any]] = []
+        for port_uuid in atoms(bridge[1]["ports"]):
+            port = ports.get(port_uuid)
+            for iface_uuid in atoms(port["interfaces"]) if port is not None else []:
+                iface = interfaces.get(iface_uuid)
+                iface_id = omap(iface["external_ids"]).get("iface-id") if iface else None
+                if iface is None or port is None or iface_id is None:
+                    continue
+                rates = wanted.get(str(iface_id), {})
+                ops += _policing_ops(iface_uuid, iface, rates.get("max_rate", 0))
+                current = atoms(port["qos"])
+                qos = qos_rows.get(current[0]) if current else None
+                if _qos_matches(qos, queues, rates):
+                    continue
+                if qos is not None and omap(qos["external_ids"]).get("loom-port") is None:
+                    continue  # an operator's QoS: left alone
+                ops += _qos_ops(port_uuid, current[0] if qos is not None else None, qos,
+                                str(iface_id), rates)  # fmt: skip
+        if not ops:
+            return False
+        assert self.replica.conn is not None
+        self.replica.conn.transact(DB, ops)
+        return True
+
     def _tunnel_ports(self, bridge: dict[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:
         """Loom's tunnel ports on `bridge`: name -> (port uuid, interface row)."""
         ports, interfaces = self._table("Port"), self._table("Interface")
@@ -417,6 +459,69 @@ def _tunnel_matches(iface: dict[str, Any], spec: TunnelSpec) -> bool:
         and omap(iface["external_ids"]).get("loom-peer") == spec.peer
         and bfd == spec.bfd
     )
+
+
+def _policing_ops(iface_uuid: str, iface: dict[str, Any], rate: int) -> list[dict[str, Any]]:
+    burst = max(rate // 10, 1000) if rate else 0
+    if iface["ingress_policing_rate"] == rate and iface["ingress_policing_burst"] == burst:
+        return []
+    return [{"op": "update", "table": "Interface", "where": [["_uuid", "==", ["uuid", iface_uuid]]],
+             "row": {"ingress_policing_rate": rate, "ingress_policing_burst": burst}}]  # fmt: skip
+
+
+def _queue_config(rates: dict[str, int]) -> dict[str, str]:
+    """A Queue's (and its QoS's) other_config for `rates` (kbit/s; OVS takes bit/s)."""
+    config = {}
+    if rates.get("max_rate"):
+        config["max-rate"] = str(rates["max_rate"] * 1000)
+    if rates.get("min_rate"):
+        config["min-rate"] = str(rates["min_rate"] * 1000)
+    return config
+
+
+def _qos_matches(
+    qos: dict[str, Any] | None, queues: dict[str, dict[str, Any]], rates: dict[str, int]
+) -> bool:
+    want = _queue_config(rates)
+    if qos is None:
+        return not want
+    if omap(qos["external_ids"]).get("loom-port") is None:
+        return True  # not Loom's
+    queue_uuids = list(omap(qos["queues"]).values())
+    queue = queues.get(queue_uuids[0]) if len(queue_uuids) == 1 else None
+    return bool(want) and queue is not None and omap(queue["other_config"]) == want
+
+
+def _qos_ops(
+    port_uuid: str,
+    old_uuid: str | None,
+    old: dict[str, Any] | None,
+    iface_id: str,
+    rates: dict[str, int],
+) -> list[dict[str, Any]]:
+    """Point the port at a new QoS row for `rates` (or at none), deleting Loom's old one."""
+    ops: list[dict[str, Any]] = []
+    want = _queue_config(rates)
+    label = f"q{port_uuid.replace('-', '_')}"
+    if want:
+        ops += [
+            {"op": "insert", "table": "Queue", "uuid-name": f"{label}_0",
+             "row": {"other_config": _map(want)}},
+            {"op": "insert", "table": "QoS", "uuid-name": label,
+             "row": {"type": "linux-htb",
+                     "other_config": _map({k: v for k, v in want.items() if k == "max-rate"}),
+                     "queues": ["map", [[0, ["named-uuid", f"{label}_0"]]]],
+                     "external_ids": _map({"loom-port": iface_id})}},
+        ]  # fmt: skip
+    qos_ref = ["named-uuid", label] if want else _set([])
+    ops.append({"op": "update", "table": "Port", "where": [["_uuid", "==", ["uuid", port_uuid]]],
+                "row": {"qos": qos_ref}})  # fmt: skip
+    if old is not None and old_uuid is not None:
+        ops.append({"op": "delete", "table": "QoS", "where": [["_uuid", "==", ["uuid", old_uuid]]]})
+        for queue_uuid in omap(old["queues"]).values():
+            ops.append({"op": "delete", "table": "Queue",
+                        "where": [["_uuid", "==", ["uuid", queue_uuid]]]})  # fmt: skip
+    return ops
 
 
 def _remove_port(bridge_ref: list[str], port_uuid: str) -> dict[str, Any]:

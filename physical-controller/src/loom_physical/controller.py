@@ -99,6 +99,10 @@ class NodeState:
     """Its br-int's OpenFlow (a kept channel), once the node said where that is."""
     ports_changed: bool = False
     """A port was bound to it or unbound since its last push (it is pushed first)."""
+    qos_dirty: bool = True
+    """Its ports' QoS may have changed since it was written (`NodeSession.configure_qos`)."""
+    qos_written: dict[str, dict[str, int]] | None = None
+    """The VIFs' rates as last written to the node (None: not yet)."""
 
     def close(self) -> None:
         """Close the node's connections (its OVSDB session, its OpenFlow channel)."""
@@ -199,6 +203,8 @@ class PhysicalController:
         self._thread: threading.Thread | None = None
         self.passes = 0
         self.transactions = 0
+        self._qos_ports: set[str] = set()
+        """Ports whose binding changed since their nodes' QoS was looked at."""
         self._bulk_loaded = False
         """A whole table was pushed since the last `heap.settle()`."""
         self._pushers = concurrent.futures.ThreadPoolExecutor(
@@ -426,6 +432,7 @@ class PhysicalController:
             else:
                 state.close()  # the node came back: a new session, a new OpenFlow channel
                 state.session, state.switch = session, None
+                state.qos_dirty, state.qos_written = True, None
                 state.full_sync = True
                 state.dirty = state.reconfigure = True
             self._follow_recorded_zones(system_id, state)
@@ -465,6 +472,7 @@ class PhysicalController:
                     self._bindings[port] = row
                 if port is not None:
                     self._recheck.add(port)
+                    self._qos_ports.add(port)
             if table in ("Port_Binding", "Universal_Global"):
                 self._report_due = True
         if "Tunnel" in self._dirty_universal:  # the nodes' tunnel ports follow
@@ -664,7 +672,7 @@ class PhysicalController:
             self._recheck.add(port)
             state = self.nodes.get(node)
             if state is not None:
-                state.ports_changed = True
+                state.ports_changed = state.qos_dirty = True
                 if weight > 0:
                     state.located.add(port)
                 else:
@@ -736,13 +744,18 @@ class PhysicalController:
         are pushed in parallel (a whole table goes by `ovs-ofctl replace-flows`, which waits
         on the node most of its time). Returns the number of nodes sent something."""
         busy = []
+        if self._qos_ports:
+            for state in self.nodes.values():
+                if not self._qos_ports.isdisjoint(state.located):
+                    state.qos_dirty = True
+            self._qos_ports = set()
         for system_id in sorted(masters):
             state = self.nodes[system_id]
             if first and not state.ports_changed:
                 continue
             state.ports_changed = False
             if (state.reconfigure or state.full_sync or state.table.has_dirty()
-                    or state.unsaved_zones or state.released_zones):  # fmt: skip
+                    or state.unsaved_zones or state.released_zones or state.qos_dirty):  # fmt: skip
                 busy.append(system_id)
             elif state.realized != generation:
                 state.realized = generation
@@ -769,18 +782,7 @@ class PhysicalController:
             if remote is None:
                 state.message = "the node does not say where its OpenFlow is (loom-openflow)"
                 return False
-            saved = None
-            if state.unsaved_zones or state.released_zones:
-                # sent to the node's OVSDB before any flow using them goes to its vswitchd,
-                # confirmed before they count as realized: a successor reads them back
-                saved = state.session.save_zones(state.unsaved_zones, state.released_zones)
-            try:
-                sent = self._push_flows(state, remote)
-            finally:
-                if saved is not None:
-                    saved()  # (read whatever the push's outcome)
-            if saved is not None:
-                state.unsaved_zones, state.released_zones = {}, set()
+            sent = self._send(state, remote)
         except Exception as exc:  # any failure: this node is pushed whole next time
             log.warning("node %s: %s", system_id, exc)
             if state.switch is not None:
@@ -823,6 +825,39 @@ class PhysicalController:
         state.reconfigure = bool(state.waiting)
         state.stt = any(s.encap == "stt" for s in specs)
         return False
+
+    def _send(self, state: NodeState, remote: str) -> bool:
+        """Record new zones, push the flows, write the VIFs' QoS; True if flows were sent."""
+        saved = None
+        if state.unsaved_zones or state.released_zones:
+            # sent to the node's OVSDB before any flow using them goes to its vswitchd,
+            # confirmed before they count as realized: a successor reads them back
+            saved = state.session.save_zones(state.unsaved_zones, state.released_zones)
+        try:
+            sent = self._push_flows(state, remote)
+        finally:
+            if saved is not None:
+                saved()  # (read whatever the push's outcome)
+        if saved is not None:
+            state.unsaved_zones, state.released_zones = {}, set()
+        if state.qos_dirty:
+            self._write_qos(state)
+        return sent
+
+    def _write_qos(self, state: NodeState) -> None:
+        """Give the node's VIFs their ports' QoS rates (written when they changed, and
+        once after a connect: what the node has is compared there)."""
+        wanted = {}
+        for port in state.located:
+            row = self._bindings.get(port)
+            rates = omap(row["qos"]) if row is not None else {}
+            vif = inputs.opt(row["vif_id"]) if row is not None else None
+            if rates and vif is not None:
+                wanted[vif] = {k: int(v) for k, v in rates.items()}
+        if wanted != state.qos_written:
+            state.session.configure_qos(wanted)
+            state.qos_written = wanted
+        state.qos_dirty = False
 
     def _push_flows(self, state: NodeState, remote: str) -> bool:
         """Push the node's flow changes: its whole table after a (re)connect or a takeover

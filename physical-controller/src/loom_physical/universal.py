@@ -22,7 +22,7 @@ DB = "Loom_Universal"
 TABLES: dict[str, list[str]] = {
     "Datapath": ["key", "kind", "config_id"],
     "Port_Binding": ["logical_port", "datapath", "port_key", "type", "vif_id", "peer",
-                     "chassis", "up", "gateway_service", "vlan"],
+                     "chassis", "up", "gateway_service", "vlan", "qos"],
     "Tunnel": ["from_node", "to_node", "encap", "remote_ip", "bfd"],
     "Gateway_Assignment": ["service", "kind", "nodes", "uplink_next_hop", "uplink_mac"],
     "Replication_Set": ["datapath", "mode", "service_nodes"],
