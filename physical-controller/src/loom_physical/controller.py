@@ -56,6 +56,9 @@ POLL_MS = 1000
 MAX_ROUNDS = 8
 """Engine rounds per pass (zones and new datapaths feed back into the rules)."""
 ZONES = (1, 65535)
+HANDOFF = 0.05
+"""Seconds the loop waits at most, after a pass's first pushes, for `wait_pass` callers to
+look (`_let_waiters_look`)."""
 SLOW_PUSH = 0.5
 """Seconds after which a node's push is logged with where its time went."""
 PUSH_THREADS = 16
@@ -203,6 +206,10 @@ class PhysicalController:
         self._thread: threading.Thread | None = None
         self.passes = 0
         self.transactions = 0
+        self._waiters = 0
+        """Threads in `wait_pass`."""
+        self._looked = 0
+        """Predicate evaluations since the last pass's first pushes."""
         self._qos_ports: set[str] = set()
         """Ports whose binding changed since their nodes' QoS was looked at."""
         self._bulk_loaded = False
@@ -275,14 +282,35 @@ class PhysicalController:
         each check asks for a pass (a benchmark passes False: passes come from changes)."""
         deadline = time.monotonic() + timeout
         with self._cond:
-            while not predicate(self):
-                left = deadline - time.monotonic()
-                if left <= 0 or self._thread is None or not self._thread.is_alive():
-                    return False
-                if wake:
-                    self._wake()
-                self._cond.wait(min(left, 0.5))
+            self._waiters += 1
+            try:
+                while not self._looked_at(predicate):
+                    left = deadline - time.monotonic()
+                    if left <= 0 or self._thread is None or not self._thread.is_alive():
+                        return False
+                    if wake:
+                        self._wake()
+                    self._cond.wait(min(left, 0.5))
+            finally:
+                self._waiters -= 1
         return True
+
+    def _looked_at(self, predicate: Callable[[PhysicalController], bool]) -> bool:
+        """`predicate(self)`, counted as a look for `_let_waiters_look` (lock held)."""
+        try:
+            return predicate(self)
+        finally:
+            self._looked += 1
+            self._cond.notify_all()
+
+    def _let_waiters_look(self) -> None:
+        """After a pass's first pushes, let the `wait_pass` callers look before the loop
+        takes the lock again for the rest (lock held; it would otherwise win the lock back
+        at once, and they would see the pass only after the other nodes' pushes). Bounded
+        by `HANDOFF`; nothing to do when nobody waits."""
+        deadline = time.monotonic() + HANDOFF
+        while self._looked < self._waiters and (left := deadline - time.monotonic()) > 0:
+            self._cond.wait(left)
 
     # ---- ownership ----
 
@@ -307,7 +335,9 @@ class PhysicalController:
             try:
                 with self._cond:  # `wait_pass` predicates see the state between passes
                     masters = self._step()
+                    self._looked = 0
                     self._cond.notify_all()  # flows are on the nodes: waiters may look
+                    self._let_waiters_look()
                 if masters is not None:
                     with self._cond:
                         self._report(masters)
