@@ -7,7 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from loom_ovs.openflow import MARK, Flow, FlowTable, OpenFlowError, Switch, bundle_lines, cookie
+from loom_ovs.openflow import (
+    MARK,
+    Flow,
+    FlowTable,
+    Mod,
+    OpenFlowError,
+    Switch,
+    bundle_lines,
+    cookie,
+)
 from loom_ovs.sandbox import Sandbox
 
 
@@ -99,7 +108,7 @@ def test_native_push_installs_what_ovs_ofctl_installs(tmp_path: Path) -> None:
             assert len(native.dump()) == len(flows)
             assert sorted(native.dump()) == sorted(ofctl.dump())
             # deletes, natively, leave what ovs-ofctl's deletes leave
-            gone = [("delete", flow) for flow in flows[::2]]
+            gone: list[Mod] = [("delete", flow) for flow in flows[::2]]
             native.apply(gone)
             ofctl._ofctl("bundle", ofctl.remote, "-",
                          stdin="".join(f"{line}\n" for line in bundle_lines(gone)))  # fmt: skip
@@ -135,5 +144,25 @@ def test_a_refused_bundle_changes_nothing_and_the_channel_survives_the_switch(
             switch.apply([("add", learn)])
             assert switch.fallbacks == 1
             assert any("learn(" in line for line in switch.dump())
+        finally:
+            switch.close()
+
+
+@pytest.mark.ovs
+def test_a_bundle_larger_than_the_socket_buffer_after_an_idle_read(tmp_path: Path) -> None:
+    """The channel reads without blocking before each bundle; the bundle after it, larger
+    than the socket's buffer, must still be sent whole (it was refused with EAGAIN)."""
+    with Sandbox(tmp_path) as sandbox:
+        node = sandbox.add_node("hv1")
+        node.vsctl(*BR_INT)
+        switch = Switch(node.openflow)
+        try:
+            switch.apply([("add", Flow(0, 1, "in_port=1", "drop", cookie(1)))])
+            many: list[Mod] = [
+                ("add", Flow(5, 10, f"metadata={i:#x},ip", "resubmit(,6)", cookie(i)))
+                for i in range(20_000)
+            ]
+            switch.apply(many)
+            assert len(switch.dump()) == 20_001
         finally:
             switch.close()

@@ -104,6 +104,7 @@ class Channel:
     def _send(self, data: bytes) -> None:
         assert self._sock is not None
         try:
+            self._sock.settimeout(self.timeout)  # (blocking again after a non-blocking read)
             self._sock.sendall(data)
         except OSError as exc:
             self.close()

@@ -429,11 +429,13 @@ class PhysicalController:
         return masters
 
     def _push(self, masters: set[str], *, first: bool) -> int:
-        """`_realize_all`, recorded in `pass_phases`; the number of nodes sent something."""
+        """`_realize_all`, recorded in `pass_phases` (`push_others`: the nodes where no port
+        came or went); the number of nodes sent something."""
         began = time.perf_counter()
         pushed = self._realize_all(masters, self._universal_generation(), first=first)
         if pushed:
-            self.pass_phases.append((began, {"push": time.perf_counter() - began}))
+            name = "push" if first else "push_others"
+            self.pass_phases.append((began, {name: time.perf_counter() - began}))
         return pushed
 
     # ---- inputs ----
