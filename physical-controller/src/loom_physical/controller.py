@@ -332,6 +332,7 @@ class PhysicalController:
 
     def _loop(self) -> None:
         while not self._stop.is_set():
+            began = time.perf_counter()
             try:
                 with self._cond:  # `wait_pass` predicates see the state between passes
                     masters = self._step()
@@ -346,7 +347,9 @@ class PhysicalController:
                         if self._push(masters, first=False):
                             self._report(masters)
                         self._cond.notify_all()
-                if self._bulk_loaded:  # whole tables are in: out of the collector's sight
+                # Whole tables are in, or a long pass made many objects (the status of
+                # thousands of ports): out of the collector's sight (`loom_common.heap`).
+                if self._bulk_loaded or time.perf_counter() - began > SLOW_PUSH:
                     self._bulk_loaded = False
                     heap.settle()
             except Exception:
