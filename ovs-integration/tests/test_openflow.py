@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from loom_ovs.channel import Deposed
 from loom_ovs.openflow import (
     MARK,
     Flow,
@@ -166,3 +167,31 @@ def test_a_bundle_larger_than_the_socket_buffer_after_an_idle_read(tmp_path: Pat
             assert len(switch.dump()) == 20_001
         finally:
             switch.close()
+
+
+@pytest.mark.ovs
+def test_a_newer_master_fences_the_old_one(tmp_path: Path) -> None:
+    """Two controllers' channels to one bridge: the one claiming the newer generation is
+    master; the other's pushes are refused (it is a slave now), and its claim is stale."""
+    with Sandbox(tmp_path) as sandbox:
+        node = sandbox.add_node("hv1")
+        node.vsctl(*BR_INT)
+        old, new = Switch(node.openflow), Switch(node.openflow)
+        try:
+            old.channel.claim(5)
+            old.apply([("add", Flow(0, 1, "in_port=1", "drop", cookie(1)))])
+            new.channel.claim(6)
+            new.apply([("add", Flow(0, 2, "in_port=2", "drop", cookie(2)))])
+            with pytest.raises(OpenFlowError, match="bad request"):
+                old.apply([("add", Flow(0, 3, "in_port=3", "drop", cookie(3)))])
+            with pytest.raises(Deposed):
+                old.channel.claim(5)
+            assert sorted(line.split(" actions")[0].split(",")[-1] for line in new.dump()) == [
+                "in_port=1", "in_port=2"]  # fmt: skip
+            # the new master reconnects (its claim is renewed on the new connection)
+            new.channel.close()
+            new.apply([("add", Flow(0, 4, "in_port=4", "drop", cookie(4)))])
+            assert len(new.dump()) == 3
+        finally:
+            old.close()
+            new.close()

@@ -339,6 +339,26 @@ def summarize(results: Results, elapsed: float) -> dict[str, Any]:
     }
 
 
+class HttpClient:
+    """Keep-alive JSON requests to the API server, as a cloud manager makes them."""
+
+    def __init__(self, base: str, token: str) -> None:
+        host, _, port = base.removeprefix("http://").partition(":")
+        self._conn = http.client.HTTPConnection(host, int(port), timeout=60)
+        self._headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+
+    def request(self, method: str, path: str, body: Any = None) -> tuple[int, Any, Any]:
+        """Return (status, JSON body, headers)."""
+        payload = None if body is None else json.dumps(body)
+        self._conn.request(method, path, payload, self._headers)
+        response = self._conn.getresponse()
+        return response.status, json.loads(response.read() or b"null"), response.headers
+
+    def close(self) -> None:
+        """Close the connection."""
+        self._conn.close()
+
+
 @contextmanager
 def api_server(db_remote: str, state: Path, ready_timeout: float = 30.0) -> Iterator[str]:
     """Run `python -m loom_api` on a free port; yield its base URL once it answers (it

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import http.client
 import json
 import logging
 import resource
@@ -35,9 +34,12 @@ import tempfile
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loom_logical import rules
+
+if TYPE_CHECKING:
+    from loom_api.bench import HttpClient
 
 DEFAULT_WORKLOAD = Path("/work/shared/workloads/nvp-scale-0.1.json.gz")
 
@@ -87,28 +89,8 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-class _Http:
-    """Keep-alive JSON requests to the API server, as a cloud manager makes them."""
-
-    def __init__(self, base: str, token: str) -> None:
-        host, _, port = base.removeprefix("http://").partition(":")
-        self._conn = http.client.HTTPConnection(host, int(port), timeout=60)
-        self._headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
-
-    def request(self, method: str, path: str, body: Any = None) -> tuple[int, Any, Any]:
-        """Return (status, JSON body, headers)."""
-        payload = None if body is None else json.dumps(body)
-        self._conn.request(method, path, payload, self._headers)
-        response = self._conn.getresponse()
-        return response.status, json.loads(response.read() or b"null"), response.headers
-
-    def close(self) -> None:
-        """Close the connection."""
-        self._conn.close()
-
-
 def _port_changes(
-    api: _Http, controller: Any, changes: int
+    api: HttpClient, controller: Any, changes: int
 ) -> tuple[list[float], list[float], list[int]]:
     """Change `changes` ports' addresses one at a time; return (request -> universal rows
     written, request -> API reply) in seconds, and each change's generation."""
@@ -177,7 +159,7 @@ def run(
     workload_path: Path, changes: int, workers: int = 2, *, raw_changes: bool = False
 ) -> dict[str, Any]:
     """Run the benchmark; return its figures."""
-    from loom_api.bench import TOKEN, api_server, drive_raw, load_workload, phases
+    from loom_api.bench import TOKEN, HttpClient, api_server, drive_raw, load_workload, phases
     from loom_common.ovsdb import OvsdbServer
     from loom_ddlog import Program
     from loom_logical.controller import LogicalController
@@ -217,7 +199,7 @@ def run(
                 latencies, generations = _raw_port_changes(config.remote, controller, changes)
             else:
                 with api_server(config.unix_remote, Path(tmp), ready_timeout=900) as base:
-                    api = _Http(base, TOKEN)
+                    api = HttpClient(base, TOKEN)
                     _progress("API server up")
                     try:
                         latencies, api_latencies, generations = _port_changes(

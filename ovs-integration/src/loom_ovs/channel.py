@@ -27,7 +27,8 @@ from loom_common.errors import LoomError
 from loom_ovs import ofp
 
 _ERROR_TYPES = {0: "hello failed", 1: "bad request", 2: "bad action", 3: "bad instruction",
-                4: "bad match", 5: "flow mod failed", 17: "bundle failed"}  # fmt: skip
+                4: "bad match", 5: "flow mod failed", 11: "role request failed",
+                17: "bundle failed"}  # fmt: skip
 
 
 class ChannelError(LoomError):
@@ -40,6 +41,10 @@ class BundleRefused(ChannelError):
     """The switch refused a message of a bundle; nothing of it was applied."""
 
 
+class Deposed(ChannelError):
+    """The switch knows a newer master (a newer generation id): this channel may not write."""
+
+
 class Channel:
     """A kept OpenFlow 1.5 connection to one bridge."""
 
@@ -50,6 +55,9 @@ class Channel:
         self._buf = b""
         self._xid = 0
         self._bundle_id = 0
+        self.generation: int | None = None
+        """The generation id this channel claims the master role with (None: no role
+        asked; the switch's default, "equal")."""
 
     # ---- connection ----
 
@@ -82,7 +90,35 @@ class Channel:
         if msg_type != ofp.OFPT_HELLO or version < ofp.VERSION:
             self.close()
             raise ChannelError(remote=self.remote, detail=f"no OpenFlow 1.5 (HELLO {version})")
+        if self.generation is not None:
+            self._ask_master(self.generation)
         return sock
+
+    def claim(self, generation: int) -> None:
+        """Be the bridge's master with `generation` (a fencing token that grows with each
+        new master: the ZooKeeper assignment's version), now and on every reconnect. The
+        switch makes any other master a slave, whose flow changes it then refuses; a
+        deposed controller's claim with an older generation raises `Deposed`."""
+        self.generation = generation
+        if self._sock is None:
+            self._connect()
+        else:
+            self._ask_master(generation)
+
+    def _ask_master(self, generation: int) -> None:
+        xid = self._next_xid()
+        self._send(ofp.role_request(ofp.OFPCR_ROLE_MASTER, generation, xid))
+        while True:
+            _, msg_type, got, body = self._read()
+            if got != xid:
+                continue
+            if msg_type == ofp.OFPT_ERROR:
+                err_type, code = struct.unpack_from("!HH", body)
+                if (err_type, code) == (ofp.OFPET_ROLE_REQUEST_FAILED, ofp.OFPRRFC_STALE):
+                    stale = f"generation {generation} is stale: the switch has a newer master"
+                    raise Deposed(remote=self.remote, detail=stale)
+                raise ChannelError(remote=self.remote, detail=_error_text(body, "role request"))
+            return
 
     def close(self) -> None:
         """Close the connection (the next `bundle` connects again)."""

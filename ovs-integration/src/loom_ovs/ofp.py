@@ -49,6 +49,9 @@ TUN_METADATA_BYTES = 4
 OFPT_HELLO, OFPT_ERROR, OFPT_ECHO_REQUEST, OFPT_ECHO_REPLY = 0, 1, 2, 3
 OFPT_FLOW_MOD = 14
 OFPT_BARRIER_REQUEST, OFPT_BARRIER_REPLY = 20, 21
+OFPT_ROLE_REQUEST, OFPT_ROLE_REPLY = 24, 25
+OFPCR_ROLE_MASTER = 2
+OFPET_ROLE_REQUEST_FAILED, OFPRRFC_STALE = 11, 0
 OFPT_BUNDLE_CONTROL, OFPT_BUNDLE_ADD_MESSAGE = 33, 34
 # flow_mod commands
 OFPFC_ADD, OFPFC_MODIFY_STRICT, OFPFC_DELETE_STRICT = 0, 2, 4
@@ -609,6 +612,13 @@ def bundle_add(bundle_id: int, message: bytes, xid: int) -> bytes:
     return (header(OFPT_BUNDLE_ADD_MESSAGE, length + -length % 8, xid)
             + struct.pack("!I2xH", bundle_id, OFPBF_ATOMIC | OFPBF_ORDERED)
             + message + b"\0" * (-length % 8))  # fmt: skip
+
+
+def role_request(role: int, generation_id: int, xid: int) -> bytes:
+    """An `OFPT_ROLE_REQUEST` (`role`, OFPCR_ROLE_*) with a generation id: the switch refuses
+    a MASTER or SLAVE request older than the newest it has seen (stale), and makes every
+    other master connection a slave."""
+    return header(OFPT_ROLE_REQUEST, 24, xid) + struct.pack("!I4xQ", role, generation_id)
 
 
 def hello(xid: int = 0) -> bytes:

@@ -111,11 +111,10 @@ def _absent(physical: Any, node: str, keys: list[tuple[int, int, str]]) -> bool:
 
 def run(workload_path: Path, nodes: int, changes: int) -> dict[str, Any]:
     """Run the benchmark; return its figures."""
-    from loom_api.bench import TOKEN, api_server, drive_raw, load_workload, phases
+    from loom_api.bench import TOKEN, HttpClient, api_server, drive_raw, load_workload, phases
     from loom_common.heap import GcWatch
     from loom_common.ovsdb import OvsdbServer, tool
     from loom_ddlog import Program
-    from loom_logical.bench import _Http
     from loom_logical.controller import LogicalController
     from loom_ovs.openflow import Switch
     from loom_ovs.sandbox import Sandbox
@@ -159,7 +158,7 @@ def run(workload_path: Path, nodes: int, changes: int) -> dict[str, Any]:
             rss_physical = _rss_mib()
 
             with api_server(config.unix_remote, state, ready_timeout=900) as base:
-                api = _Http(base, TOKEN)
+                api = HttpClient(base, TOKEN)
                 _progress(f"API server up; {changes} port adds and deletes")
                 try:
                     with GcWatch() as gc_watch:

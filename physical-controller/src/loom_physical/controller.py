@@ -901,6 +901,13 @@ class PhysicalController:
             if state.switch is not None:
                 state.switch.close()
             state.switch = Switch(remote)
+        if self._member is not None:
+            # Fencing: the bridge's master role, claimed with the assignment's zxid before
+            # any write; the switch refuses a deposed master's bundles (it made it a slave)
+            # and its claims (stale). `replace-flows` (ovs-ofctl, role "equal") is not fenced.
+            generation = self._member.view.zxid
+            if generation >= 0 and state.switch.channel.generation != generation:
+                state.switch.channel.claim(generation)
         if state.full_sync:
             state.switch.ensure_tlv_map()
             state.table.take_dirty()

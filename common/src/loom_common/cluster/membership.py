@@ -154,6 +154,10 @@ class MemberView:
     leader: bool = False
     version: int = -1
     """The `assignment` znode version this view follows (-1: none yet); a fencing token."""
+    zxid: int = -1
+    """The ZooKeeper transaction id of that assignment (its znode's mzxid; -1: none yet):
+    grows with every assignment for as long as ZooKeeper keeps its data, even if the
+    znode is re-created (the OpenFlow generation id physical masters claim nodes with)."""
     masters: frozenset[str] = frozenset()
     """Shards this member masters. Kept in SUSPENDED (not writable), empty when not joined."""
     standbys: frozenset[str] = frozenset()
@@ -237,6 +241,7 @@ class Member:
         self._shards = frozenset(shards) if shards is not None else None
         self._published: Published | None = None
         self._version = -1
+        self._zxid = -1
         self._members: tuple[str, ...] = ()
         self._candidate: str | None = None  # our election node
         self._leading = False
@@ -319,7 +324,8 @@ class Member:
         return self._state is not Ownership.CLOSED
 
     def _on_assignment(self, data: bytes | None, stat: Any) -> bool:
-        self._events.put(("assignment", data, stat.version if stat is not None else -1))
+        self._events.put(("assignment", data, stat.version if stat is not None else -1,
+                          stat.mzxid if stat is not None else -1))  # fmt: skip
         return self._state is not Ownership.CLOSED
 
     def _on_watch(self, event: Any) -> None:
@@ -355,7 +361,7 @@ class Member:
             self._need_rebalance = True
         elif kind == "assignment":
             self._published = decode(event[1])
-            self._version = event[2]
+            self._version, self._zxid = event[2], event[3]
             self._need_rebalance = True  # a new leader rewrites a stale or unreadable one
         elif kind == "shards":
             self._shards = event[1]
@@ -485,6 +491,7 @@ class Member:
                 state=state,
                 leader=self._leading and owning,
                 version=self._version,
+                zxid=self._zxid,
                 masters=masters_of(assignment, self.member_id) if owning else frozenset(),
                 standbys=standbys_of(assignment, self.member_id) if owning else frozenset(),
                 members=self._members,
