@@ -102,6 +102,8 @@ class NodeState:
     """Its br-int's OpenFlow (a kept channel), once the node said where that is."""
     ports_changed: bool = False
     """A port was bound to it or unbound since its last push (it is pushed first)."""
+    unconfirmed: Callable[[], None] | None = None
+    """Waits for the node's answer to a zone record sent and not confirmed yet."""
     qos_dirty: bool = True
     """Its ports' QoS may have changed since it was written (`NodeSession.configure_qos`)."""
     qos_written: dict[str, dict[str, int]] | None = None
@@ -210,6 +212,8 @@ class PhysicalController:
         """Threads in `wait_pass`."""
         self._looked = 0
         """Predicate evaluations since the last pass's first pushes."""
+        self._with_qos: set[str] = set()
+        """Ports whose binding has QoS rates."""
         self._qos_ports: set[str] = set()
         """Ports whose binding changed since their nodes' QoS was looked at."""
         self._bulk_loaded = False
@@ -371,6 +375,7 @@ class PhysicalController:
         self._fed_live, self._fed_neighbours, self._zone_changes = set(), set(), []
         self._needed = set()
         self._bindings, self._binding_port, self._dirty_universal = {}, {}, {}
+        self._with_qos = set()
         self._mark_universal(self.universal.start(()))
         for table, rows in self.universal.rows.items():  # feed every row again
             self._mark_universal([(table, uuid, row) for uuid, row in rows.items()])
@@ -501,10 +506,15 @@ class PhysicalController:
                 port = self._binding_port.pop(uuid, None)
                 if port is not None:
                     self._bindings.pop(port, None)
+                    self._with_qos.discard(port)
                 if row is not None:
                     port = row["logical_port"]
                     self._binding_port[uuid] = port
                     self._bindings[port] = row
+                    if omap(row["qos"]):
+                        self._with_qos.add(port)
+                    else:
+                        self._with_qos.discard(port)
                 if port is not None:
                     self._recheck.add(port)
                     self._qos_ports.add(port)
@@ -790,7 +800,8 @@ class PhysicalController:
                 continue
             state.ports_changed = False
             if (state.reconfigure or state.full_sync or state.table.has_dirty()
-                    or state.unsaved_zones or state.released_zones or state.qos_dirty):  # fmt: skip
+                    or state.unsaved_zones or state.released_zones or state.qos_dirty
+                    or state.unconfirmed is not None):  # fmt: skip
                 busy.append(system_id)
             elif state.realized != generation:
                 state.realized = generation
@@ -837,6 +848,8 @@ class PhysicalController:
         if state.waiting:
             message = "; ".join([*([message] if message else []), *state.waiting])
             generation = state.realized  # not realized while a tunnel is missing
+        if state.unconfirmed is not None:
+            generation = state.realized  # nor before its new zones are recorded
         if (message, generation) != (state.message, state.realized) or sent:
             self._report_due = True
         state.message, state.realized = message, generation
@@ -862,28 +875,39 @@ class PhysicalController:
         return False
 
     def _send(self, state: NodeState, remote: str) -> bool:
-        """Record new zones, push the flows, write the VIFs' QoS; True if flows were sent."""
-        saved = None
+        """Record new zones, push the flows, write the VIFs' QoS; True if flows were sent.
+
+        New zones are recorded on the node's OVSDB before any flow using them goes to its
+        vswitchd (a successor reads them back); the record's confirmation (a round trip of
+        5-10 ms: ovsdb-server rewrites br-int's external_ids, thousands of keys) is awaited
+        at the node's next push, in the same pass's second push phase at the latest, and
+        the node counts nothing as realized until then."""
+        self._confirm_zones(state)
         if state.unsaved_zones or state.released_zones:
-            # sent to the node's OVSDB before any flow using them goes to its vswitchd,
-            # confirmed before they count as realized: a successor reads them back
-            saved = state.session.save_zones(state.unsaved_zones, state.released_zones)
-        try:
-            sent = self._push_flows(state, remote)
-        finally:
-            if saved is not None:
-                saved()  # (read whatever the push's outcome)
-        if saved is not None:
+            state.unconfirmed = state.session.save_zones(state.unsaved_zones, state.released_zones)
             state.unsaved_zones, state.released_zones = {}, set()
+        sent = self._push_flows(state, remote)
         if state.qos_dirty:
             self._write_qos(state)
         return sent
+
+    @staticmethod
+    def _confirm_zones(state: NodeState) -> None:
+        """Wait for the node's answer to the last zone record (if any is outstanding)."""
+        if state.unconfirmed is not None:
+            confirm, state.unconfirmed = state.unconfirmed, None
+            try:
+                confirm()
+            except Exception:
+                # refused or lost: record them again (the node pushes whole next time)
+                state.unsaved_zones = {**dict(state.zones), **state.unsaved_zones}
+                raise
 
     def _write_qos(self, state: NodeState) -> None:
         """Give the node's VIFs their ports' QoS rates (written when they changed, and
         once after a connect: what the node has is compared there)."""
         wanted = {}
-        for port in state.located:
+        for port in state.located & self._with_qos:
             row = self._bindings.get(port)
             rates = omap(row["qos"]) if row is not None else {}
             vif = inputs.opt(row["vif_id"]) if row is not None else None
