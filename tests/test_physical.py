@@ -391,11 +391,12 @@ def _qos_on(node: OvsNode, vif: str) -> tuple[int, int, dict[str, str], str]:
     return rate, burst, dict(pairs), kind
 
 
-def test_qos_queue_rates_reach_the_vif(loom: Loom) -> None:
+def test_qos_queue_reaches_the_vif(loom: Loom) -> None:
     hv1 = loom.add_node("hv1")
     sw = loom.switch("sw")
     queue = loom.api.create("/api/v1/qos-queues", {
-        "name": "gold", "tenant": "t1", "min_rate": 10_000, "max_rate": 50_000})["id"]  # fmt: skip
+        "name": "gold", "tenant": "t1", "min_rate": 10_000, "max_rate": 50_000,
+        "dscp": 46})["id"]  # fmt: skip
     port = loom.port(sw, "vm1", mac(1), "10.0.0.1", qos_queue_id=queue)
     loom.port(sw, "vm2", mac(2), "10.0.0.2")
     hv1.add_vif("vm1", "vif-vm1", mac(1))
@@ -409,6 +410,13 @@ def test_qos_queue_rates_reach_the_vif(loom: Loom) -> None:
         "linux-htb",
     )
     assert _qos_on(hv1, "vm2") == (0, 0, {}, "")  # no queue: nothing written
+    # vm1's IP packets are marked DSCP 46 on the way in; vm2's are not
+    to_vm2 = packets.icmp_echo(mac(1), mac(2), "10.0.0.1", "10.0.0.2")
+    sent(hv1, "vm1", to_vm2, {(hv1, "vm2"): 1})
+    assert packets.read_pcap(hv1.run_dir / "vm2-tx.pcap")[-1][15] >> 2 == 46  # IPv4 TOS
+    to_vm1 = packets.icmp_echo(mac(2), mac(1), "10.0.0.2", "10.0.0.1")
+    sent(hv1, "vm2", to_vm1, {(hv1, "vm1"): 1})
+    assert packets.read_pcap(hv1.run_dir / "vm1-tx.pcap")[-1][15] == 0
     # the queue's rates change: the VIF follows (a new QoS row, the old one deleted)
     loom.api.patch(f"/api/v1/qos-queues/{queue}", {"max_rate": 20_000})
     wait_for(lambda: _qos_on(hv1, "vm1")[0] == 20_000, WAIT, "vm1 policed at the new rate")

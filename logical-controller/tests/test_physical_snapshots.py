@@ -54,6 +54,7 @@ def localize(remote: str, node: str = NODE) -> list[Flow]:
     facts: dict[str, set[tuple[Any, ...]]] = {
         "Node": {(node,)},
         "Binding": {inputs.binding(r) for r in rows["Port_Binding"]},
+        "Marking": {m for r in rows["Port_Binding"] if (m := inputs.marking(r)) is not None},
         "Datapath": inputs.datapaths(rows["Datapath"]),
         "ServiceNode": inputs.service_nodes(rows["Replication_Set"]),
         "UFlow": {f for r in rows["Universal_Flow"] for f in inputs.uflows(r)},

@@ -9,7 +9,7 @@ vocabulary the rules use:
 - match fields: `in_port`, `metadata`, `reg0`..`reg15`, `xreg0`..`xreg7`,
   `xxreg0`..`xxreg3`, `tun_id`, `tun_metadata0` (mapped to `TUN_METADATA_BYTES` bytes by
   the TLV map Loom installs),
-  `dl_src`/`dl_dst`/`dl_type`, `vlan_tci`, `dl_vlan`, `nw_src`/`nw_dst` (ARP's SPA/TPA in
+  `dl_src`/`dl_dst`/`dl_type`, `vlan_tci`, `dl_vlan`, `ip_dscp`, `nw_src`/`nw_dst` (ARP's SPA/TPA in
   an ARP flow), `nw_proto`, `nw_ttl`, `ipv6_src`/`ipv6_dst`, `tp_src`/`tp_dst` (TCP, UDP
   or SCTP by the protocol), `icmp_type`/`icmp_code` (ICMPv4 or v6 by the EtherType),
   `arp_*`, `nd_*`, `ct_state`, `ct_zone`, `ct_mark`, `conj_id`, `pkt_mark`, and the
@@ -123,6 +123,7 @@ def _fields() -> dict[str, Field]:
         Field("eth_type", _OXM, 5, 2, nx_name="NXM_OF_ETH_TYPE"),
         Field("vlan_vid", _OXM, 6, 2, nx_name="OXM_OF_VLAN_VID"),
         Field("vlan_pcp", _OXM, 7, 1, nx_name="OXM_OF_VLAN_PCP"),
+        Field("ip_dscp", _OXM, 8, 1, nx_name="OXM_OF_IP_DSCP"),
         Field("ip_proto", _OXM, 10, 1, nx_name="NXM_OF_IP_PROTO"),
         Field("ip_src", _OXM, 11, 4, "ipv4", nx_name="NXM_OF_IP_SRC"),
         Field("ip_dst", _OXM, 12, 4, "ipv4", nx_name="NXM_OF_IP_DST"),

@@ -260,6 +260,7 @@ def _engine_inputs(physical: Any) -> dict[str, set[tuple[Any, ...]]]:
     for relation, tuples in physical._fed_global.items():
         rows.setdefault(relation, set()).update(tuples)
     rows["Binding"] = set(physical._fed_binding.values())
+    rows["Marking"] = set(physical._fed_marking.values())
     rows["UFlow"] = {t for flows in physical._fed_flows.values() for t in flows}
     rows["Live"] = set(physical._fed_live)
     return rows

@@ -187,6 +187,8 @@ class PhysicalController:
         self._dirty_universal: dict[str, set[str]] = {}
         """Universal table -> the uuids of its rows changed since they were fed."""
         self._fed_binding: dict[str, tuple[Any, ...]] = {}
+        self._fed_marking: dict[str, tuple[Any, ...]] = {}
+        """Port_Binding uuid -> its `Marking` row (ports whose QoS marks DSCP)."""
         """Port_Binding row uuid -> the Binding row fed for it."""
         self._needed: set[int] = set()
         self._report_due = True
@@ -372,6 +374,7 @@ class PhysicalController:
         table whole once it is computed again (`replace-flows` changes only what differs)."""
         self.program = Program.load([self._rules], workers=self._workers, internal=False)
         self._fed_nodes, self._fed_global, self._fed_binding, self._fed_flows = {}, {}, {}, {}
+        self._fed_marking = {}
         self._fed_live, self._fed_neighbours, self._zone_changes = set(), set(), []
         self._needed = set()
         self._bindings, self._binding_port, self._dirty_universal = {}, {}, {}
@@ -676,6 +679,11 @@ class PhysicalController:
                  {new_binding} if new_binding else set())  # fmt: skip
             if new_binding is not None:
                 self._fed_binding[uuid] = new_binding
+            old_mark = self._fed_marking.pop(uuid, None)
+            new_mark = inputs.marking(row) if row is not None else None
+            feed("Marking", {old_mark} if old_mark else set(), {new_mark} if new_mark else set())
+            if new_mark is not None:
+                self._fed_marking[uuid] = new_mark
         for uuid in dirty.get("Flow", ()):
             flow_row = self.universal.rows["Flow"].get(uuid)
             flows = inputs.uflows(flow_row) if flow_row is not None else set()

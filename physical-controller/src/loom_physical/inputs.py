@@ -28,6 +28,12 @@ def binding(row: Mapping[str, Any]) -> Row:
     )  # fmt: skip
 
 
+def marking(row: Mapping[str, Any]) -> Row | None:
+    """The `Marking` row of a `Port_Binding` row (None: its QoS marks nothing)."""
+    dscp = omap(row.get("qos", ["map", []])).get("dscp")
+    return (row["logical_port"], int(dscp)) if dscp is not None else None
+
+
 def datapaths(rows: Iterable[Mapping[str, Any]]) -> set[Row]:
     """The `Datapath` rows of the `Datapath` table."""
     return {(row["key"], row["kind"], row["config_id"]) for row in rows}
