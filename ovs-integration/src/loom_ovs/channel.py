@@ -96,7 +96,7 @@ class Channel:
 
     def claim(self, generation: int) -> None:
         """Be the bridge's master with `generation` (a fencing token that grows with each
-        new master: the ZooKeeper assignment's version), now and on every reconnect. The
+        new master: the ZooKeeper assignment's zxid), now and on every reconnect. The
         switch makes any other master a slave, whose flow changes it then refuses; a
         deposed controller's claim with an older generation raises `Deposed`."""
         self.generation = generation
@@ -125,11 +125,6 @@ class Channel:
         if self._sock is not None:
             self._sock.close()
             self._sock = None
-
-    @property
-    def connected(self) -> bool:
-        """True while a connection is open."""
-        return self._sock is not None
 
     # ---- I/O ----
 

@@ -26,7 +26,7 @@ import logging
 import os
 import socket
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,10 +61,6 @@ def _atom(value: Any) -> Any:
     if isinstance(value, list) and len(value) == 2 and value[0] in ("uuid", "named-uuid"):
         return value[1]
     return value
-
-
-def _done(_results: object) -> None:
-    """Discard a transaction's results (its errors were raised)."""
 
 
 def omap(value: Any) -> dict[str, Any]:
@@ -189,21 +185,18 @@ class NodeSession:
                 return uuid, row
         return None
 
-    def _interfaces(self) -> list[dict[str, Any]]:
-        bridge = self.bridge()
-        if bridge is None:
-            return []
+    def _interfaces(
+        self, bridge: dict[str, Any]
+    ) -> Iterator[tuple[str, dict[str, Any], str, dict[str, Any]]]:
+        """(port uuid, port row, interface uuid, interface row) of each interface of
+        `bridge`'s ports, as far as the replica has them."""
         ports, interfaces = self._table("Port"), self._table("Interface")
-        rows = []
-        for port_uuid in atoms(bridge[1]["ports"]):
+        for port_uuid in atoms(bridge["ports"]):
             port = ports.get(port_uuid)
-            if port is None:
-                continue
-            for iface_uuid in atoms(port["interfaces"]):
+            for iface_uuid in atoms(port["interfaces"]) if port is not None else []:
                 iface = interfaces.get(iface_uuid)
-                if iface is not None:
-                    rows.append(iface)
-        return rows
+                if port is not None and iface is not None:
+                    yield port_uuid, port, iface_uuid, iface
 
     def _ports(self) -> _Ports:
         """br-int's interfaces sorted into VIFs, uplinks and tunnel ports: computed again
@@ -215,7 +208,8 @@ class NodeSession:
         if self._ports_read is not None and self._ports_read[0] == listed:
             return self._ports_read[1]
         found = _Ports({}, [], {})
-        for iface in self._interfaces():
+        walked = self._interfaces(bridge[1]) if bridge is not None else iter(())
+        for _, _, _, iface in walked:
             ids = omap(iface["external_ids"])
             ofport = _ofport(iface)
             if "iface-id" in ids and ofport is not None:
@@ -291,7 +285,11 @@ class NodeSession:
         conn = self.replica.conn
         assert conn is not None
         request = conn.send_transact(DB, [op])
-        return lambda: _done(conn.finish_transact(request))
+
+        def confirm() -> None:
+            conn.finish_transact(request)
+
+        return confirm
 
     def tunnels(self) -> dict[str, tuple[str, int | None, str]]:
         """Loom's tunnel ports: name -> (peer system-id, ofport or None, error) (do not
@@ -379,26 +377,22 @@ class NodeSession:
         bridge = self.bridge()
         if bridge is None:
             return False
-        ports, interfaces = self._table("Port"), self._table("Interface")
         qos_rows, queues = self._table("QoS"), self._table("Queue")
         ops: list[dict[str, Any]] = []
-        for port_uuid in atoms(bridge[1]["ports"]):
-            port = ports.get(port_uuid)
-            for iface_uuid in atoms(port["interfaces"]) if port is not None else []:
-                iface = interfaces.get(iface_uuid)
-                iface_id = omap(iface["external_ids"]).get("iface-id") if iface else None
-                if iface is None or port is None or iface_id is None:
-                    continue
-                rates = wanted.get(str(iface_id), {})
-                ops += _policing_ops(iface_uuid, iface, rates.get("max_rate", 0))
-                current = atoms(port["qos"])
-                qos = qos_rows.get(current[0]) if current else None
-                if _qos_matches(qos, queues, rates):
-                    continue
-                if qos is not None and omap(qos["external_ids"]).get("loom-port") is None:
-                    continue  # an operator's QoS: left alone
-                ops += _qos_ops(port_uuid, current[0] if qos is not None else None, qos,
-                                str(iface_id), rates)  # fmt: skip
+        for port_uuid, port, iface_uuid, iface in self._interfaces(bridge[1]):
+            iface_id = omap(iface["external_ids"]).get("iface-id")
+            if iface_id is None:
+                continue
+            rates = wanted.get(str(iface_id), {})
+            ops += _policing_ops(iface_uuid, iface, rates.get("max_rate", 0))
+            current = atoms(port["qos"])
+            qos = qos_rows.get(current[0]) if current else None
+            if _qos_matches(qos, queues, rates):
+                continue
+            if qos is not None and omap(qos["external_ids"]).get("loom-port") is None:
+                continue  # an operator's QoS: left alone
+            ops += _qos_ops(port_uuid, current[0] if qos is not None else None, qos,
+                            str(iface_id), rates)  # fmt: skip
         if not ops:
             return False
         assert self.replica.conn is not None
@@ -407,17 +401,11 @@ class NodeSession:
 
     def _tunnel_ports(self, bridge: dict[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:
         """Loom's tunnel ports on `bridge`: name -> (port uuid, interface row)."""
-        ports, interfaces = self._table("Port"), self._table("Interface")
-        found = {}
-        for port_uuid in atoms(bridge["ports"]):
-            port = ports.get(port_uuid)
-            if port is None:
-                continue
-            for iface_uuid in atoms(port["interfaces"]):
-                iface = interfaces.get(iface_uuid)
-                if iface is not None and "loom-peer" in omap(iface["external_ids"]):
-                    found[iface["name"]] = (port_uuid, iface)
-        return found
+        return {
+            iface["name"]: (port_uuid, iface)
+            for port_uuid, _, _, iface in self._interfaces(bridge)
+            if "loom-peer" in omap(iface["external_ids"])
+        }
 
 
 def _ofport(iface: dict[str, Any]) -> int | None:

@@ -54,7 +54,7 @@ OFPCR_ROLE_MASTER = 2
 OFPET_ROLE_REQUEST_FAILED, OFPRRFC_STALE = 11, 0
 OFPT_BUNDLE_CONTROL, OFPT_BUNDLE_ADD_MESSAGE = 33, 34
 # flow_mod commands
-OFPFC_ADD, OFPFC_MODIFY_STRICT, OFPFC_DELETE_STRICT = 0, 2, 4
+OFPFC_ADD, OFPFC_DELETE_STRICT = 0, 4
 # bundle control types and flags
 OFPBCT_OPEN_REQUEST, OFPBCT_OPEN_REPLY = 0, 1
 OFPBCT_COMMIT_REQUEST, OFPBCT_COMMIT_REPLY = 4, 5
@@ -341,8 +341,6 @@ def _match_field(
         return FIELDS["arp_spa" if name == "nw_src" else "arp_tpa"], 3
     if name == "dl_vlan":
         return FIELDS["vlan_vid"], 3
-    if name == "in_port_oxm":
-        name = "in_port"
     field = FIELDS.get(name)
     if field is None or name.startswith(("nxm_", "oxm_")):
         raise FlowSyntaxError(what=what, why=f"unknown match field {name!r}")

@@ -61,8 +61,11 @@ HANDOFF = 0.05
 look (`_let_waiters_look`)."""
 SLOW_PUSH = 0.5
 """Seconds after which a node's push is logged with where its time went."""
+LONG_PASS = 0.5
+"""Seconds after which a pass counts as having made many objects (`heap.settle` follows)."""
 PUSH_THREADS = 16
-"""Nodes pushed at once (each push is an `ovs-ofctl` process the thread waits for)."""
+"""Nodes pushed at once (a whole table goes by `ovs-ofctl replace-flows`, whose process
+the thread waits for)."""
 
 
 @dataclass
@@ -179,17 +182,17 @@ class PhysicalController:
         """Node -> input relation -> the rows fed for it (until it disconnects): its OVSDB's
         (`_node_inputs`) and its zones."""
         self._disconnected: set[str] = set()
+        """Nodes gone since the last computation (their rows are taken out of the engine)."""
         self._fed_live: set[tuple[Any, ...]] = set()
         self._fed_neighbours: set[tuple[Any, ...]] = set()
         self._zone_changes: list[tuple[int, tuple[str, str, int]]] = []
         """Zone rows allocated (+1) or released (-1) since the last computation."""
-        """Nodes gone since the last computation (their rows are taken out of the engine)."""
         self._dirty_universal: dict[str, set[str]] = {}
         """Universal table -> the uuids of its rows changed since they were fed."""
         self._fed_binding: dict[str, tuple[Any, ...]] = {}
+        """Port_Binding row uuid -> the Binding row fed for it."""
         self._fed_marking: dict[str, tuple[Any, ...]] = {}
         """Port_Binding uuid -> its `Marking` row (ports whose QoS marks DSCP)."""
-        """Port_Binding row uuid -> the Binding row fed for it."""
         self._needed: set[int] = set()
         self._report_due = True
         """Something `_report` writes may have changed since it last ran."""
@@ -350,12 +353,12 @@ class PhysicalController:
                         self._report(masters)
                     # the nodes where no port came or went, once the others' ports are up
                     with self._cond:
-                        if self._push(masters, first=False):
+                        if self._push_others(masters):
                             self._report(masters)
                         self._cond.notify_all()
                 # Whole tables are in, or a long pass made many objects (the status of
                 # thousands of ports): out of the collector's sight (`loom_common.heap`).
-                if self._bulk_loaded or time.perf_counter() - began > SLOW_PUSH:
+                if self._bulk_loaded or time.perf_counter() - began > LONG_PASS:
                     self._bulk_loaded = False
                     heap.settle()
             except Exception:
@@ -439,14 +442,13 @@ class PhysicalController:
             }))  # fmt: skip
         return masters
 
-    def _push(self, masters: set[str], *, first: bool) -> int:
-        """`_realize_all`, recorded in `pass_phases` (`push_others`: the nodes where no port
-        came or went); the number of nodes sent something."""
+    def _push_others(self, masters: set[str]) -> int:
+        """A pass's second push phase (the nodes where no port came or went), recorded in
+        `pass_phases` as `push_others`; the number of nodes sent something."""
         began = time.perf_counter()
-        pushed = self._realize_all(masters, self._universal_generation(), first=first)
+        pushed = self._realize_all(masters, self._universal_generation(), first=False)
         if pushed:
-            name = "push" if first else "push_others"
-            self.pass_phases.append((began, {name: time.perf_counter() - began}))
+            self.pass_phases.append((began, {"push_others": time.perf_counter() - began}))
         return pushed
 
     # ---- inputs ----
@@ -915,12 +917,11 @@ class PhysicalController:
         """Give the node's VIFs their ports' QoS rates (written when they changed, and
         once after a connect: what the node has is compared there)."""
         wanted = {}
-        for port in state.located & self._with_qos:
-            row = self._bindings.get(port)
-            rates = omap(row["qos"]) if row is not None else {}
-            vif = inputs.opt(row["vif_id"]) if row is not None else None
-            if rates and vif is not None:
-                wanted[vif] = {k: int(v) for k, v in rates.items()}
+        for port in state.located & self._with_qos:  # (a subset of `_bindings`' ports)
+            row = self._bindings[port]
+            vif = inputs.opt(row["vif_id"])
+            if vif:
+                wanted[vif] = {k: int(v) for k, v in omap(row["qos"]).items()}
         if wanted != state.qos_written:
             state.session.configure_qos(wanted)
             state.qos_written = wanted
@@ -1138,10 +1139,11 @@ class PhysicalController:
 
 
 def _log_slow_push(node: str, took: float, steps: dict[str, float], whole: bool) -> None:
-    """Say where a slow push's time went (OVSDB config, zone records, OpenFlow)."""
+    """Say where a slow push's time went (OVSDB config; the rest: zone records, OpenFlow,
+    QoS)."""
     if took <= SLOW_PUSH:
         return
-    steps["openflow"] = took - sum(steps.values())
+    steps["send"] = took - sum(steps.values())
     parts = ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in steps.items())
     log.warning("node %s: push took %.0f ms (%s; whole table: %s)", node, took * 1000, parts, whole)
 
