@@ -18,6 +18,7 @@ After every step the runner waits until the controller has written what the step
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 import subprocess
@@ -378,6 +379,26 @@ def conj_ids(uuids: list[str]) -> dict[int, str]:
             txn.insert("S", (uuid,))
         txn.commit()
     return {ident: uuid for uuid, ident in _ID32.dump("Id")}
+
+
+@pytest.fixture
+def golden_check(request: pytest.FixtureRequest) -> Callable[[Path, str, str], None]:
+    """Compare `rendered` with the golden file (`pytest --update-snapshots` rewrites it);
+    on a difference, fail with the diff, saying what differs (`what`)."""
+
+    def check(golden: Path, rendered: str, what: str) -> None:
+        if request.config.getoption("--update-snapshots"):
+            golden.write_text(rendered)
+            return
+        assert golden.exists(), f"{golden} is missing: run pytest --update-snapshots and review it"
+        expected = golden.read_text()
+        if rendered != expected:
+            diff = "".join(difflib.unified_diff(
+                expected.splitlines(keepends=True), rendered.splitlines(keepends=True),
+                fromfile=str(golden), tofile="rendered"))  # fmt: skip
+            pytest.fail(f"{what} differs from {golden.name}:\n{diff}")
+
+    return check
 
 
 @pytest.fixture

@@ -12,7 +12,6 @@ controller's plumbing (tests/test_physical*.py do that with real nodes)."""
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -130,7 +129,7 @@ def test_hypervisor_openflow_snapshot(
     path: Path,
     scenario: Callable[[list[dict[str, Any]]], Any],
     dummy_switch: Any,
-    request: pytest.FixtureRequest,
+    golden_check: Callable[[Path, str, str], None],
 ) -> None:
     doc = yaml.safe_load(path.read_text())
     run = scenario(doc["steps"])
@@ -154,14 +153,4 @@ def test_hypervisor_openflow_snapshot(
     finally:
         switch.close()
     rendered = render(flows, tunnel_names(run.universal.remote), run.normalize_openflow)
-    golden = path.with_suffix(".hv1.golden")
-    if request.config.getoption("--update-snapshots"):
-        golden.write_text(rendered)
-        return
-    assert golden.exists(), f"{golden} is missing: run pytest --update-snapshots and review it"
-    expected = golden.read_text()
-    if rendered != expected:
-        diff = "".join(difflib.unified_diff(
-            expected.splitlines(keepends=True), rendered.splitlines(keepends=True),
-            fromfile=str(golden), tofile="rendered"))  # fmt: skip
-        pytest.fail(f"hv1's OpenFlow table differs from {golden.name}:\n{diff}")
+    golden_check(path.with_suffix(".hv1.golden"), rendered, "hv1's OpenFlow table")

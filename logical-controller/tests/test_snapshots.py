@@ -8,7 +8,6 @@ twice; see `rules/logical/common.dl`)."""
 
 from __future__ import annotations
 
-import difflib
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
@@ -30,7 +29,7 @@ def test_there_are_enough_scenarios() -> None:
 def test_snapshot(
     path: Path,
     scenario: Callable[[list[dict[str, Any]]], Any],
-    request: pytest.FixtureRequest,
+    golden_check: Callable[[Path, str, str], None],
     openflow_check: Callable[[str], int],
     dump: Callable[[str], dict[str, list[dict[str, Any]]]],
 ) -> None:
@@ -39,22 +38,7 @@ def test_snapshot(
     rendered = scenario_run.render()
     assert _two_meanings(dump(scenario_run.universal.remote)["Universal_Flow"]) == []
     openflow_check(scenario_run.universal.remote)
-    golden = path.with_suffix(".golden")
-    if request.config.getoption("--update-snapshots"):
-        golden.write_text(rendered)
-        return
-    assert golden.exists(), f"{golden} is missing: run pytest --update-snapshots and review it"
-    expected = golden.read_text()
-    if rendered != expected:
-        diff = "".join(
-            difflib.unified_diff(
-                expected.splitlines(keepends=True),
-                rendered.splitlines(keepends=True),
-                fromfile=str(golden),
-                tofile="rendered",
-            )
-        )
-        pytest.fail(f"universal DB differs from {golden.name}:\n{diff}")
+    golden_check(path.with_suffix(".golden"), rendered, "universal DB")
 
 
 def _two_meanings(flows: list[dict[str, Any]]) -> list[str]:
