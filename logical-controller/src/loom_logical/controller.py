@@ -185,11 +185,19 @@ class LogicalController:
             if row is None:
                 port = self._binding_ports.pop(uuid, None)
                 if port is not None:
-                    self._dirty_locations[port] = None
+                    self._location_seen(port, None)
                 continue
             self._binding_ports[uuid] = row["logical_port"]
-            chassis = _optional(row["chassis"])
-            self._dirty_locations[row["logical_port"]] = chassis
+            self._location_seen(row["logical_port"], _optional(row["chassis"]))
+
+    def _location_seen(self, port: str, chassis: str | None) -> None:
+        """Note port `port`'s VIF location as a Port_Binding row says; only a location that
+        differs from the engine's makes a transaction (a binding's other columns changing,
+        or the row of a port already retracted with its config row, make none)."""
+        if chassis == self._locations.get(port):
+            self._dirty_locations.pop(port, None)
+        else:
+            self._dirty_locations[port] = chassis
 
     # ---- lifecycle ----
 
@@ -481,6 +489,13 @@ class LogicalController:
                 row = rows.get(row_uuid)
                 if row is None:
                     txn.delete_key(table, row_uuid)
+                    if table == "Logical_Switch_Port" and row_uuid in self._locations:
+                        # Its binding goes with it: retract the location now, in the same
+                        # transaction, rather than in one of its own when the binding's
+                        # deletion comes back (a second engine commit per port deletion).
+                        txn.delete_key("Port_Location", row_uuid)
+                        del self._locations[row_uuid]
+                        locations.pop(row_uuid, None)
                 else:
                     txn.insert_or_update(table, spec.json_tuple(row_uuid, row))
         for port, chassis in locations.items():

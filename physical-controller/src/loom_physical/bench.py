@@ -109,6 +109,21 @@ def _absent(physical: Any, node: str, keys: list[tuple[int, int, str]]) -> bool:
     return state is not None and not any(key in state.installed for key in keys)
 
 
+def _vif_fed(physical: Any, node: str, iface_id: str) -> bool:
+    """The physical engine has VIF `iface_id` of `node` as an input (it saw the plug)."""
+    fed = physical._fed_nodes.get(node, {}).get("Iface", set())
+    return any(row[1] == iface_id for row in fed)
+
+
+def _quiesce(logical: Any, physical: Any, port: str, node: str | None) -> None:
+    """Wait until a change has run its course: the logical controller has taken in the
+    port's location as the physical controller reported it (`node`, None once deleted) and
+    written what followed, and the physical controller has pushed and reported all of it.
+    Each change is timed alone, on a quiet system, not behind the previous one's tail."""
+    assert logical.wait_pass(lambda c: c.location(port) == node, 60), f"location of {port}"
+    assert physical.wait_pass(lambda c: _all_pushed(c) and c.settled(), 60, wake=False)
+
+
 def run(workload_path: Path, nodes: int, changes: int) -> dict[str, Any]:
     """Run the benchmark; return its figures."""
     from loom_api.bench import TOKEN, HttpClient, api_server, drive_raw, load_workload, phases
@@ -291,6 +306,8 @@ def _changes(
         mac = f"0e:00:00:00:{i // 256:02x}:{i % 256:02x}"
         vif = node.add_vif(f"b{i}", f"bench-{i}", mac)
         ofport = int(node.vsctl("get", "Interface", vif.name, "ofport").strip())
+        # A VM that boots and waits for its port: the controller has seen its VIF.
+        assert physical.wait_pass(lambda c, n=node_name, v=f"bench-{i}": _vif_fed(c, n, v), 60)
         dp = datapaths[switch["id"]]
         keys = [(0, 100, f"in_port={ofport}"),
                 (L2_LOOKUP_TABLE, 50, f"metadata={dp:#x},dl_dst={mac}")]  # fmt: skip
@@ -313,10 +330,12 @@ def _changes(
             )
             done = time.perf_counter()
             assert physical.wait_pass(_all_pushed, 60, wake=False)
+            everywhere_s = time.perf_counter() - began
+            _quiesce(logical, physical, created["id"], node_name if adding else None)
             if i == 0:  # the first change after the cold start warms caches and connections
                 warm_up.append(done - began)
                 continue
-            everywhere.append(time.perf_counter() - began)
+            everywhere.append(everywhere_s)
             took = done - began
             latencies.append(took)
             (adds if adding else deletes).append(took)
@@ -337,6 +356,7 @@ def _changes(
             accounted = (replied - began) + logical_s + engine_s + push_s
             stages["rest"].append(max(0.0, took - accounted))
         node.remove_vif(vif.name)
+        assert physical.wait_pass(lambda c, n=node_name, v=f"bench-{i}": not _vif_fed(c, n, v), 60)
     return {"latencies": latencies, "adds": adds, "deletes": deletes, "stages": stages,
             "everywhere": everywhere, "warm_up": warm_up}  # fmt: skip
 

@@ -1,14 +1,20 @@
 """What a physical controller reads of the universal-flow database, on one connection.
 
-The small tables (`Datapath`, `Port_Binding`, `Tunnel`, `Universal_Global`) by `monitor`;
-`Universal_Flow` by `monitor_cond` on the datapaths this controller's nodes need (not the
-whole table: at the NVP workload's full scale it is 226,000 rows of 3.2M flows, and a
-hypervisor needs the few datapaths its VIFs are on). The condition follows the needed
-datapaths (`set_datapaths`, `monitor_cond_change`).
+One `monitor_cond`: the small tables (`Datapath`, `Port_Binding`, `Tunnel`, ...) whole,
+`Universal_Flow` only for the datapaths this controller's nodes need (not the whole table:
+at the NVP workload's full scale it is 226,000 rows of 3.2M flows, and a hypervisor needs
+the few datapaths its VIFs are on). The condition follows the needed datapaths
+(`set_datapaths`, `monitor_cond_change`).
 
-One connection keeps updates in the order the database committed them: when
-`Universal_Global.generation` says G, every row written for G has been seen, so what the
-controller pushed after reading it realizes G.
+One monitor, not one per kind of table: ovsdb-server sends one notification per monitor
+for a transaction, so with two a pass could read the flows of a port's deletion and not
+yet its binding's (measured: 1 port deletion in 9 took two passes to reach its node).
+With one, a pass sees each transaction whole. And updates keep the order the database
+committed them in: when `Universal_Global.generation` says G, every row written for G has
+been seen, so what the controller pushed after reading it realizes G.
+
+Rows are kept in the `monitor` method's format (every column, a one-element set as its
+atom), rebuilt from `update2`'s diffs with the column types the server's schema gives.
 """
 
 from __future__ import annotations
@@ -30,7 +36,11 @@ TABLES: dict[str, list[str]] = {
 }  # fmt: skip
 FLOW_COLUMNS = ["datapath", "source", "flows", "cookie"]
 MONITOR_ID = "loom-physical"
-FLOWS_ID = "loom-physical-flows"
+SCALAR_DEFAULTS: dict[str, Any] = {
+    "integer": 0, "real": 0.0, "boolean": False, "string": "",
+    "uuid": ["uuid", "00000000-0000-0000-0000-000000000000"],
+}  # fmt: skip
+"""An atomic column's value when `update2` leaves it out (RFC 7047's defaults)."""
 
 Change = tuple[str, str, "dict[str, Any] | None"]
 """(table, row uuid, the row's columns after the change, None if deleted)."""
@@ -52,6 +62,59 @@ def _flow_row(columns: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
+def _column_kind(ctype: Any) -> str:
+    """How `update2` gives a column's change: "scalar" (the new value: what ovsdb-server
+    sends for any column of at most one element, optional ones too), "set" (the elements
+    added or removed) or "map" (the pairs added, removed or changed)."""
+    if isinstance(ctype, str):
+        return "scalar"
+    if "value" in ctype:
+        return "map"
+    return "scalar" if ctype.get("max", 1) == 1 else "set"
+
+
+def _default(ctype: Any) -> Any:
+    """A column's value when `update2` leaves it out: empty for a set or map (an optional
+    value too), else the atomic type's default."""
+    if isinstance(ctype, dict) and ("value" in ctype or ctype.get("min", 1) == 0):
+        return ["map" if "value" in ctype else "set", []]
+    if isinstance(ctype, dict) and ctype.get("max", 1) != 1:
+        return ["set", []]
+    base = ctype if isinstance(ctype, str) else ctype["key"]
+    return SCALAR_DEFAULTS[base if isinstance(base, str) else base["type"]]
+
+
+def _atoms(value: Any) -> list[Any]:
+    return value[1] if isinstance(value, list) and value and value[0] == "set" else [value]
+
+
+def _hashable(atom: Any) -> Any:
+    return tuple(atom) if isinstance(atom, list) else atom  # ["uuid", "..."]
+
+
+def _apply_diff(kind: str, old: Any, diff: Any) -> Any:
+    """A column's new value from `update2`'s `modify` diff: a scalar's new value; a set's
+    elements to add or remove; a map's pairs to add, remove (same value) or change."""
+    if kind == "scalar":
+        return diff
+    if kind == "set":
+        have = {_hashable(a): a for a in _atoms(old)}
+        for atom in _atoms(diff):
+            key = _hashable(atom)
+            if have.pop(key, None) is None:
+                have[key] = atom
+        atoms = [have[key] for key in sorted(have)]  # in the server's order
+        return atoms[0] if len(atoms) == 1 else ["set", atoms]
+    pairs = {_hashable(k): [k, v] for k, v in old[1]}
+    for k, v in diff[1]:
+        key = _hashable(k)
+        if key in pairs and pairs[key][1] == v:
+            del pairs[key]
+        else:
+            pairs[key] = [k, v]
+    return ["map", [pairs[key] for key in sorted(pairs)]]
+
+
 def _flows(value: Any) -> set[str]:
     if isinstance(value, list) and value and value[0] == "set":
         return set(value[1])
@@ -68,6 +131,8 @@ class UniversalReplica:
         """Table -> uuid -> columns; "Flow" holds Universal_Flow rows, `flows` as a set."""
         self.datapaths: frozenset[int] = frozenset()
         self.conn: RawConnection | None = None
+        self._types: dict[str, dict[str, Any]] = {}
+        """Table -> column -> its OVSDB type (from the server's schema, at `start`)."""
 
     def start(self, datapaths: Iterable[int]) -> list[Change]:
         """(Re)connect and read; return every difference from what was held."""
@@ -77,18 +142,19 @@ class UniversalReplica:
         if self.wake is not None:
             self.conn.keep_alive(KEEPALIVE_IDLE, self.wake)
         self.datapaths = frozenset(datapaths)
-        requests = {t: {"columns": cols} for t, cols in TABLES.items()}
-        initial = self.conn.call("monitor", [DB, MONITOR_ID, requests])
-        flow_request = {"Universal_Flow": [{"columns": FLOW_COLUMNS,
-                                            "where": _where(self.datapaths)}]}  # fmt: skip
-        initial_flows = self.conn.call("monitor_cond", [DB, FLOWS_ID, flow_request])
+        schema = self.conn.call("get_schema", [DB])["tables"]
+        self._types = {
+            table: {c: schema[table]["columns"][c]["type"] for c in columns}
+            for table, columns in TABLES.items()
+        }
+        requests: dict[str, Any] = {t: [{"columns": cols}] for t, cols in TABLES.items()}
+        requests["Universal_Flow"] = [{"columns": FLOW_COLUMNS, "where": _where(self.datapaths)}]
+        initial = self.conn.call("monitor_cond", [DB, MONITOR_ID, requests])
         old = self.rows
         self.rows = {t: {} for t in old}
         for table, updates in initial.items():
             for uuid, update in updates.items():
-                self.rows[table][uuid] = update["new"]
-        for uuid, update in initial_flows.get("Universal_Flow", {}).items():
-            self.rows["Flow"][uuid] = _flow_row(update["initial"])
+                self._update2(table, uuid, update)
         changes: list[Change] = []
         for table in self.rows:
             for uuid in old[table].keys() - self.rows[table].keys():
@@ -106,7 +172,7 @@ class UniversalReplica:
             return
         assert self.conn is not None, "start() first"
         change = {"Universal_Flow": [{"where": _where(wanted)}]}
-        self.conn.call("monitor_cond_change", [FLOWS_ID, FLOWS_ID, change])
+        self.conn.call("monitor_cond_change", [MONITOR_ID, MONITOR_ID, change])
         self.datapaths = wanted
 
     def poll(self) -> list[Change]:
@@ -114,22 +180,36 @@ class UniversalReplica:
         assert self.conn is not None, "start() first"
         changes: list[Change] = []
         for message in self.conn.poll():
-            method = message.get("method")
-            if method == "update":
-                for table, updates in message["params"][1].items():
-                    for uuid, update in updates.items():
-                        new = update.get("new")
-                        if new is None:
-                            self.rows[table].pop(uuid, None)
-                        else:
-                            self.rows[table][uuid] = new
-                        changes.append((table, uuid, new))
-            elif method == "update2":
-                for uuid, update in message["params"][1].get("Universal_Flow", {}).items():
-                    changes.append(("Flow", uuid, self._update2(uuid, update)))
+            if message.get("method") != "update2":
+                continue
+            for table, updates in message["params"][1].items():
+                for uuid, update in updates.items():
+                    row = self._update2(table, uuid, update)
+                    changes.append(("Flow" if table == "Universal_Flow" else table, uuid, row))
         return changes
 
-    def _update2(self, uuid: str, update: dict[str, Any]) -> dict[str, Any] | None:
+    def _update2(self, table: str, uuid: str, update: dict[str, Any]) -> dict[str, Any] | None:
+        """Apply one row's `update2` (`initial`, `insert`, `modify` or `delete`); return the
+        row now (None: deleted)."""
+        if table == "Universal_Flow":
+            return self._flow_update2(uuid, update)
+        rows = self.rows[table]
+        if "delete" in update:
+            rows.pop(uuid, None)
+            return None
+        types = self._types[table]
+        if "modify" not in update:  # initial or insert: the columns not at their default
+            columns = update.get("insert") or update.get("initial") or {}
+            row = {c: columns[c] if c in columns else _default(t) for c, t in types.items()}
+        else:
+            row = dict(rows.get(uuid) or {c: _default(t) for c, t in types.items()})
+            for column, diff in update["modify"].items():
+                row[column] = _apply_diff(_column_kind(types[column]), row[column], diff)
+        rows[uuid] = row
+        return row
+
+    def _flow_update2(self, uuid: str, update: dict[str, Any]) -> dict[str, Any] | None:
+        """`_update2` for a `Universal_Flow` row, kept with `flows` as a Python set."""
         rows = self.rows["Flow"]
         if "delete" in update:
             rows.pop(uuid, None)
