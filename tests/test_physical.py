@@ -227,6 +227,32 @@ def test_port_moves_to_another_hypervisor(two_hvs: Loom) -> None:
              WAIT, "b's flows gone from hv2")  # fmt: skip
 
 
+def test_a_new_ports_zones_come_with_its_flows(two_hvs: Loom) -> None:
+    """A stateful port created on a switch its node already has: the conntrack zone its
+    flows name is given in the engine transaction that brings them (no second round for
+    it), and the flows that use it are on the node."""
+    loom = two_hvs
+    hv1 = loom.node("hv1")
+    sw = loom.switch("sw")
+    profile = loom.api.create("/api/v1/security-profiles", {
+        "name": "web", "tenant": "t1", "stateful": True,
+        "rules": [{"direction": "ingress", "ethertype": "IPv4"}]})["id"]  # fmt: skip
+    a = loom.port(sw, "a", mac(1), "10.0.0.1", security_profile_ids=[profile])
+    hv1.add_vif("a", "vif-a", mac(1))  # hv1 needs the switch from now on
+    loom.realized("hv1")
+    state = loom.physical.nodes["hv1"]
+    assert a in state.zones
+    rounds = loom.physical.zone_rounds
+    hv1.add_vif("b", "vif-b", mac(2))  # a VM waiting for its port
+    b = loom.port(sw, "b", mac(2), "10.0.0.2", security_profile_ids=[profile])
+    loom.realized("hv1")
+    assert b in state.zones
+    assert loom.physical.zone_rounds == rounds, "b's zone took a round of its own"
+    zone = state.zones[b]
+    flows = hv1.ofctl("dump-flows", "--no-stats")
+    assert f"set_field:{zone:#x}->reg13" in flows, "no flow loads b's zone for ct()"
+
+
 def test_control_cluster_restart_changes_no_flow(two_hvs: Loom) -> None:
     """The whole control cluster (logical and physical controller) stops and new ones
     start on the same databases: the nodes forward meanwhile (fail mode secure keeps their

@@ -9,7 +9,9 @@ One thread runs the loop. Each pass:
 3. turns what changed into one engine transaction of the physical rules (`Node`, `Iface`,
    `TunnelPort`, `Zone`, `Datapath`, `Binding`, `UFlow`) and folds its output into each
    node's `FlowTable`; a new set of needed datapaths changes the flow monitor's condition,
-   new `NeedZone` rows get zones, and the pass computes again until nothing is left;
+   new `NeedZone` rows get zones, and the pass computes again until nothing is left (a new
+   universal flow's zones are given beforehand, in its own transaction, on the nodes that
+   have its datapath: `_speculate_zones`);
 4. for the nodes it masters: writes `br-int` and the tunnel ports the universal `Tunnel`
    rows ask for, pushes the flow changes in one bundle per node (a node that (re)connected
    or was just taken over gets `replace-flows`: only the difference is applied, nothing is
@@ -32,6 +34,7 @@ import concurrent.futures
 import contextlib
 import logging
 import os
+import re
 import select
 import threading
 import time
@@ -56,6 +59,8 @@ POLL_MS = 1000
 MAX_ROUNDS = 8
 """Engine rounds per pass (zones and new datapaths feed back into the rules)."""
 ZONES = (1, 65535)
+ZONE_IDENT = re.compile(r"\$\{zone:([^}]*)\}")
+"""A conntrack zone's identifier in a universal flow's actions (rules/physical)."""
 HANDOFF = 0.05
 """Seconds the loop waits at most, after a pass's first pushes, for `wait_pass` callers to
 look (`_let_waiters_look`)."""
@@ -89,6 +94,8 @@ class NodeState:
     """Zones chosen here and not recorded on the node yet (done before the next push)."""
     released_zones: set[str] = field(default_factory=set)
     """Owners whose zones are no longer needed and still recorded on the node."""
+    speculative_zones: set[str] = field(default_factory=set)
+    """Owners given a zone before the engine asked (`_speculate_zones`), not yet asked."""
     located: set[str] = field(default_factory=set)
     realized: int = 0
     message: str = ""
@@ -186,6 +193,10 @@ class PhysicalController:
         self._fed_live: set[tuple[Any, ...]] = set()
         self._fed_neighbours: set[tuple[Any, ...]] = set()
         self._zone_changes: list[tuple[int, tuple[str, str, int]]] = []
+        self.zone_rounds = 0
+        """Engine rounds run again for zones the rules asked for (not given beforehand)."""
+        self._node_dps: dict[int, set[str]] = {}
+        """Datapath -> the nodes that need it (the engine's `NodeDatapath`)."""
         """Zone rows allocated (+1) or released (-1) since the last computation."""
         self._dirty_universal: dict[str, set[str]] = {}
         """Universal table -> the uuids of its rows changed since they were fed."""
@@ -379,7 +390,7 @@ class PhysicalController:
         self._fed_nodes, self._fed_global, self._fed_binding, self._fed_flows = {}, {}, {}, {}
         self._fed_marking = {}
         self._fed_live, self._fed_neighbours, self._zone_changes = set(), set(), []
-        self._needed = set()
+        self._needed, self._node_dps = set(), {}
         self._bindings, self._binding_port, self._dirty_universal = {}, {}, {}
         self._with_qos = set()
         self._mark_universal(self.universal.start(()))
@@ -425,6 +436,8 @@ class PhysicalController:
         for rounds in range(1, MAX_ROUNDS + 1):  # noqa: B007 - counted for the pass record
             if not self._compute() or not self._feeds_back():
                 break
+            if any(w > 0 for w, _ in self._zone_changes):
+                self.zone_rounds += 1
         else:  # still changing: push nothing half-computed (a full sync would delete flows)
             self._wake()
             return None
@@ -605,6 +618,8 @@ class PhysicalController:
                 feed(relation, old, set())
             self._fed_nodes.pop(system_id, None)
             self._disconnected.discard(system_id)
+        if self._dirty_universal.get("Flow"):
+            self._speculate_zones(self._dirty_universal["Flow"], computed)
         changed = self._feed_zones(txn) or changed
         for system_id, state in self.nodes.items():
             fed = self._fed_nodes.get(system_id, {})
@@ -643,7 +658,35 @@ class PhysicalController:
         delta = txn.commit()
         self.transactions += 1
         self._fold(delta)
+        self._release_unasked_zones()
         return True
+
+    def _speculate_zones(self, flow_uuids: set[str], computed: set[str]) -> None:
+        """Give the zones the new universal flows name (`${zone:X}`) on the nodes that
+        already have their datapath, before the engine asks (`NeedZone`): so they go in the
+        same transaction as the flows, and a new port's flows need no second round for its
+        zones (a round of every port creation, 1-2.5 ms of the engine on the benchmark)."""
+        for uuid in flow_uuids:
+            row = self.universal.rows["Flow"].get(uuid)
+            nodes = self._node_dps.get(row["datapath"]) if row is not None else None
+            if not nodes:
+                continue
+            owners = {o for text in row["flows"] if "${zone:" in text
+                      for o in ZONE_IDENT.findall(text)}  # fmt: skip
+            for node in nodes & computed:
+                state = self.nodes.get(node)
+                for owner in owners:
+                    if state is not None and owner not in state.zones:
+                        self._zone_needed(node, state, owner)
+                        state.speculative_zones.add(owner)
+
+    def _release_unasked_zones(self) -> None:
+        """Release the zones given beforehand that the engine did not ask for (the flows
+        that named them are not on that node after all)."""
+        for node, state in self.nodes.items():
+            for owner in state.speculative_zones:
+                self._zone_released(node, state, owner)
+            state.speculative_zones = set()
 
     def _feeds_back(self) -> bool:
         """Whether the last computation's output asks for another round before a push:
@@ -740,18 +783,31 @@ class PhysicalController:
                     state.located.add(port)
                 else:
                     state.located.discard(port)
+        for weight, (node, dp) in delta.get("NodeDatapath", []):
+            if weight > 0:
+                self._node_dps.setdefault(dp, set()).add(node)
+            elif (nodes := self._node_dps.get(dp)) is not None:
+                nodes.discard(node)
+                if not nodes:
+                    del self._node_dps[dp]
         for weight, (node, owner) in delta.get("NeedZone", []):
             state = self.nodes.get(node)
             if state is None:
                 continue
             if weight > 0:
+                state.speculative_zones.discard(owner)
                 self._zone_needed(node, state, owner)
-            elif owner in state.zones:
-                zone = state.zones.pop(owner)
-                state.free_zones.append(zone)
-                state.unsaved_zones.pop(owner, None)
-                state.released_zones.add(owner)
-                self._zone_changes.append((-1, (node, owner, zone)))
+            else:
+                self._zone_released(node, state, owner)
+
+    def _zone_released(self, node: str, state: NodeState, owner: str) -> None:
+        """`owner` needs no zone on `node` any more."""
+        if owner in state.zones:
+            zone = state.zones.pop(owner)
+            state.free_zones.append(zone)
+            state.unsaved_zones.pop(owner, None)
+            state.released_zones.add(owner)
+            self._zone_changes.append((-1, (node, owner, zone)))
 
     def _zone_needed(self, node: str, state: NodeState, owner: str) -> None:
         """Give `owner` a zone on `node`: the one the node records if any (a previous master
