@@ -673,12 +673,21 @@ class PhysicalController:
                 continue
             owners = {o for text in row["flows"] if "${zone:" in text
                       for o in ZONE_IDENT.findall(text)}  # fmt: skip
-            for node in nodes & computed:
-                state = self.nodes.get(node)
-                for owner in owners:
-                    if state is not None and owner not in state.zones:
+            for owner in owners:
+                for node in self._zone_nodes(owner, nodes & computed):
+                    state = self.nodes[node]
+                    if owner not in state.zones:
                         self._zone_needed(node, state, owner)
                         state.speculative_zones.add(owner)
+
+    def _zone_nodes(self, owner: str, nodes: set[str]) -> set[str]:
+        """Which of `nodes` (those with the datapath) the rules give `owner` a zone on: a
+        VIF port's where its VIF is, anything else's (a router's) on all (`NeedZone`)."""
+        binding = self._bindings.get(owner)
+        if binding is None or binding["type"] != "vif":
+            return {n for n in nodes if n in self.nodes}
+        vif = inputs.opt(binding["vif_id"])
+        return {n for n in nodes if n in self.nodes and vif in self.nodes[n].session.vifs()}
 
     def _release_unasked_zones(self) -> None:
         """Release the zones given beforehand that the engine did not ask for (the flows
