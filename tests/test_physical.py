@@ -276,7 +276,7 @@ def test_control_cluster_restart_changes_no_flow(two_hvs: Loom) -> None:
 
     assert loom.physical.wait_pass(lambda c: zoned(early), WAIT), "c got no zone"
     a = loom.port(sw, "a", mac(1), "10.0.0.1", security_profile_ids=[profile])
-    b = loom.port(sw, "b", mac(2), "10.0.0.2", security_profile_ids=[profile])
+    loom.port(sw, "b", mac(2), "10.0.0.2", security_profile_ids=[profile])  # its VIF: hv2
     hv1.add_vif("a", "vif-a", mac(1))  # before c leaves: hv1 keeps the switch (and zones)
     assert loom.physical.wait_pass(lambda c: zoned(early, a), WAIT), "a got no zone"
     assert loom.api.delete(f"/api/v1/logical-switches/{sw}/ports/{early}").status_code == 204

@@ -90,14 +90,18 @@ def test_rows_from_update2_diffs_equal_a_select(universal_db: OvsdbServer) -> No
 def test_a_transaction_of_flows_and_a_binding_is_polled_whole(universal_db: OvsdbServer) -> None:
     """A binding and its datapath's flows written together are seen together, however
     eagerly the replica polls: one monitor, so never the flows in one poll and the binding
-    in the next (with a monitor for each, 500 transactions showed the split in 2 runs of 5, 100 in 1 of 3)."""
+    in the next (with a monitor for each, 500 transactions showed the split in 2 runs of
+    5, 100 in 1 of 3)."""
     conn = RawConnection(universal_db.unix_remote, db=DB)
     replica = UniversalReplica(universal_db.unix_remote)
     try:
         replica.start([9])
         for i in range(500):
-            flow = {"op": "insert", "table": "Universal_Flow",
-                    "row": {"datapath": 9, "source": f"p{i}", "flows": f"f{i}", "cookie": i}}
+            flow = {
+                "op": "insert",
+                "table": "Universal_Flow",
+                "row": {"datapath": 9, "source": f"p{i}", "flows": f"f{i}", "cookie": i},
+            }
             sent = conn.send_transact(DB, [flow, _binding(f"p{i}", 9)])  # fmt: skip
             deadline = time.monotonic() + WAIT
             while not (seen := replica.poll()) and time.monotonic() < deadline:

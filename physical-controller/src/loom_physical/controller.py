@@ -669,7 +669,7 @@ class PhysicalController:
         for uuid in flow_uuids:
             row = self.universal.rows["Flow"].get(uuid)
             nodes = self._node_dps.get(row["datapath"]) if row is not None else None
-            if not nodes:
+            if row is None or not nodes:
                 continue
             owners = {o for text in row["flows"] if "${zone:" in text
                       for o in ZONE_IDENT.findall(text)}  # fmt: skip

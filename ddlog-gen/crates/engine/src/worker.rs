@@ -76,7 +76,10 @@ impl Workers {
             if index == 0 {
                 built.unit.insert(Vec::new());
                 if profiler.is_some() {
-                    eprintln!("loom-engine profile: {} operators", worker.peek_identifier());
+                    eprintln!(
+                        "loom-engine profile: {} operators",
+                        worker.peek_identifier()
+                    );
                 }
             }
             let mut inputs: HashMap<RelId, _> = std::mem::take(&mut built.inputs);
