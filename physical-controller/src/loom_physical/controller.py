@@ -10,8 +10,8 @@ One thread runs the loop. Each pass:
    `TunnelPort`, `Zone`, `Datapath`, `Binding`, `UFlow`) and folds its output into each
    node's `FlowTable`; a new set of needed datapaths changes the flow monitor's condition,
    new `NeedZone` rows get zones, and the pass computes again until nothing is left (a new
-   universal flow's zones are given beforehand, in its own transaction, on the nodes that
-   have its datapath: `_speculate_zones`);
+   universal flow's zones are given beforehand, in its own transaction, where the rules
+   will ask for them: `_speculate_zones`);
 4. for the nodes it masters: writes `br-int` and the tunnel ports the universal `Tunnel`
    rows ask for, pushes the flow changes in one bundle per node (a node that (re)connected
    or was just taken over gets `replace-flows`: only the difference is applied, nothing is
@@ -193,11 +193,11 @@ class PhysicalController:
         self._fed_live: set[tuple[Any, ...]] = set()
         self._fed_neighbours: set[tuple[Any, ...]] = set()
         self._zone_changes: list[tuple[int, tuple[str, str, int]]] = []
+        """Zone rows allocated (+1) or released (-1) since the last computation."""
         self.zone_rounds = 0
         """Engine rounds run again for zones the rules asked for (not given beforehand)."""
         self._node_dps: dict[int, set[str]] = {}
         """Datapath -> the nodes that need it (the engine's `NodeDatapath`)."""
-        """Zone rows allocated (+1) or released (-1) since the last computation."""
         self._dirty_universal: dict[str, set[str]] = {}
         """Universal table -> the uuids of its rows changed since they were fed."""
         self._fed_binding: dict[str, tuple[Any, ...]] = {}
@@ -662,9 +662,9 @@ class PhysicalController:
         return True
 
     def _speculate_zones(self, flow_uuids: set[str], computed: set[str]) -> None:
-        """Give the zones the new universal flows name (`${zone:X}`) on the nodes that
-        already have their datapath, before the engine asks (`NeedZone`): so they go in the
-        same transaction as the flows, and a new port's flows need no second round for its
+        """Give the zones the new universal flows name (`${zone:X}`) where the rules will
+        ask for them (`_zone_nodes`), before they ask (`NeedZone`): so they go in the same
+        transaction as the flows, and a new port's flows need no second round for its
         zones (a round of every port creation, 1-2.5 ms of the engine on the benchmark)."""
         for uuid in flow_uuids:
             row = self.universal.rows["Flow"].get(uuid)
