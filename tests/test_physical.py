@@ -230,7 +230,7 @@ def test_port_moves_to_another_hypervisor(two_hvs: Loom) -> None:
 def test_a_new_ports_zones_come_with_its_flows(two_hvs: Loom) -> None:
     """A stateful port created on a switch its node already has: the conntrack zone its
     flows name is given in the engine transaction that brings them (no second round for
-    it), and the flows that use it are on the node."""
+    it), and the flows that use it are on the node; deleted, its zone's record goes."""
     loom = two_hvs
     hv1 = loom.node("hv1")
     sw = loom.switch("sw")
@@ -251,6 +251,16 @@ def test_a_new_ports_zones_come_with_its_flows(two_hvs: Loom) -> None:
     zone = state.zones[b]
     flows = hv1.ofctl("dump-flows", "--no-stats")
     assert f"set_field:{zone:#x}->reg13" in flows, "no flow loads b's zone for ct()"
+
+    # Deleted: its flows leave the node, then its zone's record (released after them).
+    def recorded() -> str:
+        return hv1.vsctl("get", "Bridge", "br-int", "external_ids")
+
+    assert f"loom-zone-{b}" in recorded()
+    assert loom.api.delete(f"/api/v1/logical-switches/{sw}/ports/{b}").status_code == 204
+    wait_for(lambda: f"loom-zone-{b}" not in recorded(), WAIT, "b's zone record released")
+    assert f"set_field:{zone:#x}->reg13" not in hv1.ofctl("dump-flows", "--no-stats")
+    assert f"loom-zone-{a}" in recorded()
 
 
 def test_control_cluster_restart_changes_no_flow(two_hvs: Loom) -> None:

@@ -961,18 +961,27 @@ class PhysicalController:
         """Record new zones, push the flows, write the VIFs' QoS; True if flows were sent.
 
         New zones are recorded on the node's OVSDB before any flow using them goes to its
-        vswitchd (a successor reads them back); the record's confirmation (a round trip of
-        5-10 ms: ovsdb-server rewrites br-int's external_ids, thousands of keys) is awaited
-        at the node's next push, in the same pass's second push phase at the latest, and
-        the node counts nothing as realized until then."""
+        vswitchd (a successor reads them back), released ones after the flows that used
+        them are gone (a successor must not hand them out before); the record's
+        confirmation (a round trip of 5-10 ms: ovsdb-server rewrites br-int's
+        external_ids, thousands of keys) is awaited at the node's next push, in the same
+        pass's second push phase at the latest, and the node counts nothing as realized
+        until then."""
         self._confirm_zones(state)
-        if state.unsaved_zones or state.released_zones:
-            state.unconfirmed = state.session.save_zones(state.unsaved_zones, state.released_zones)
-            state.unsaved_zones, state.released_zones = {}, set()
+        if state.unsaved_zones:
+            self._record_zones(state)
         sent = self._push_flows(state, remote)
+        if state.released_zones and state.unconfirmed is None:
+            self._record_zones(state)
         if state.qos_dirty:
             self._write_qos(state)
         return sent
+
+    @staticmethod
+    def _record_zones(state: NodeState) -> None:
+        """Send the node the zones given and released since its last record."""
+        state.unconfirmed = state.session.save_zones(state.unsaved_zones, state.released_zones)
+        state.unsaved_zones, state.released_zones = {}, set()
 
     @staticmethod
     def _confirm_zones(state: NodeState) -> None:
