@@ -239,14 +239,21 @@ def test_a_new_ports_zones_come_with_its_flows(two_hvs: Loom) -> None:
         "rules": [{"direction": "ingress", "ethertype": "IPv4"}]})["id"]  # fmt: skip
     a = loom.port(sw, "a", mac(1), "10.0.0.1", security_profile_ids=[profile])
     hv1.add_vif("a", "vif-a", mac(1))  # hv1 needs the switch from now on
+
+    def zoned(port: str) -> bool:
+        state = loom.physical.nodes.get("hv1")
+        return state is not None and port in state.located and port in state.zones
+
+    # (the plug is not a configuration change: `realized` alone does not wait for it)
+    assert loom.physical.wait_pass(lambda c: zoned(a), WAIT), "a got no zone"
     loom.realized("hv1")
     state = loom.physical.nodes["hv1"]
-    assert a in state.zones
     rounds = loom.physical.zone_rounds
-    hv1.add_vif("b", "vif-b", mac(2))  # a VM waiting for its port
+    hv1.add_vif("b", "vif-b", mac(2))  # a VM waiting for its port, seen by the controller
+    assert loom.physical.wait_pass(lambda c: "vif-b" in c.nodes["hv1"].session.vifs(), WAIT)
     b = loom.port(sw, "b", mac(2), "10.0.0.2", security_profile_ids=[profile])
     loom.realized("hv1")
-    assert b in state.zones
+    assert loom.physical.wait_pass(lambda c: zoned(b), WAIT), "b got no zone"
     assert loom.physical.zone_rounds == rounds, "b's zone took a round of its own"
     zone = state.zones[b]
     flows = hv1.ofctl("dump-flows", "--no-stats")
