@@ -197,14 +197,14 @@ class PhysicalController:
         self.zone_rounds = 0
         """Engine rounds run again for zones the rules asked for (not given beforehand)."""
         self._node_dps: dict[int, set[str]] = {}
-        """Datapath -> the nodes that need it (the engine's `NodeDatapath`)."""
+        """Datapath -> the nodes that need it (the engine's `NodeDatapath`): its keys are the
+        datapaths whose universal flows are read."""
         self._dirty_universal: dict[str, set[str]] = {}
         """Universal table -> the uuids of its rows changed since they were fed."""
         self._fed_binding: dict[str, tuple[Any, ...]] = {}
         """Port_Binding row uuid -> the Binding row fed for it."""
         self._fed_marking: dict[str, tuple[Any, ...]] = {}
         """Port_Binding uuid -> its `Marking` row (ports whose QoS marks DSCP)."""
-        self._needed: set[int] = set()
         self._report_due = True
         """Something `_report` writes may have changed since it last ran."""
         self._recheck: set[str] = set()
@@ -390,7 +390,7 @@ class PhysicalController:
         self._fed_nodes, self._fed_global, self._fed_binding, self._fed_flows = {}, {}, {}, {}
         self._fed_marking = {}
         self._fed_live, self._fed_neighbours, self._zone_changes = set(), set(), []
-        self._needed, self._node_dps = set(), {}
+        self._node_dps = {}
         self._bindings, self._binding_port, self._dirty_universal = {}, {}, {}
         self._with_qos = set()
         self._mark_universal(self.universal.start(()))
@@ -436,7 +436,7 @@ class PhysicalController:
         for rounds in range(1, MAX_ROUNDS + 1):  # noqa: B007 - counted for the pass record
             if not self._compute() or not self._feeds_back():
                 break
-            if any(w > 0 for w, _ in self._zone_changes):
+            if self._zones_to_feed():
                 self.zone_rounds += 1
         else:  # still changing: push nothing half-computed (a full sync would delete flows)
             self._wake()
@@ -703,7 +703,11 @@ class PhysicalController:
         released wait for the next transaction: no flow uses them any more, so feeding
         their retraction changes no output, and it costs no commit of its own there (it
         was a round of every port deletion, ~1 ms of the engine)."""
-        return bool(self._dirty_universal) or any(w > 0 for w, _ in self._zone_changes)
+        return bool(self._dirty_universal) or self._zones_to_feed()
+
+    def _zones_to_feed(self) -> bool:
+        """Zones were given that the engine has not been fed yet."""
+        return any(w > 0 for w, _ in self._zone_changes)
 
     def _feed_zones(self, txn: Any) -> bool:
         """Feed the zones allocated and released since the last computation."""
@@ -768,16 +772,16 @@ class PhysicalController:
                 state.table.add(flow)
             else:
                 state.table.remove(flow)
-        needed_changed = False
-        for weight, (dp,) in delta.get("NeededDatapath", []):
-            needed_changed = True
+        for weight, (node, dp) in delta.get("NodeDatapath", []):
             if weight > 0:
-                self._needed.add(dp)
-            else:
-                self._needed.discard(dp)
+                self._node_dps.setdefault(dp, set()).add(node)
+            elif (nodes := self._node_dps.get(dp)) is not None:
+                nodes.discard(node)
+                if not nodes:
+                    del self._node_dps[dp]
         self._fold_nodes(delta)
-        if needed_changed:
-            self.universal.set_datapaths(self._needed)
+        if self._node_dps.keys() != self.universal.datapaths:  # the flows read follow
+            self.universal.set_datapaths(self._node_dps)
             self._mark_universal(self.universal.poll())
 
     def _fold_nodes(self, delta: dict[str, list[tuple[int, tuple[Any, ...]]]]) -> None:
@@ -792,13 +796,6 @@ class PhysicalController:
                     state.located.add(port)
                 else:
                     state.located.discard(port)
-        for weight, (node, dp) in delta.get("NodeDatapath", []):
-            if weight > 0:
-                self._node_dps.setdefault(dp, set()).add(node)
-            elif (nodes := self._node_dps.get(dp)) is not None:
-                nodes.discard(node)
-                if not nodes:
-                    del self._node_dps[dp]
         for weight, (node, owner) in delta.get("NeedZone", []):
             state = self.nodes.get(node)
             if state is None:

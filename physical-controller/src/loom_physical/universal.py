@@ -76,12 +76,13 @@ def _column_kind(ctype: Any) -> str:
 def _default(ctype: Any) -> Any:
     """A column's value when `update2` leaves it out: empty for a set or map (an optional
     value too), else the atomic type's default."""
-    if isinstance(ctype, dict) and ("value" in ctype or ctype.get("min", 1) == 0):
-        return ["map" if "value" in ctype else "set", []]
-    if isinstance(ctype, dict) and ctype.get("max", 1) != 1:
-        return ["set", []]
-    base = ctype if isinstance(ctype, str) else ctype["key"]
-    return SCALAR_DEFAULTS[base if isinstance(base, str) else base["type"]]
+    if isinstance(ctype, dict):
+        if "value" in ctype:
+            return ["map", []]
+        if ctype.get("min", 1) == 0 or ctype.get("max", 1) != 1:
+            return ["set", []]
+        ctype = ctype["key"]
+    return SCALAR_DEFAULTS[ctype if isinstance(ctype, str) else ctype["type"]]
 
 
 def _atoms(value: Any) -> list[Any]:
