@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from loom_common.ovsdb import TransactError
 from loom_common.testing import wait_for
-from loom_ovs.manager import Manager, NodeSession, TunnelSpec, omap
+from loom_ovs.manager import Fenced, Manager, NodeSession, TunnelSpec, omap
 from loom_ovs.sandbox import Sandbox
 
 pytestmark = pytest.mark.ovs
@@ -66,3 +67,42 @@ def test_nodes_dial_in_and_get_configured(tmp_path: Path) -> None:
             session.close()
     finally:
         manager.close()
+
+
+def test_a_newer_master_fences_the_old_ones_ovsdb_writes(tmp_path: Path) -> None:
+    """Two controllers' sessions to one node: once the newer master has claimed it, every
+    write of the older one fails whole (tunnel ports, zone records), and so does its claim;
+    the newer one's writes go through."""
+    old, new = (Manager("ptcp:0:127.0.0.1", lambda: None).start() for _ in range(2))
+    try:
+        with Sandbox(tmp_path) as sandbox:
+            node = sandbox.add_node("hv1", [old.target, new.target])
+            a, b = _session(old), _session(new)
+            a.claim(5)
+            fence = node.vsctl("get", "Open_vSwitch", ".", "external_ids:loom-fence")
+            assert fence.strip() == '"5"'
+            assert a.configure([])  # br-int
+            wait_for(lambda: b.poll() is not None and b.bridge() is not None, 10, "br-int")
+            wait_for(lambda: a.poll() is not None and a.bridge() is not None, 10, "br-int")
+            b.claim(7)
+            wait_for(lambda: a.poll() is not None and a.external_ids.get("loom-fence") == "7",
+                     10, "the new token seen by the old master")  # fmt: skip
+            spec = TunnelSpec("hv2", "geneve", "172.31.0.9")
+            with pytest.raises(TransactError):
+                a.configure([spec])
+            with pytest.raises(TransactError):
+                a.save_zones({"lp1": 3}, [])()
+            with pytest.raises(Fenced):
+                a.claim(5)
+            with pytest.raises(Fenced):
+                b.claim(6)  # an even older assignment
+            b.claim(7)  # its own again: nothing to write
+            assert node.vsctl("list-ports", "br-int").strip() == ""
+            assert "loom-zone" not in node.vsctl("get", "Bridge", "br-int", "external_ids")
+            assert b.configure([spec])
+            assert spec.port_name in node.vsctl("list-ports", "br-int")
+            b.save_zones({"lp1": 3}, [])()
+            assert "loom-zone-lp1" in node.vsctl("get", "Bridge", "br-int", "external_ids")
+    finally:
+        old.close()
+        new.close()

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from loom_common.testing import wait_for
 from loom_ovs.channel import Deposed
 from loom_ovs.openflow import (
     MARK,
@@ -17,6 +18,7 @@ from loom_ovs.openflow import (
     Switch,
     bundle_lines,
     cookie,
+    parse_diff,
 )
 from loom_ovs.sandbox import Sandbox
 
@@ -60,17 +62,60 @@ def test_push_and_replace_on_a_real_switch(tmp_path: Path) -> None:
         switch = Switch(node.openflow)
         switch.ensure_tlv_map()
         switch.ensure_tlv_map()  # idempotent
-        keep = Flow(0, 100, "in_port=1", "resubmit(,8)", cookie(1))
+        keep = Flow(0, 100, "in_port=1,reg0=5", "resubmit(,8)", cookie(1))
         gone = Flow(8, 10, "metadata=0x1", "drop", cookie(2))
-        switch.apply([("add", keep), ("add", gone)])
-        assert len(switch.dump()) == 2
+        changed = Flow(8, 30, "ip,metadata=0x2,nw_src=10.0.0.0/8", "drop", cookie(4))
+        moved = Flow(8, 40, "metadata=0x3", "drop", cookie(6))
+        switch.apply([("add", keep), ("add", gone), ("add", changed), ("add", moved)])
+        assert len(switch.dump()) == 4
+        ages = node.flow_ages()
+        # (spelled differently from what the switch prints: the same flow, no difference)
+        same = Flow(0, 100, "reg0=0x5,in_port=1", "resubmit(,8)", cookie(1))
         new = Flow(8, 20, "metadata=0x1,tun_metadata0=0xffff/0xffff", "drop", cookie(3))
-        switch.replace([keep, new])
+        now = Flow(8, 30, "metadata=0x2,ip,nw_src=10.0.0.0/8", "resubmit(,9)", cookie(4))
+        recookied = Flow(8, 40, "metadata=0x3", "drop", cookie(7))
+        wanted = [same, new, now, recookied]
+        wait_for(lambda: min(node.flow_ages().values()) > min(ages.values()), 10, "time")
+        mods = switch.replace(wanted)
+        assert sorted((op, flow.table, flow.priority) for op, flow in mods) == [
+            ("add", 8, 20), ("add", 8, 40), ("delete", 8, 10), ("modify", 8, 30)]  # fmt: skip
+        assert switch.fallbacks == 0  # (the difference went on the channel)
         dumped = switch.dump()
-        assert len(dumped) == 2
+        assert len(dumped) == 4
         assert any("tun_metadata0=0xffff" in line for line in dumped)
         assert not any("priority=10," in line for line in dumped)
+        assert "resubmit(,9)" in next(line for line in dumped if "priority=30" in line)
+        assert f"cookie={cookie(7):#x}" in next(line for line in dumped if "priority=40" in line)
+        # kept, and modified in place: neither is younger than before
+        after = {flow.split(" actions=")[0]: age for flow, age in node.flow_ages().items()}
+        before = {flow.split(" actions=")[0]: age for flow, age in ages.items()}
+        for priority in ("priority=100", "priority=30"):
+            flow = next(f for f in after if priority in f)
+            assert after[flow] >= before[flow], flow
+        assert switch.replace(wanted) == []
         switch.close()
+
+
+def test_a_diff_is_read_as_changes() -> None:
+    """`ovs-ofctl diff-flows` output (as OVS 3.1 prints it) -> the changes to make."""
+    diff = """-priority=110,tun_metadata0=0xffff/0xffff,in_port=7 cookie=0x4c4d actions=resubmit(,6)
+-table=10 priority=0,metadata=0x8 cookie=0x12344c4d actions=resubmit(,11)
++table=10 priority=0,metadata=0x8 cookie=0x12344c4d actions=ct_clear,resubmit(,11)
+-table=10 priority=0,metadata=0x9 cookie=0x12344c4d actions=resubmit(,11)
++table=10 priority=0,metadata=0x9 cookie=0x12354c4d actions=resubmit(,11)
++table=77 priority=5,reg0=0x5 cookie=0x4c4d actions=drop
++table=3 reg1=0x1 actions=drop
+"""
+    assert parse_diff(diff) == [
+        ("modify", Flow(10, 0, "metadata=0x8", "ct_clear,resubmit(,11)", 0x12344C4D)),
+        ("add", Flow(10, 0, "metadata=0x9", "resubmit(,11)", 0x12354C4D)),
+        ("add", Flow(77, 5, "reg0=0x5", "drop", MARK)),
+        ("add", Flow(3, 32768, "reg1=0x1", "drop", 0)),
+        ("delete", Flow(0, 110, "tun_metadata0=0xffff/0xffff,in_port=7", "resubmit(,6)", MARK)),
+    ]
+    assert parse_diff("") == []
+    with pytest.raises(OpenFlowError):
+        parse_diff("+ovs-ofctl: something else\n")
 
 
 def _parse(line: str) -> Flow:
@@ -188,6 +233,9 @@ def test_a_newer_master_fences_the_old_one(tmp_path: Path) -> None:
                 old.channel.claim(5)
             assert sorted(line.split(" actions")[0].split(",")[-1] for line in new.dump()) == [
                 "in_port=1", "in_port=2"]  # fmt: skip
+            # nor may it reconcile the table (a replace-flows connection was never demoted)
+            with pytest.raises(OpenFlowError, match="bad request"):
+                old.replace([Flow(0, 1, "in_port=1", "drop", cookie(1))])
             # the new master reconnects (its claim is renewed on the new connection)
             new.channel.close()
             new.apply([("add", Flow(0, 4, "in_port=4", "drop", cookie(4)))])

@@ -17,6 +17,14 @@ What it writes (`NodeSession.configure`), in one transaction and only what diffe
 `br-int` (fail mode secure, OpenFlow 1.3 and 1.5, no in-band), one tunnel port per remote
 node and encapsulation (`key=flow`; BFD where the tunnel leads to a service or gateway node),
 and the removal of tunnel ports no longer wanted.
+
+Fencing (`NodeSession.claim`): with several physical controllers, the node's master first
+records its fencing token (the ZooKeeper assignment's zxid, the one it claims the OpenFlow
+master role with) in `Open_vSwitch` `external_ids:loom-fence`, by compare-and-set, never over
+a newer one; every write after that starts with a `wait` that fails the whole transaction
+once the node holds another token. A deposed master whose ZooKeeper session has not yet
+told it so can then change nothing of the node's OVSDB (tunnel ports, conntrack zone
+records, QoS), as the switch already refuses its OpenFlow.
 """
 
 from __future__ import annotations
@@ -30,7 +38,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from loom_common.ovsdb import Change, RawConnection, Replica
+from loom_common.errors import LoomError
+from loom_common.ovsdb import Change, RawConnection, Replica, TransactError
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +57,14 @@ NODE_TABLES: dict[str, list[str]] = {
 }  # fmt: skip
 PROTOCOLS = ["OpenFlow13", "OpenFlow15"]
 ZONE_KEY = "loom-zone-"
+FENCE_KEY = "loom-fence"
+"""`Open_vSwitch` external_ids key: the fencing token of the node's last claimed master."""
+
+
+class Fenced(LoomError):
+    """The node records a newer master's fencing token: this session may not write it."""
+
+    message = "node %(node)s: token %(token)d is stale (the node records %(recorded)s)"
 
 
 def atoms(value: Any) -> list[Any]:
@@ -125,6 +142,11 @@ class NodeSession:
         self._ports_read: tuple[Any, _Ports] | None = None
         """(br-int's ports as last read, its interfaces sorted); None after a Port or
         Interface row changed."""
+        self.token: int | None = None
+        """The fencing token this session claimed the node with (`claim`); None: unfenced
+        (a controller alone writes without one)."""
+        self._recheck = False
+        """A write failed since the claim: the next claim reads the node's token again."""
 
     def start(self) -> list[Change]:
         """Read the node's tables (blocking; the node answers at once)."""
@@ -284,10 +306,11 @@ class NodeSession:
               "mutations": mutations}  # fmt: skip
         conn = self.replica.conn
         assert conn is not None
-        request = conn.send_transact(DB, [op])
+        request = conn.send_transact(DB, self._fenced([op]))
 
         def confirm() -> None:
-            conn.finish_transact(request)
+            with self._forgetting_claim():
+                conn.finish_transact(request)
 
         return confirm
 
@@ -297,6 +320,60 @@ class NodeSession:
         return self._ports().tunnels
 
     # ---- writing the node's configuration ----
+
+    def claim(self, token: int) -> None:
+        """Record `token` (which grows with each new master) as the node's fencing token,
+        unless the node has it already; writes after this fail once another is recorded.
+        The compare-and-set is on `Open_vSwitch.external_ids` as the replica has it: if
+        it changed meanwhile the transaction fails and the next claim reads it again, as it
+        does after a failed write (which may have failed at the fence).
+
+        Raises:
+            Fenced: the node records a newer token (this controller was deposed).
+            loom_common.ovsdb.TransactError: the node refused the transaction.
+        """
+        if self.token == token and not self._recheck:
+            return  # (the replica may not show it yet)
+        rows = self._table("Open_vSwitch")
+        if not rows:
+            raise TransactError(detail="the node has no Open_vSwitch row")
+        current = next(iter(rows.values()))["external_ids"]
+        recorded = omap(current).get(FENCE_KEY)
+        if self.token is not None and self.token > token:  # (the replica may lag its claim)
+            recorded = str(self.token)
+        if recorded is not None and str(recorded).isdigit() and int(recorded) > token:
+            raise Fenced(node=self.system_id, token=token, recorded=recorded)
+        if recorded != str(token):
+            assert self.replica.conn is not None
+            self.replica.conn.transact(DB, [
+                {"op": "wait", "table": "Open_vSwitch", "timeout": 0, "where": [],
+                 "columns": ["external_ids"], "until": "==",
+                 "rows": [{"external_ids": current}]},
+                {"op": "mutate", "table": "Open_vSwitch", "where": [],
+                 "mutations": [["external_ids", "delete", _set([FENCE_KEY])],
+                               ["external_ids", "insert", _map({FENCE_KEY: str(token)})]]},
+            ])  # fmt: skip
+        self.token, self._recheck = token, False
+
+    @contextlib.contextmanager
+    def _forgetting_claim(self) -> Iterator[None]:
+        """A write: if it fails, the next `claim` checks the node again (the write may have
+        failed at the fence; writes stay fenced with the token meanwhile)."""
+        try:
+            yield
+        except Exception:
+            self._recheck = True
+            raise
+
+    def _fenced(self, ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """`ops` behind the fence: a `wait` that fails the transaction unless the node
+        still records this session's token."""
+        if self.token is None:
+            return ops
+        holds = ["external_ids", "includes", _map({FENCE_KEY: str(self.token)})]
+        fence = {"op": "wait", "table": "Open_vSwitch", "timeout": 0, "where": [holds],
+                 "columns": ["_uuid"], "until": "!=", "rows": []}  # fmt: skip
+        return [fence, *ops]
 
     def configure(self, tunnels: Iterable[TunnelSpec], conn: RawConnection | None = None) -> bool:
         """Make `br-int` and the tunnel ports what Loom wants; True if anything was written.
@@ -360,7 +437,8 @@ class NodeSession:
             return False
         writer = conn or self.replica.conn
         assert writer is not None
-        writer.transact(DB, ops)
+        with self._forgetting_claim():
+            writer.transact(DB, self._fenced(ops))
         return True
 
     def configure_qos(self, wanted: dict[str, dict[str, int]]) -> bool:
@@ -396,7 +474,8 @@ class NodeSession:
         if not ops:
             return False
         assert self.replica.conn is not None
-        self.replica.conn.transact(DB, ops)
+        with self._forgetting_claim():
+            self.replica.conn.transact(DB, self._fenced(ops))
         return True
 
     def _tunnel_ports(self, bridge: dict[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:

@@ -54,7 +54,7 @@ OFPCR_ROLE_MASTER = 2
 OFPET_ROLE_REQUEST_FAILED, OFPRRFC_STALE = 11, 0
 OFPT_BUNDLE_CONTROL, OFPT_BUNDLE_ADD_MESSAGE = 33, 34
 # flow_mod commands
-OFPFC_ADD, OFPFC_DELETE_STRICT = 0, 4
+OFPFC_ADD, OFPFC_MODIFY_STRICT, OFPFC_DELETE_STRICT = 0, 2, 4
 # bundle control types and flags
 OFPBCT_OPEN_REQUEST, OFPBCT_OPEN_REPLY = 0, 1
 OFPBCT_COMMIT_REQUEST, OFPBCT_COMMIT_REPLY = 4, 5
@@ -587,7 +587,7 @@ def header(msg_type: int, length: int, xid: int) -> bytes:
 
 def flow_mod(command: int, table: int, priority: int, match: str, actions: str | None,
              cookie: int, xid: int) -> bytes:  # fmt: skip
-    """An `OFPT_FLOW_MOD` (ADD or DELETE_STRICT: `actions` None)."""
+    """An `OFPT_FLOW_MOD` (ADD, MODIFY_STRICT, or DELETE_STRICT: `actions` None)."""
     body = struct.pack("!QQBBHHHIIIHH", cookie, 0, table, command, 0, 0, priority,
                        _NO_BUFFER, _ANY, _ANY, 0, 0)  # fmt: skip
     body += encode_match(match)

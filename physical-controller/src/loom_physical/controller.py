@@ -14,8 +14,9 @@ One thread runs the loop. Each pass:
    will ask for them: `_speculate_zones`);
 4. for the nodes it masters: writes `br-int` and the tunnel ports the universal `Tunnel`
    rows ask for, pushes the flow changes in one bundle per node (a node that (re)connected
-   or was just taken over gets `replace-flows`: only the difference is applied, nothing is
-   removed and re-added), and reports: `Port_Binding.chassis`/`up` in the universal DB,
+   or was just taken over is reconciled (`Switch.replace`: the table read and compared by
+   `ovs-ofctl diff-flows`, only the difference sent, in one bundle; nothing is removed and
+   re-added), and reports: `Port_Binding.chassis`/`up` in the universal DB,
    `Transport_Node.status`, `Logical_Switch_Port.status` and
    `Loom_Global.realized_generation` in the config DB.
 
@@ -24,7 +25,9 @@ controller is a `loom_common.cluster.membership.Member` of the physical cluster;
 are the configured transport nodes' system-ids; the leader assigns each a master and a hot
 standby. Nodes dial every controller (their Manager rows list all); a standby computes its
 nodes' flows and writes nothing; when the master's session expires the standby becomes
-master and reconciles with `replace-flows` (identical flows are left alone).
+master and reconciles (identical flows are left alone). Its writes are fenced: the
+OpenFlow master role and the node's OVSDB fencing token (`NodeSession.claim`) carry the
+assignment's zxid, and a node refuses the writes of a master it no longer records.
 """
 
 from __future__ import annotations
@@ -69,7 +72,7 @@ SLOW_PUSH = 0.5
 LONG_PASS = 0.5
 """Seconds after which a pass counts as having made many objects (`heap.settle` follows)."""
 PUSH_THREADS = 16
-"""Nodes pushed at once (a whole table goes by `ovs-ofctl replace-flows`, whose process
+"""Nodes pushed at once (a whole table is compared by `ovs-ofctl diff-flows`, whose process
 the thread waits for)."""
 
 
@@ -385,7 +388,7 @@ class PhysicalController:
     def _start_over(self) -> None:
         """After a failed pass, whatever the engine holds is unknown: build a new engine from
         the databases and the nodes (as a restarted controller would), and push each node's
-        table whole once it is computed again (`replace-flows` changes only what differs)."""
+        table whole once it is computed again (`Switch.replace` changes only what differs)."""
         self.program = Program.load([self._rules], workers=self._workers, internal=False)
         self._fed_nodes, self._fed_global, self._fed_binding, self._fed_flows = {}, {}, {}, {}
         self._fed_marking = {}
@@ -866,8 +869,8 @@ class PhysicalController:
         """Realize `generation` on the nodes in `masters`: with `first`, only the nodes where
         a port was bound or unbound (the cloud waits for those ports' status, which is
         reported before the others are pushed), else all. The nodes with something to send
-        are pushed in parallel (a whole table goes by `ovs-ofctl replace-flows`, which waits
-        on the node most of its time). Returns the number of nodes sent something."""
+        are pushed in parallel (a whole table is compared by `ovs-ofctl diff-flows`, which
+        waits on the node most of its time). Returns the number of nodes sent something."""
         busy = []
         if self._qos_ports:
             for state in self.nodes.values():
@@ -901,6 +904,10 @@ class PhysicalController:
         steps: dict[str, float] = {}
         whole = state.full_sync
         try:
+            if self._member is not None and self._member.view.zxid >= 0:
+                # Fencing of the node's OVSDB: its writes carry the assignment's zxid
+                # (`NodeSession.claim`), as its OpenFlow does (`_push_flows`).
+                state.session.claim(self._member.view.zxid)
             if specs is not None and self._configure(state, specs):
                 return True  # the node's answer (new ofports) comes in the next pass
             steps["config"] = time.perf_counter() - began
@@ -1008,7 +1015,8 @@ class PhysicalController:
 
     def _push_flows(self, state: NodeState, remote: str) -> bool:
         """Push the node's flow changes: its whole table after a (re)connect or a takeover
-        (`replace-flows`), else the changed keys in one bundle. True if anything was sent."""
+        (`Switch.replace`: only the difference is sent), else the changed keys; one bundle
+        either way. True if anything was sent."""
         if state.switch is None or state.switch.remote != remote:
             if state.switch is not None:
                 state.switch.close()
@@ -1016,7 +1024,7 @@ class PhysicalController:
         if self._member is not None:
             # Fencing: the bridge's master role, claimed with the assignment's zxid before
             # any write; the switch refuses a deposed master's bundles (it made it a slave)
-            # and its claims (stale). `replace-flows` (ovs-ofctl, role "equal") is not fenced.
+            # and its claims (stale), the reconciliation's bundle as any other.
             generation = self._member.view.zxid
             if generation >= 0 and state.switch.channel.generation != generation:
                 state.switch.channel.claim(generation)
