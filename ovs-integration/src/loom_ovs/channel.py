@@ -21,7 +21,7 @@ from __future__ import annotations
 import socket
 import struct
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from loom_common.errors import LoomError
 from loom_ovs import ofp
@@ -192,15 +192,15 @@ class Channel:
 
     # ---- bundles ----
 
-    def bundle(self, messages: Sequence[tuple[bytes, str]]) -> None:
-        """Apply `messages` (each an encoded message with xid 0, and what to call it in an
-        error) atomically, in order."""
+    def bundle(self, messages: Sequence[tuple[bytes, Callable[[], str]]]) -> None:
+        """Apply `messages` (each an encoded message with xid 0, and what gives its name
+        for an error, called only if it is refused) atomically, in order."""
         if not messages:
             return
         self._drain()
         self._bundle_id = (self._bundle_id + 1) & 0xFFFFFFFF
         bundle_id = self._bundle_id
-        named: dict[int, str] = {}
+        named: dict[int, Callable[[], str]] = {}
         out = [ofp.bundle_control(bundle_id, ofp.OFPBCT_OPEN_REQUEST, self._next_xid())]
         for message, name in messages:
             xid = self._next_xid()
@@ -218,13 +218,14 @@ class Channel:
         if refused:
             raise BundleRefused(remote=self.remote, detail="; ".join(refused))
 
-    def _await(self, xid: int, named: dict[int, str]) -> list[str]:
+    def _await(self, xid: int, named: dict[int, Callable[[], str]]) -> list[str]:
         """Read until the answer to `xid`; the errors seen on the way, in words."""
         errors = []
         while True:
             _, msg_type, got, body = self._read()
             if msg_type == ofp.OFPT_ERROR:
-                errors.append(_error_text(body, named.get(got, f"xid {got}")))
+                name = named.get(got)
+                errors.append(_error_text(body, name() if name else f"xid {got}"))
                 if got == xid:
                     return errors
             elif got == xid:

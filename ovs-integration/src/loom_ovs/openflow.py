@@ -36,6 +36,7 @@ the low 16 bits `MARK`, Loom's.
 from __future__ import annotations
 
 import logging
+import re
 import subprocess
 import tempfile
 from collections import defaultdict
@@ -224,6 +225,14 @@ def encode(mod: Mod) -> bytes:
                         flow.cookie, 0)  # fmt: skip
 
 
+def _flow_count(aggregate: str) -> int:
+    """The flow count in `ovs-ofctl dump-aggregate` output."""
+    found = re.search(r"flow_count=(\d+)", aggregate)
+    if found is None:
+        raise OpenFlowError(detail=f"dump-aggregate: no flow count in {aggregate!r}")
+    return int(found.group(1))
+
+
 def parse_diff(text: str) -> list[Mod]:
     """The changes that turn a table into another, from `ovs-ofctl diff-flows TABLE OTHER`
     output: a `+` line whose key also has a `-` line with the same cookie is a flow to
@@ -312,7 +321,7 @@ class Switch:
         if not mods:
             return
         try:
-            messages = [(encode(mod), mod[1].text()) for mod in mods]
+            messages = [(encode(mod), mod[1].text) for mod in mods]
         except ofp.FlowSyntaxError as exc:
             if str(exc) not in self._unencodable:
                 self._unencodable.add(str(exc))
@@ -330,6 +339,11 @@ class Switch:
         """Make the bridge's table exactly `flows`, changing only what differs, atomically,
         in one bundle like `apply`'s (fenced by the channel's master role); returns the
         changes made."""
+        if _flow_count(self._ofctl("dump-aggregate", self.remote)) == 0:
+            # A new bridge (or one a node emptied): nothing to compare with.
+            mods: list[Mod] = [("add", flow) for flow in flows]
+            self.apply(mods)
+            return mods
         with tempfile.NamedTemporaryFile("w", prefix="loom-flows-", suffix=".txt") as wanted:
             wanted.writelines(f"{flow.text()}\n" for flow in flows)
             wanted.flush()

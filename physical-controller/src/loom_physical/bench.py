@@ -26,8 +26,9 @@ pass timings can be read):
    apart (`warm_up_pair_ms`).
 4. **Baseline, same invocation**: a fresh engine computes every node's table from scratch
    (what a physical controller without incremental computation does per change), and one
-   `replace-flows` pushes a whole node table (what a push without a diff costs); the ratio
-   to the median change says what incrementality buys.
+   node's whole table is reconciled (`Switch.replace`: the switch's table read and
+   compared with it by `ovs-ofctl diff-flows`, what a push without a kept diff costs);
+   the ratio to the median change says what incrementality buys.
 
 Prints one JSON document.
 """
