@@ -37,6 +37,7 @@ def test_nodes_dial_in_and_get_configured(tmp_path: Path) -> None:
             assert session.system_id == "hv1"
             assert session.openflow_remote == node.openflow
             assert session.bridge() is None  # br-int is the controller's to make
+            assert not session.bridge_created()
             spec = TunnelSpec("hv2", "geneve", "172.31.0.9", bfd=True)
             assert session.configure([spec])
             wait_for(lambda: session.poll() is not None and spec.port_name in session.tunnels(),
@@ -44,6 +45,9 @@ def test_nodes_dial_in_and_get_configured(tmp_path: Path) -> None:
             bridge = session.bridge()
             assert bridge is not None
             assert bridge[1]["fail_mode"] == "secure"
+            wait_for(lambda: session.poll() is not None and session.bridge_created(), 10,
+                     "ovs-vswitchd making br-int")  # fmt: skip
+            assert node.ofctl("dump-flows")  # it takes OpenFlow connections
             options = node.vsctl("get", "Interface", spec.port_name, "options")
             assert 'remote_ip="172.31.0.9"' in options
             assert "key=flow" in options
@@ -103,6 +107,8 @@ def test_a_newer_master_fences_the_old_ones_ovsdb_writes(tmp_path: Path) -> None
             assert spec.port_name in node.vsctl("list-ports", "br-int")
             b.save_zones({"lp1": 3}, [])()
             assert "loom-zone-lp1" in node.vsctl("get", "Bridge", "br-int", "external_ids")
+            a.close()
+            b.close()
     finally:
         old.close()
         new.close()

@@ -207,6 +207,15 @@ class NodeSession:
                 return uuid, row
         return None
 
+    def bridge_created(self) -> bool:
+        """Has ovs-vswitchd made `br-int` (its local interface has an ofport)? Until then
+        the bridge takes no OpenFlow connection."""
+        bridge = self.bridge()
+        return bridge is not None and any(
+            iface["name"] == BRIDGE and _ofport(iface) is not None
+            for _, _, _, iface in self._interfaces(bridge[1])
+        )
+
     def _interfaces(
         self, bridge: dict[str, Any]
     ) -> Iterator[tuple[str, dict[str, Any], str, dict[str, Any]]]:

@@ -915,6 +915,10 @@ class PhysicalController:
             if remote is None:
                 state.message = "the node does not say where its OpenFlow is (loom-openflow)"
                 return False
+            if state.full_sync and not state.session.bridge_created():
+                # (written just now: the node's update saying it exists brings a new pass)
+                state.message = "waiting for ovs-vswitchd to create br-int"
+                return False
             sent = self._send(state, remote)
         except Exception as exc:  # any failure: this node is pushed whole next time
             log.warning("node %s: %s", system_id, exc)
