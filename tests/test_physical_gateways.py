@@ -222,3 +222,56 @@ def test_broadcast_through_a_service_node(site: Site) -> None:
         sent_until(hv[0], "vm", arp, node.run_dir / "vm-tx.pcap",
                    lambda f: f[12:14] == b"\x08\x06" and f[6:12] == bytes.fromhex(
                        mac(1).replace(":", "")))  # fmt: skip
+
+
+def test_l3_gateway_fails_over_when_bfd_loses_its_node(site: Site) -> None:
+    """An L3 service on two gateway nodes. Its traffic leaves the active node's uplink;
+    that node's ovs-vswitchd stops while its OVSDB stays connected to the controller (a
+    dead datapath the controller cannot see): the BFD sessions to it go down, and the
+    service moves to the other node, whose uplink then carries the traffic."""
+    hv1 = site.node("hv1")
+    gateways = {name: site.node(name, "gateway") for name in ("gw1", "gw2")}
+    for gw in gateways.values():
+        gw.add_uplink()
+        gw.set_neighbour("172.16.0.1", NEXT_HOP_MAC)
+    l3 = site.create("gateway-services", {
+        "name": "l3", "type": "l3", "gateway_node_ids": [site.ids["gw1"], site.ids["gw2"]],
+        "uplink_ip": "172.16.0.2/24", "uplink_next_hop": "172.16.0.1"})  # fmt: skip
+    net = site.create("logical-switches", {"name": "net", "tenant": "t"})
+    router = site.create("logical-routers", {"name": "r", "tenant": "t", "gateway_service_id": l3})
+    site.create(f"logical-routers/{router}/ports", {
+        "name": "r-net", "ip_prefix": "10.0.1.1/24", "logical_switch_id": net,
+        "mac": "00:00:00:aa:00:01"})  # fmt: skip
+    site.create(f"logical-switches/{net}/ports", {
+        "name": "vm1", "mac": mac(1), "ips": ["10.0.1.10"],
+        "attachment": {"type": "vif", "vif_id": "vif-vm1"}})  # fmt: skip
+    site.create(f"logical-routers/{router}/nat-rules", {
+        "type": "snat", "external_ip": "172.16.0.2", "internal_ip": "10.0.0.0/16"})  # fmt: skip
+    hv1.add_vif("vm1", "vif-vm1", mac(1))
+    site.settled("hv1", "gw1", "gw2")
+    out = packets.icmp_echo(mac(1), "00:00:00:aa:00:01", "10.0.1.10", "8.8.8.8")
+
+    def snat(frame: bytes) -> bool:
+        return ipv4(frame)[:2] == ("172.16.0.2", "8.8.8.8")
+
+    def leaving() -> set[str]:
+        return {
+            name
+            for name, gw in gateways.items()
+            if any(snat(f) for f in packets.read_pcap(gw.run_dir / "uplink-tx.pcap"))
+        }
+
+    def left_by_one() -> bool:
+        hv1.receive("vm1", out)
+        return bool(leaving())
+
+    wait_for(left_by_one, WAIT, "the service's traffic on an uplink")
+    (active,) = leaving()
+    (standby,) = set(gateways) - {active}
+    # Every session to the active node has come up (one never up says nothing of it).
+    peers = ("hv1", standby)
+    wait_for(lambda: all(site.physical.nodes[p].session.bfd().get(active) for p in peers),
+             WAIT, f"BFD to {active} up")  # fmt: skip
+    gateways[active].vswitchd.stop()
+    sent_until(hv1, "vm1", out, gateways[standby].run_dir / "uplink-tx.pcap", snat)
+    assert active in site.physical.nodes, "the node stays connected: BFD moved the service"

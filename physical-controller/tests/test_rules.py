@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from loom_ddlog import Program
 from loom_physical.rules import main_file
 
 TESTS = Path(__file__).resolve().parents[2] / "rules" / "physical" / "tests"
@@ -21,3 +22,35 @@ def test_localize_golden() -> None:
     # What the golden pins: remote ports by tunnel, local ones by resubmit, zones bound.
     assert "output:20" in done.stdout
     assert "ct(table=12,zone=3)" in done.stdout
+
+
+def test_a_gateway_lost_to_bfd_moves_to_the_next_node() -> None:
+    """The active node of a gateway service: the live one of least weight, where a node
+    every BFD session to it says is down is not live (connected or not), a node one peer
+    still reaches stays, and a session's word about its own node does not count."""
+    program = Program.load([main_file()], internal=True)
+
+    def active() -> list[str]:
+        return sorted(str(row[1]) for row in program.dump("ActiveGateway"))
+
+    def bfd(insert: bool, *rows: tuple[str, str, bool]) -> None:
+        with program.transaction() as txn:
+            for row in rows:
+                (txn.insert if insert else txn.delete)("Bfd", row)
+            txn.commit()
+
+    with program.transaction() as txn:
+        for weight, node in ((1, "gw1"), (2, "gw2")):
+            txn.insert("GatewayNode", ("gw", weight, node))
+            txn.insert("Live", (node,))
+        txn.commit()
+    assert active() == ["gw1"]
+    bfd(True, ("hv1", "gw1", False), ("gw1", "gw1", True))
+    assert active() == ["gw2"], "lost to BFD though connected"
+    bfd(True, ("gw2", "gw1", True))
+    assert active() == ["gw1"], "a peer still reaches it"
+    bfd(False, ("gw2", "gw1", True))
+    bfd(True, ("gw2", "gw1", False), ("hv1", "gw2", False))
+    assert active() == [], "both lost"
+    bfd(False, ("hv1", "gw1", False), ("gw2", "gw1", False))
+    assert active() == ["gw1"], "back (preemptive)"

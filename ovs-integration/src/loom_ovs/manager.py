@@ -127,6 +127,7 @@ class _Ports:
     vifs: dict[str, VifInfo]
     uplinks: list[int]
     tunnels: dict[str, tuple[str, int | None, str]]
+    bfd: dict[str, bool]
 
 
 class NodeSession:
@@ -238,7 +239,7 @@ class NodeSession:
         listed = bridge[1]["ports"] if bridge is not None else None
         if self._ports_read is not None and self._ports_read[0] == listed:
             return self._ports_read[1]
-        found = _Ports({}, [], {})
+        found = _Ports({}, [], {}, {})
         walked = self._interfaces(bridge[1]) if bridge is not None else iter(())
         for _, _, _, iface in walked:
             ids = omap(iface["external_ids"])
@@ -253,6 +254,9 @@ class NodeSession:
                 error = atoms(iface["error"])
                 found.tunnels[iface["name"]] = (str(ids["loom-peer"]), ofport,
                                                 str(error[0] if error else ""))  # fmt: skip
+                forwarding = _bfd_forwarding(iface)
+                if forwarding is not None:
+                    found.bfd[str(ids["loom-peer"])] = forwarding
         found.uplinks.sort()
         self._ports_read = (listed, found)
         return found
@@ -265,6 +269,12 @@ class NodeSession:
         """The ofports of the node's uplinks (`external_ids:loom-uplink=true`: a gateway
         node's port to the physical network), sorted (do not modify)."""
         return self._ports().uplinks
+
+    def bfd(self) -> dict[str, bool]:
+        """Peer -> does this node's BFD session on its tunnel to the peer say it forwards?
+        Only sessions that have come up at least once (a new session is down until both
+        ends run it: that says nothing about the peer) (do not modify)."""
+        return self._ports().bfd
 
     def neighbours(self) -> dict[str, str]:
         """The node's static neighbours on its uplink: `external_ids:loom-nexthop:IP=MAC`."""
@@ -494,6 +504,19 @@ class NodeSession:
             for port_uuid, _, _, iface in self._interfaces(bridge)
             if "loom-peer" in omap(iface["external_ids"])
         }
+
+
+def _bfd_forwarding(iface: dict[str, Any]) -> bool | None:
+    """An interface's BFD verdict: forwarding or not; None where BFD is off or has never
+    come up (`bfd_status:flap_count` counts the changes of `forwarding`)."""
+    status = omap(iface["bfd_status"])
+    if not status:
+        return None
+    forwarding = status.get("forwarding") == "true"
+    flaps = str(status.get("flap_count", "0"))
+    if not forwarding and (not flaps.isdigit() or int(flaps) == 0):
+        return None
+    return forwarding
 
 
 def _ofport(iface: dict[str, Any]) -> int | None:

@@ -195,6 +195,7 @@ class PhysicalController:
         """Nodes gone since the last computation (their rows are taken out of the engine)."""
         self._fed_live: set[tuple[Any, ...]] = set()
         self._fed_neighbours: set[tuple[Any, ...]] = set()
+        self._fed_bfd: set[tuple[Any, ...]] = set()
         self._zone_changes: list[tuple[int, tuple[str, str, int]]] = []
         """Zone rows allocated (+1) or released (-1) since the last computation."""
         self.zone_rounds = 0
@@ -393,6 +394,7 @@ class PhysicalController:
         self._fed_nodes, self._fed_global, self._fed_binding, self._fed_flows = {}, {}, {}, {}
         self._fed_marking = {}
         self._fed_live, self._fed_neighbours, self._zone_changes = set(), set(), []
+        self._fed_bfd = set()
         self._node_dps = {}
         self._bindings, self._binding_port, self._dirty_universal = {}, {}, {}
         self._with_qos = set()
@@ -647,6 +649,15 @@ class PhysicalController:
         }
         feed("Neighbour", self._fed_neighbours, neighbours)
         self._fed_neighbours = neighbours
+        # And every connected node's BFD sessions: gateway liveness must be judged alike
+        # by every controller (each sees every node: nodes dial them all).
+        bfd = {
+            (system_id, peer, forwarding)
+            for system_id, state in self.nodes.items()
+            for peer, forwarding in state.session.bfd().items()
+        }
+        feed("Bfd", self._fed_bfd, bfd)
+        self._fed_bfd = bfd
         if self._dirty_universal:
             self._feed_universal(feed, self._dirty_universal)
             self._dirty_universal = {}
