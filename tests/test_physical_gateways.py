@@ -275,3 +275,60 @@ def test_l3_gateway_fails_over_when_bfd_loses_its_node(site: Site) -> None:
     gateways[active].vswitchd.stop()
     sent_until(hv1, "vm1", out, gateways[standby].run_dir / "uplink-tx.pcap", snat)
     assert active in site.physical.nodes, "the node stays connected: BFD moved the service"
+
+
+def test_two_l3_services_share_one_untagged_uplink(site: Site) -> None:
+    """Two tenants' routers, each with its own L3 service, both active on one gateway node
+    and untagged on its one uplink (every tenant's uplink on the same physical segment):
+    a packet to a service's uplink MAC enters that tenant's router only, and a broadcast
+    ARP reaches both, the one whose address it asks for answering."""
+    hv1 = site.node("hv1")
+    gw = site.node("gw1", "gateway")
+    gw.add_uplink()
+    gw.set_neighbour("172.16.0.1", NEXT_HOP_MAC)
+    vms = {}
+    for i, tenant in enumerate(("red", "blue"), start=1):
+        l3 = site.create("gateway-services", {
+            "name": f"l3-{tenant}", "type": "l3", "gateway_node_ids": [site.ids["gw1"]],
+            "uplink_ip": f"172.16.0.{i + 1}/24", "uplink_next_hop": "172.16.0.1"})  # fmt: skip
+        net = site.create("logical-switches", {"name": f"net-{tenant}", "tenant": tenant})
+        router = site.create("logical-routers", {
+            "name": f"r-{tenant}", "tenant": tenant, "gateway_service_id": l3})  # fmt: skip
+        site.create(f"logical-routers/{router}/ports", {
+            "name": f"r-{tenant}-net", "ip_prefix": "10.0.1.1/24", "logical_switch_id": net,
+            "mac": "00:00:00:aa:00:01"})  # fmt: skip
+        vm = site.create(f"logical-switches/{net}/ports", {
+            "name": f"vm-{tenant}", "mac": mac(i), "ips": ["10.0.1.10"],
+            "attachment": {"type": "vif", "vif_id": f"vif-{tenant}"}})  # fmt: skip
+        site.create(f"logical-routers/{router}/nat-rules", {
+            "type": "floating-ip", "external_ip": f"172.16.0.{100 + i}",
+            "internal_ip": "10.0.1.10", "logical_port_id": vm})  # fmt: skip
+        hv1.add_vif(f"vm-{tenant}", f"vif-{tenant}", mac(i))
+        vms[tenant] = (f"vm-{tenant}", f"172.16.0.{100 + i}", f"172.16.0.{i + 1}", l3)
+    site.settled("hv1", "gw1")
+    macs = {str(row["service"]): str(row["uplink_mac"])
+            for row in site.physical.universal.rows["Gateway_Assignment"].values()}  # fmt: skip
+
+    def from_internet(vm: str) -> int:
+        pcap = hv1.run_dir / f"{vm}-tx.pcap"
+        return sum(ipv4(f)[:2] == ("8.8.8.8", "10.0.1.10") for f in packets.read_pcap(pcap))
+
+    for name, other in (("red", "blue"), ("blue", "red")):
+        vm, floating, _, service = vms[name]
+        before = from_internet(vms[other][0])
+        inbound = packets.icmp_echo(NEXT_HOP_MAC, macs[service], "8.8.8.8", floating)
+        frame = sent_until(gw, "uplink", inbound, hv1.run_dir / f"{vm}-tx.pcap",
+                           lambda f: ipv4(f)[:2] == ("8.8.8.8", "10.0.1.10"))  # fmt: skip
+        assert frame[0:6] == bytes.fromhex(mac(1 if name == "red" else 2).replace(":", ""))
+        assert from_internet(vms[other][0]) == before, f"{name}'s traffic reached {other}"
+    # Who has blue's uplink address? (broadcast: both routers see it, blue answers)
+    _, _, blue_ip, blue = vms["blue"]
+    ask = packets.arp_request(NEXT_HOP_MAC, "172.16.0.1", blue_ip)
+    reply = sent_until(gw, "uplink", ask, gw.run_dir / "uplink-tx.pcap",
+                       lambda f: f[12:14] == b"\x08\x06" and f[20:22] == b"\x00\x02")  # fmt: skip
+    assert reply[22:28] == bytes.fromhex(macs[blue].replace(":", "")), "blue's MAC answers"
+    assert reply[28:32] == bytes(int(b) for b in blue_ip.split("."))
+    red_mac = bytes.fromhex(macs[vms["red"][3]].replace(":", ""))
+    replies = [f for f in packets.read_pcap(gw.run_dir / "uplink-tx.pcap")
+               if f[12:14] == b"\x08\x06" and f[20:22] == b"\x00\x02"]  # fmt: skip
+    assert not any(f[22:28] == red_mac for f in replies), "red answered for blue's address"

@@ -43,7 +43,8 @@ def gateways(rows: Iterable[Mapping[str, Any]]) -> tuple[set[Row], set[Row]]:
     """The `Gateway` and `GatewayNode` rows of the `Gateway_Assignment` table."""
     services, nodes = set(), set()
     for row in rows:
-        services.add((row["service"], row["kind"], opt(row["uplink_next_hop"])))
+        services.add((row["service"], row["kind"], opt(row["uplink_next_hop"]),
+                      opt(row["uplink_mac"])))  # fmt: skip
         for weight, node in omap(row["nodes"]).items():
             nodes.add((row["service"], int(weight), node))
     return services, nodes
