@@ -207,11 +207,17 @@ impl<'s, T: Grouping> Ctx<'s, T> {
             let (mut steps, next) = steps_after(1);
             steps.insert(0, Step::First(AtomPlan::new(args)));
             let rows = self.rel(*rel);
-            (stage!(self, items.get(next), steps, |f| rows.flat_map(f)), next)
+            (
+                stage!(self, items.get(next), steps, |f| rows.flat_map(f)),
+                next,
+            )
         } else {
             let (steps, next) = steps_after(0);
             let unit = self.unit.clone();
-            (stage!(self, items.get(next), steps, |f| unit.flat_map(f)), next)
+            (
+                stage!(self, items.get(next), steps, |f| unit.flat_map(f)),
+                next,
+            )
         };
         while let Some(item) = items.get(i) {
             let (post, next) = steps_after(i + 1);
