@@ -42,6 +42,7 @@ import tempfile
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import ClassVar, Literal
 
 from loom_common.errors import LoomError
@@ -214,9 +215,14 @@ def bundle_lines(mods: Iterable[Mod]) -> list[str]:
 _COMMANDS = {"add": ofp.OFPFC_ADD, "modify": ofp.OFPFC_MODIFY_STRICT}
 
 
+@lru_cache(maxsize=1 << 18)
 def encode(mod: Mod) -> bytes:
     """`mod` as an OFPT_FLOW_MOD (xid 0); `ofp.FlowSyntaxError` if it uses syntax the
-    encoder does not know."""
+    encoder does not know.
+
+    Cached: most flows are the same on every node with their datapath (in the benchmark's
+    cold start, 218k distinct flows among the 1.39M pushed to 20 nodes: 84% hits; 11 us a
+    flow encoded, and the cold start 62-67 -> 59 s)."""
     op, flow = mod
     if op == "delete":
         return ofp.flow_mod(ofp.OFPFC_DELETE_STRICT, flow.table, flow.priority, flow.match,
