@@ -64,7 +64,11 @@ FENCE_KEY = "loom-fence"
 class Fenced(LoomError):
     """The node records a newer master's fencing token: this session may not write it."""
 
-    message = "node %(node)s: token %(token)d is stale (the node records %(recorded)s)"
+    message = (
+        "node %(node)s: fencing token %(token)d is stale: the node records %(recorded)s, a"
+        " newer master's (if ZooKeeper's data was lost and started over, remove"
+        " external_ids:loom-fence from the node's Open_vSwitch row)"
+    )
 
 
 def atoms(value: Any) -> list[Any]:
