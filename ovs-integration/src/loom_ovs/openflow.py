@@ -248,8 +248,8 @@ def parse_diff(text: str) -> list[Mod]:
     Raises:
         OpenFlowError: a line is not a flow as `ovs-ofctl` prints it.
     """
-    gone: dict[Key, Flow] = {}
-    came: dict[Key, Flow] = {}
+    gone: dict[Key, tuple[Flow, tuple[str, ...]]] = {}
+    came: dict[Key, tuple[Flow, tuple[str, ...]]] = {}
     for line in text.splitlines():
         if not line.strip():
             continue
@@ -257,30 +257,39 @@ def parse_diff(text: str) -> list[Mod]:
         head, found, actions = body.partition(" actions=")
         if sign not in "+-" or not found:
             raise OpenFlowError(detail=f"diff-flows: not a flow: {line!r}")
-        table, cookie_value, spec = 0, 0, ""
-        for token in head.split(" "):
-            name, _, value = token.partition("=")
-            if name == "table" and value.isdigit():
-                table = int(value)
-            elif name == "cookie":
-                cookie_value = int(value, 0)
+        # As OVS prints a flow: [table=N ]MATCH[ cookie=C][ idle_timeout=T ...] (the
+        # match, priority first, empty for a catch-all of the default priority).
+        tokens = head.split(" ")
+        table = 0
+        if tokens[0].startswith("table="):
+            table = int(tokens.pop(0)[len("table=") :])
+        spec = tokens.pop(0) if tokens and not tokens[0].startswith(_ATTRIBUTES) else ""
+        cookie_value, attributes = 0, []
+        for token in tokens:
+            if token.startswith("cookie="):
+                cookie_value = int(token[len("cookie=") :], 0)
             elif token:
-                spec = token
+                attributes.append(token)
         fields = spec.split(",") if spec else []
         priority = 32768  # (OpenFlow's default: printed only when different)
         if fields and fields[0].startswith("priority="):
             priority = int(fields.pop(0)[len("priority=") :])
         flow = Flow(table, priority, ",".join(fields), actions, cookie_value)
-        (came if sign == "+" else gone)[flow.key] = flow
-    # A modify keeps the flow's age and counters but (OpenFlow 1.1+) not a new cookie: a
-    # flow whose cookie changed is added again, replacing the installed one atomically, as
-    # `ovs-ofctl replace-flows` does.
+        (came if sign == "+" else gone)[flow.key] = (flow, tuple(attributes))
+    # A modify keeps the flow's age and counters but (OpenFlow 1.1+) not a new cookie nor
+    # other timeouts: such a flow is added again, replacing the installed one atomically,
+    # as `ovs-ofctl replace-flows` does.
     mods: list[Mod] = [
-        ("modify" if key in gone and gone[key].cookie == flow.cookie else "add", flow)
-        for key, flow in came.items()
-    ]
-    mods += [("delete", flow) for key, flow in gone.items() if key not in came]
+        ("modify" if key in gone and gone[key][0].cookie == flow.cookie
+         and gone[key][1] == attributes else "add", flow)
+        for key, (flow, attributes) in came.items()
+    ]  # fmt: skip
+    mods += [("delete", flow) for key, (flow, _) in gone.items() if key not in came]
     return mods
+
+
+_ATTRIBUTES = ("cookie=", "idle_timeout=", "hard_timeout=", "importance=")
+"""What OVS prints after a flow's match (besides the flags, which Loom never sets)."""
 
 
 class Switch:
@@ -333,6 +342,15 @@ class Switch:
                 self._unencodable.add(str(exc))
                 log.warning("%s: pushed with ovs-ofctl instead", exc)
             self.fallbacks += 1
+            if self.channel.generation is not None:
+                # `ovs-ofctl` connects with the role "equal", which no newer master demotes:
+                # ask for the master role again first, so that a deposed controller finds
+                # out (`Deposed`) instead of writing (a check just before the write, not a
+                # fence: the rules use no construct the encoder lacks).
+                try:
+                    self.channel.claim(self.channel.generation)
+                except ChannelError as exc:
+                    raise OpenFlowError(detail=str(exc)) from exc
             lines = bundle_lines(mods)
             self._ofctl("bundle", self.remote, "-", stdin="\n".join(lines) + "\n")
             return

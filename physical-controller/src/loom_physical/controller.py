@@ -928,7 +928,9 @@ class PhysicalController:
                 return False
             if state.full_sync and not state.session.bridge_created():
                 # (written just now: the node's update saying it exists brings a new pass)
-                state.message = "waiting for ovs-vswitchd to create br-int"
+                waiting = "waiting for ovs-vswitchd to create br-int"
+                if state.message != waiting:
+                    state.message, self._report_due = waiting, True
                 return False
             sent = self._send(state, remote)
         except Exception as exc:  # any failure: this node is pushed whole next time
