@@ -275,6 +275,11 @@ def test_l3_gateway_fails_over_when_bfd_loses_its_node(site: Site) -> None:
     gateways[active].vswitchd.stop()
     sent_until(hv1, "vm1", out, gateways[standby].run_dir / "uplink-tx.pcap", snat)
     assert active in site.physical.nodes, "the node stays connected: BFD moved the service"
+    # What moved it is public: hv1's status (written by its master, read by every
+    # controller) says its session to the old gateway is down.
+    status = site.api.get(f"/api/v1/transport-nodes/{site.ids['hv1']}").get_json()["status"]
+    assert status["bfd"].get(active) == "down", status
+    assert status["bfd"].get(standby) == "up", status
 
 
 def test_two_l3_services_share_one_untagged_uplink(site: Site) -> None:

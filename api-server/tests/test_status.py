@@ -107,6 +107,7 @@ def test_node_status_is_disconnected_without_controllers(
         "controller": None,
         "realized_generation": 0,
         "message": None,
+        "bfd": {},
     }
 
 
@@ -117,12 +118,14 @@ def test_node_status_reports_what_a_controller_wrote(
         store,
         "Transport_Node",
         node["id"],
-        {"connected": "true", "controller": "pc-2", "realized_generation": "7"},
-    )
+        {"connected": "true", "controller": "pc-2", "realized_generation": "7",
+         "bfd:gw1": "down", "bfd:sn1": "up"},
+    )  # fmt: skip
     body = admin.get(f"{NODES}/{node['id']}/status").get_json()
     assert body["connected"] is True
     assert body["controller"] == "pc-2"
     assert body["realized_generation"] == 7
+    assert body["bfd"] == {"gw1": "down", "sn1": "up"}
 
 
 def test_node_status_is_for_the_admin_only(

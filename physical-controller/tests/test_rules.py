@@ -26,8 +26,9 @@ def test_localize_golden() -> None:
 
 def test_a_gateway_lost_to_bfd_moves_to_the_next_node() -> None:
     """The active node of a gateway service: the live one of least weight, where a node
-    every BFD session to it says is down is not live (connected or not), a node one peer
-    still reaches stays, and a session's word about its own node does not count."""
+    every BFD session to it says is down is not live (connected or not), a node a peer
+    still reaches stays, a session's word about its own node does not count, nor the
+    frozen word of a node nobody reaches (a dead datapath's last `bfd_status`)."""
     program = Program.load([main_file()], internal=True)
 
     def active() -> list[str]:
@@ -40,17 +41,34 @@ def test_a_gateway_lost_to_bfd_moves_to_the_next_node() -> None:
             txn.commit()
 
     with program.transaction() as txn:
-        for weight, node in ((1, "gw1"), (2, "gw2")):
+        for weight, node in ((1, "gw1"), (2, "gw2"), (3, "gw3")):
             txn.insert("GatewayNode", ("gw", weight, node))
             txn.insert("Live", (node,))
         txn.commit()
     assert active() == ["gw1"]
-    bfd(True, ("hv1", "gw1", False), ("gw1", "gw1", True))
+    # everyone reaches everyone (hv1's sessions to the gateways and theirs back)
+    everyone = [(a, b, True) for a in ("hv1", "gw1", "gw2", "gw3")
+                for b in ("hv1", "gw1", "gw2", "gw3") if a != b]  # fmt: skip
+    bfd(True, *everyone)
+    assert active() == ["gw1"]
+    # gw1's datapath dies: the others' sessions to it go down; its own stay "up", frozen
+    lost_gw1 = [(a, "gw1", True) for a in ("hv1", "gw2", "gw3")]
+    bfd(False, *lost_gw1)
+    bfd(True, *[(a, b, False) for a, b, _ in lost_gw1], ("gw1", "gw1", True))
     assert active() == ["gw2"], "lost to BFD though connected"
-    bfd(True, ("gw2", "gw1", True))
+    # one peer still reaches it: it stays (no move for a partial partition)
+    bfd(False, ("gw3", "gw1", False))
+    bfd(True, ("gw3", "gw1", True))
     assert active() == ["gw1"], "a peer still reaches it"
-    bfd(False, ("gw2", "gw1", True))
-    bfd(True, ("gw2", "gw1", False), ("hv1", "gw2", False))
-    assert active() == [], "both lost"
-    bfd(False, ("hv1", "gw1", False), ("gw2", "gw1", False))
+    bfd(False, ("gw3", "gw1", True))
+    bfd(True, ("gw3", "gw1", False))
+    assert active() == ["gw2"]
+    # gw2's datapath dies too: gw1's frozen "gw2 forwards" does not keep it
+    lost_gw2 = [(a, "gw2", True) for a in ("hv1", "gw3")]
+    bfd(False, *lost_gw2)
+    bfd(True, *[(a, b, False) for a, b, _ in lost_gw2])
+    assert active() == ["gw3"], "a node nobody reaches vouched for gw2"
+    # both back (preemptive: gw1 takes the service back)
+    bfd(False, *[(a, b, False) for a, b, _ in lost_gw1 + lost_gw2])
+    bfd(True, *lost_gw1, *lost_gw2)
     assert active() == ["gw1"], "back (preemptive)"

@@ -122,12 +122,19 @@ _STATUS_SCHEMAS: dict[str, JsonDict] = {
         "type": "object",
         "description": "As the physical controllers report it; disconnected until they do.",
         "additionalProperties": False,
-        "required": ["connected", "controller", "realized_generation", "message"],
+        "required": ["connected", "controller", "realized_generation", "message", "bfd"],
         "properties": {
             "connected": {"type": "boolean"},
             "controller": {"type": ["string", "null"]},
             "realized_generation": {"type": "integer", "minimum": 0},
             "message": {"type": ["string", "null"]},
+            "bfd": {
+                "type": "object",
+                "description": "Its BFD sessions (tunnels to and from service and gateway"
+                " nodes) that have come up: peer system-id -> up or down. A gateway node"
+                " no peer reaches is not active.",
+                "additionalProperties": {"enum": ["up", "down"]},
+            },
         },
     },
     "Gateway_Service": {

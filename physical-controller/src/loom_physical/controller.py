@@ -118,6 +118,8 @@ class NodeState:
     unconfirmed: Callable[[], None] | None = None
     """Waits for the node's answer to a zone record sent and not confirmed yet."""
     qos_dirty: bool = True
+    bfd: dict[str, bool] = field(default_factory=dict)
+    """The node's BFD verdicts last seen (published in its status, `_report_config`)."""
     """Its ports' QoS may have changed since it was written (`NodeSession.configure_qos`)."""
     qos_written: dict[str, dict[str, int]] | None = None
     """The VIFs' rates as last written to the node (None: not yet)."""
@@ -552,6 +554,9 @@ class PhysicalController:
             if state.session.poll():
                 state.dirty = state.reconfigure = True
                 self._follow_recorded_zones(system_id, state)
+                if state.session.bfd() != state.bfd:
+                    state.bfd = dict(state.session.bfd())
+                    self._report_due = True  # (its status publishes them)
             if not state.session.alive:
                 log.info("node %s disconnected", system_id)
                 self._report_due = True
@@ -603,6 +608,20 @@ class PhysicalController:
                 live.add((str(row["system_id"]),))
         return live
 
+    def _bfd(self) -> set[tuple[Any, ...]]:
+        """The connected nodes' BFD verdicts as their masters publish them in the config DB
+        (`Transport_Node.status` `bfd:<peer>` = up/down): read from there, not from this
+        controller's own sessions, so that every controller judges a gateway alike."""
+        found = set()
+        for row in self.config.rows["Transport_Node"].values():
+            status = omap(row["status"])
+            if status.get("connected") != "true":
+                continue
+            for key, value in status.items():
+                if key.startswith("bfd:"):
+                    found.add((str(row["system_id"]), key[len("bfd:") :], value == "up"))
+        return found
+
     def _compute(self) -> bool:
         """One engine transaction of what changed; True if it changed any output."""
         computed = self._computed()
@@ -649,13 +668,7 @@ class PhysicalController:
         }
         feed("Neighbour", self._fed_neighbours, neighbours)
         self._fed_neighbours = neighbours
-        # And every connected node's BFD sessions: gateway liveness must be judged alike
-        # by every controller (each sees every node: nodes dial them all).
-        bfd = {
-            (system_id, peer, forwarding)
-            for system_id, state in self.nodes.items()
-            for peer, forwarding in state.session.bfd().items()
-        }
+        bfd = self._bfd()
         feed("Bfd", self._fed_bfd, bfd)
         self._fed_bfd = bfd
         if self._dirty_universal:
@@ -922,15 +935,8 @@ class PhysicalController:
             if specs is not None and self._configure(state, specs):
                 return True  # the node's answer (new ofports) comes in the next pass
             steps["config"] = time.perf_counter() - began
-            remote = state.session.openflow_remote
+            remote = self._openflow_remote(state)
             if remote is None:
-                state.message = "the node does not say where its OpenFlow is (loom-openflow)"
-                return False
-            if state.full_sync and not state.session.bridge_created():
-                # (written just now: the node's update saying it exists brings a new pass)
-                waiting = "waiting for ovs-vswitchd to create br-int"
-                if state.message != waiting:
-                    state.message, self._report_due = waiting, True
                 return False
             sent = self._send(state, remote)
         except Exception as exc:  # any failure: this node is pushed whole next time
@@ -960,6 +966,22 @@ class PhysicalController:
         if sent:
             self.conflicts[system_id] = state.table.conflict_count()
         return sent
+
+    def _openflow_remote(self, state: NodeState) -> str | None:
+        """Where the node's br-int takes OpenFlow, if it does yet (else its status says
+        why: the node does not say where, or ovs-vswitchd has not made the bridge we just
+        wrote; the node's update saying it exists brings a new pass)."""
+        remote = state.session.openflow_remote
+        waiting = None
+        if remote is None:
+            waiting = "the node does not say where its OpenFlow is (loom-openflow)"
+        elif state.full_sync and not state.session.bridge_created():
+            waiting = "waiting for ovs-vswitchd to create br-int"
+        if waiting is None:
+            return remote
+        if state.message != waiting:
+            state.message, self._report_due = waiting, True
+        return None
 
     def _configure(self, state: NodeState, specs: list[TunnelSpec]) -> bool:
         """Write the node's br-int and tunnel ports as `specs` say; True if something was
@@ -1129,6 +1151,7 @@ class PhysicalController:
             status = {
                 "connected": "true", "controller": self.name,
                 "realized_generation": str(state.realized), "message": state.message,
+                **{f"bfd:{peer}": "up" if up else "down" for peer, up in state.bfd.items()},
             }  # fmt: skip
             if omap(row["status"]) != status:
                 ops.append(_set_status("Transport_Node", uuid, status))

@@ -41,6 +41,8 @@ def node_status(row: Any) -> dict[str, Any]:
         "controller": status.get("controller"),
         "realized_generation": int(status.get("realized_generation", "0") or 0),
         "message": status.get("message"),
+        # its BFD sessions to other nodes (tunnels to and from service and gateway nodes)
+        "bfd": {k[len("bfd:") :]: v for k, v in sorted(status.items()) if k.startswith("bfd:")},
     }
 
 
