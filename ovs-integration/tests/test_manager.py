@@ -4,12 +4,13 @@ the configuration it writes (br-int, tunnel ports) appears on the node and goes 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from loom_common.ovsdb import TransactError
 from loom_common.testing import wait_for
-from loom_ovs.manager import Fenced, Manager, NodeSession, TunnelSpec, omap
+from loom_ovs.manager import Fenced, Manager, NodeSession, TunnelSpec, _bfd_forwarding, omap
 from loom_ovs.sandbox import Sandbox
 
 pytestmark = pytest.mark.ovs
@@ -112,3 +113,17 @@ def test_a_newer_master_fences_the_old_ones_ovsdb_writes(tmp_path: Path) -> None
     finally:
         old.close()
         new.close()
+
+
+def test_a_bfd_session_counts_once_it_has_come_up() -> None:
+    """A new BFD session is down until both ends run it: that says nothing about the peer.
+    Once it has come up (`flap_count` counts the changes of `forwarding`), its verdict
+    counts either way; an interface without BFD has none."""
+
+    def iface(**status: str) -> dict[str, Any]:
+        return {"bfd_status": ["map", sorted(status.items())]}
+
+    assert _bfd_forwarding(iface()) is None
+    assert _bfd_forwarding(iface(state="down", forwarding="false", flap_count="0")) is None
+    assert _bfd_forwarding(iface(state="up", forwarding="true", flap_count="1")) is True
+    assert _bfd_forwarding(iface(state="down", forwarding="false", flap_count="2")) is False
