@@ -347,3 +347,51 @@ def test_two_l3_services_share_one_untagged_uplink(site: Site) -> None:
     # Nothing crossed over (checked last: a stray copy has had the ARP exchanges' time).
     assert received("vm-red", sources["blue"]) == 0, "blue's traffic reached red"
     assert received("vm-blue", sources["red"]) == 0, "red's traffic reached blue"
+
+
+def test_l3_gateway_learns_its_next_hops_mac(site: Site) -> None:
+    """An L3 service whose gateway node names no static neighbour for the next hop: the
+    node asks for it by ARP out of the uplink (from the uplink's MAC and address); until the
+    reply, nothing goes out to the next hop; after it, the service's traffic leaves with the
+    MAC the reply gave."""
+    hv1 = site.node("hv1")
+    gw = site.node("gw1", "gateway")
+    gw.add_uplink()  # (no set_neighbour: the next hop's MAC is to be learned)
+    l3 = site.create("gateway-services", {
+        "name": "l3", "type": "l3", "gateway_node_ids": [site.ids["gw1"]],
+        "uplink_ip": "172.16.0.2/24", "uplink_next_hop": "172.16.0.1"})  # fmt: skip
+    net = site.create("logical-switches", {"name": "net", "tenant": "t"})
+    router = site.create("logical-routers", {"name": "r", "tenant": "t", "gateway_service_id": l3})
+    site.create(f"logical-routers/{router}/ports", {
+        "name": "r-net", "ip_prefix": "10.0.1.1/24", "logical_switch_id": net,
+        "mac": "00:00:00:aa:00:01"})  # fmt: skip
+    site.create(f"logical-switches/{net}/ports", {
+        "name": "vm1", "mac": mac(1), "ips": ["10.0.1.10"],
+        "attachment": {"type": "vif", "vif_id": "vif-vm1"}})  # fmt: skip
+    site.create(f"logical-routers/{router}/nat-rules", {
+        "type": "snat", "external_ip": "172.16.0.2", "internal_ip": "10.0.0.0/16"})  # fmt: skip
+    hv1.add_vif("vm1", "vif-vm1", mac(1))
+    site.settled("hv1", "gw1")
+    uplink_tx = gw.run_dir / "uplink-tx.pcap"
+    uplink_mac = next(iter(site.physical.universal.rows["Gateway_Assignment"].values()))[
+        "uplink_mac"]  # fmt: skip
+    uplink = bytes.fromhex(uplink_mac.replace(":", ""))
+
+    def asks(frame: bytes) -> bool:  # who has 172.16.0.1? tell 172.16.0.2 (the uplink)
+        return (frame[12:14] == b"\x08\x06" and frame[20:22] == b"\x00\x01"
+                and frame[22:28] == uplink and frame[28:32] == bytes([172, 16, 0, 2])
+                and frame[38:42] == bytes([172, 16, 0, 1]))  # fmt: skip
+
+    wait_for(lambda: any(asks(f) for f in packets.read_pcap(uplink_tx)), WAIT, "the ARP request")
+    out = packets.icmp_echo(mac(1), "00:00:00:aa:00:01", "10.0.1.10", "8.8.8.8")
+    hv1.receive("vm1", out)  # before the reply: it must not leave
+    reply_body = bytes.fromhex("0001080006040002") + bytes.fromhex(NEXT_HOP_MAC.replace(":", ""))
+    reply_body += bytes([172, 16, 0, 1]) + uplink + bytes([172, 16, 0, 2])
+    reply = packets.ethernet(NEXT_HOP_MAC, uplink_mac, 0x0806, reply_body)
+    gw.receive("uplink", reply)
+    frame = sent_until(hv1, "vm1", out, uplink_tx,
+                       lambda f: ipv4(f)[:2] == ("172.16.0.2", "8.8.8.8"))  # fmt: skip
+    assert frame[0:6] == bytes.fromhex(NEXT_HOP_MAC.replace(":", "")), "the MAC learned"
+    unresolved = [f for f in packets.read_pcap(uplink_tx)
+                  if ipv4(f)[1] == "8.8.8.8" and f[0:6] != frame[0:6]]  # fmt: skip
+    assert not unresolved, "a packet left before the next hop's MAC was known"

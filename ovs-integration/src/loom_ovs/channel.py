@@ -192,6 +192,17 @@ class Channel:
 
     # ---- bundles ----
 
+    def packet_out(self, data: bytes, actions: str) -> None:
+        """Send the frame `data` with `actions` (as the master: a slave's is refused), and
+        wait for the switch to have taken it (a barrier); refused: `ChannelError`."""
+        self._drain()
+        self._send(ofp.packet_out(data, actions, self._next_xid()))
+        barrier = self._next_xid()
+        self._send(ofp.header(ofp.OFPT_BARRIER_REQUEST, 8, barrier))
+        refused = self._await(barrier, {})
+        if refused:
+            raise ChannelError(remote=self.remote, detail="; ".join(refused))
+
     def bundle(self, messages: Sequence[tuple[bytes, Callable[[], str]]]) -> None:
         """Apply `messages` (each an encoded message with xid 0, and what gives its name
         for an error, called only if it is refused) atomically, in order."""

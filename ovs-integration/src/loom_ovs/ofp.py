@@ -47,7 +47,7 @@ TUN_METADATA_BYTES = 4
 
 # message types
 OFPT_HELLO, OFPT_ERROR, OFPT_ECHO_REQUEST, OFPT_ECHO_REPLY = 0, 1, 2, 3
-OFPT_FLOW_MOD = 14
+OFPT_PACKET_OUT, OFPT_FLOW_MOD = 13, 14
 OFPT_BARRIER_REQUEST, OFPT_BARRIER_REPLY = 20, 21
 OFPT_ROLE_REQUEST, OFPT_ROLE_REPLY = 24, 25
 OFPCR_ROLE_MASTER = 2
@@ -596,6 +596,18 @@ def flow_mod(command: int, table: int, priority: int, match: str, actions: str |
         if acts:
             body += struct.pack("!HH4x", 4, 8 + len(acts)) + acts  # OFPIT_APPLY_ACTIONS
     return header(OFPT_FLOW_MOD, 8 + len(body), xid) + body
+
+
+OFPP_CONTROLLER = 0xFFFFFFFD
+
+
+def packet_out(data: bytes, actions: str, xid: int) -> bytes:
+    """An `OFPT_PACKET_OUT` of the frame `data` (from the controller) with `actions`."""
+    acts = encode_actions(actions)
+    in_port = struct.pack("!II", 0x80000004, OFPP_CONTROLLER)  # OXM in_port
+    match = struct.pack("!HH", 1, 4 + len(in_port)) + in_port + b"\0" * 4
+    body = struct.pack("!IH2x", _NO_BUFFER, len(acts)) + match + acts + data
+    return header(OFPT_PACKET_OUT, 8 + len(body), xid) + body
 
 
 def bundle_control(bundle_id: int, ctl_type: int, xid: int) -> bytes:

@@ -359,6 +359,13 @@ class Switch:
         except ChannelError as exc:
             raise OpenFlowError(detail=str(exc)) from exc
 
+    def packet_out(self, frame: bytes, actions: str) -> None:
+        """Send `frame` from the controller with `actions` (e.g. `output:PORT`)."""
+        try:
+            self.channel.packet_out(frame, actions)
+        except ChannelError as exc:
+            raise OpenFlowError(detail=str(exc)) from exc
+
     def replace(self, flows: Iterable[Flow]) -> list[Mod]:
         """Make the bridge's table exactly `flows`, changing only what differs, atomically,
         in one bundle like `apply`'s (fenced by the channel's master role); returns the

@@ -50,6 +50,7 @@ from loom_common import heap
 from loom_common.cluster import membership
 from loom_common.ovsdb import OvsdbError, RawConnection, Replica, TransactError
 from loom_ddlog import Program
+from loom_ovs import packets
 from loom_ovs.manager import Manager, NodeSession, TunnelSpec, omap
 from loom_ovs.openflow import Flow, FlowTable, Key, Switch, cookie
 from loom_physical import inputs
@@ -67,6 +68,9 @@ ZONE_IDENT = re.compile(r"\$\{zone:([^}]*)\}")
 HANDOFF = 0.05
 """Seconds the loop waits at most, after a pass's first pushes, for `wait_pass` callers to
 look (`_let_waiters_look`)."""
+PROBE_INTERVAL = 30.0
+"""Seconds between a node's ARP requests for its L3 services' next hops (learned ones are
+kept fresh: a next hop's new MAC is learned from the next reply)."""
 SLOW_PUSH = 0.5
 """Seconds after which a node's push is logged with where its time went."""
 LONG_PASS = 0.5
@@ -120,6 +124,10 @@ class NodeState:
     qos_dirty: bool = True
     bfd: dict[str, bool] = field(default_factory=dict)
     """The node's BFD verdicts last seen (published in its status, `_report_config`)."""
+    probes: set[tuple[Any, ...]] = field(default_factory=set)
+    """The ARP requests it sends for its L3 services' next hops (`ArpProbe` rows)."""
+    probed_at: float = 0.0
+    """When they were last sent (0: due)."""
     """Its ports' QoS may have changed since it was written (`NodeSession.configure_qos`)."""
     qos_written: dict[str, dict[str, int]] | None = None
     """The VIFs' rates as last written to the node (None: not yet)."""
@@ -823,6 +831,11 @@ class PhysicalController:
                     state.located.add(port)
                 else:
                     state.located.discard(port)
+        for weight, row in delta.get("ArpProbe", []):
+            state = self.nodes.get(row[0])
+            if state is not None:
+                (state.probes.add if weight > 0 else state.probes.discard)(row)
+                state.probed_at = 0.0  # a new one goes at once
         for weight, (node, owner) in delta.get("NeedZone", []):
             state = self.nodes.get(node)
             if state is None:
@@ -908,7 +921,7 @@ class PhysicalController:
             state.ports_changed = False
             if (state.reconfigure or state.full_sync or state.table.has_dirty()
                     or state.unsaved_zones or state.released_zones or state.qos_dirty
-                    or state.unconfirmed is not None):  # fmt: skip
+                    or state.unconfirmed is not None or self._probes_due(state)):  # fmt: skip
                 busy.append(system_id)
             elif state.realized != generation:
                 state.realized = generation
@@ -1018,7 +1031,25 @@ class PhysicalController:
             self._record_zones(state)
         if state.qos_dirty:
             self._write_qos(state)
+        if self._probes_due(state):
+            self._probe(state)
         return sent
+
+    @staticmethod
+    def _probes_due(state: NodeState) -> bool:
+        return bool(state.probes) and time.monotonic() - state.probed_at >= PROBE_INTERVAL
+
+    @staticmethod
+    def _probe(state: NodeState) -> None:
+        """Ask for the node's L3 services' next hops by ARP, out of their uplinks (the
+        replies teach the node their MACs: rules/physical `LearnedHop`)."""
+        assert state.switch is not None
+        state.probed_at = time.monotonic()
+        for _, ofport, vlan, mac, ip, target in sorted(state.probes, key=str):
+            tagged = vlan is not None  # (an Option<bit<64>>: None or the VLAN)
+            push = f"push_vlan:0x8100,set_field:{4096 + vlan}->vlan_vid," if tagged else ""
+            frame = bytes.fromhex(packets.arp_request(mac, ip, target))
+            state.switch.packet_out(frame, f"{push}output:{ofport}")
 
     @staticmethod
     def _record_zones(state: NodeState) -> None:

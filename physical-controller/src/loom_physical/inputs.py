@@ -44,7 +44,7 @@ def gateways(rows: Iterable[Mapping[str, Any]]) -> tuple[set[Row], set[Row]]:
     services, nodes = set(), set()
     for row in rows:
         services.add((row["service"], row["kind"], opt(row["uplink_next_hop"]),
-                      opt(row["uplink_mac"])))  # fmt: skip
+                      opt(row["uplink_mac"]), opt(row["uplink_ip"])))  # fmt: skip
         for weight, node in omap(row["nodes"]).items():
             nodes.add((row["service"], int(weight), node))
     return services, nodes

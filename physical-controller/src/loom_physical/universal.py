@@ -30,7 +30,8 @@ TABLES: dict[str, list[str]] = {
     "Port_Binding": ["logical_port", "datapath", "port_key", "type", "vif_id", "peer",
                      "chassis", "up", "gateway_service", "vlan", "qos"],
     "Tunnel": ["from_node", "to_node", "encap", "remote_ip", "bfd"],
-    "Gateway_Assignment": ["service", "kind", "nodes", "uplink_next_hop", "uplink_mac"],
+    "Gateway_Assignment": ["service", "kind", "nodes", "uplink_next_hop", "uplink_mac",
+                           "uplink_ip"],
     "Replication_Set": ["datapath", "mode", "service_nodes"],
     "Universal_Global": ["generation", "realized_generation"],
 }  # fmt: skip
