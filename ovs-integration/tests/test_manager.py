@@ -41,6 +41,9 @@ def test_nodes_dial_in_and_get_configured(tmp_path: Path) -> None:
             assert not session.bridge_created()
             spec = TunnelSpec("hv2", "geneve", "172.31.0.9", bfd=True)
             assert session.configure([spec])
+            # Again before the replica has the node's update: not a second br-int (the
+            # node would refuse it: a duplicate interface name).
+            assert session.configure([spec])
             wait_for(lambda: session.poll() is not None and spec.port_name in session.tunnels(),
                      10, "the tunnel port")  # fmt: skip
             bridge = session.bridge()

@@ -152,6 +152,9 @@ class NodeSession:
         (a controller alone writes without one)."""
         self._recheck = False
         """A write failed since the claim: the next claim reads the node's token again."""
+        self._bridge_written = False
+        """br-int's creation committed, and the replica may not show it yet (the node's
+        update can come after the transaction's reply)."""
 
     def start(self) -> list[Change]:
         """Read the node's tables (blocking; the node answers at once)."""
@@ -407,6 +410,9 @@ class NodeSession:
         ops: list[dict[str, Any]] = []
         bridge = self.bridge()
         wanted = {t.port_name: t for t in tunnels}
+        if bridge is None and self._bridge_written:
+            return True  # written: the rest once the replica shows it
+        self._bridge_written = False
         if bridge is None:
             dp_type = self.external_ids.get("loom-datapath-type", "system")
             row = _bridge_row(dp_type)
@@ -462,6 +468,7 @@ class NodeSession:
         assert writer is not None
         with self._forgetting_claim():
             writer.transact(DB, self._fenced(ops))
+        self._bridge_written = bridge is None
         return True
 
     def configure_qos(self, wanted: dict[str, dict[str, int]]) -> bool:
