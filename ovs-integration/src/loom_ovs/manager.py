@@ -407,39 +407,12 @@ class NodeSession:
         Raises:
             loom_common.ovsdb.TransactError: the node refused the transaction.
         """
-        ops: list[dict[str, Any]] = []
         bridge = self.bridge()
         wanted = {t.port_name: t for t in tunnels}
         if bridge is None and self._bridge_written:
             return True  # written: the rest once the replica shows it
         self._bridge_written = False
-        if bridge is None:
-            dp_type = self.external_ids.get("loom-datapath-type", "system")
-            row = _bridge_row(dp_type)
-            row["ports"] = ["named-uuid", "brport"]
-            ops += [
-                {"op": "insert", "table": "Interface", "uuid-name": "briface",
-                 "row": {"name": BRIDGE, "type": "internal"}},
-                {"op": "insert", "table": "Port", "uuid-name": "brport",
-                 "row": {"name": BRIDGE, "interfaces": ["named-uuid", "briface"]}},
-                {"op": "insert", "table": "Bridge", "uuid-name": "br", "row": row},
-                {"op": "mutate", "table": "Open_vSwitch", "where": [],
-                 "mutations": [["bridges", "insert", _set([["named-uuid", "br"]])]]},
-            ]  # fmt: skip
-            bridge_ref: list[str] = ["named-uuid", "br"]
-            have: dict[str, tuple[str, dict[str, Any]]] = {}
-        else:
-            uuid, row = bridge
-            bridge_ref = ["uuid", uuid]
-            fix: dict[str, Any] = {}
-            if row["fail_mode"] != "secure":
-                fix["fail_mode"] = "secure"
-            if sorted(atoms(row["protocols"])) != PROTOCOLS:
-                fix["protocols"] = _set(PROTOCOLS)
-            if fix:
-                ops.append({"op": "update", "table": "Bridge",
-                            "where": [["_uuid", "==", bridge_ref]], "row": fix})  # fmt: skip
-            have = self._tunnel_ports(row)
+        ops, bridge_ref, have = self._bridge_ops(bridge)
         new_ports: list[list[str]] = []
         for name, spec in sorted(wanted.items()):
             current = have.get(name)
@@ -470,6 +443,34 @@ class NodeSession:
             writer.transact(DB, self._fenced(ops))
         self._bridge_written = bridge is None
         return True
+
+    def _bridge_ops(
+        self, bridge: tuple[str, dict[str, Any]] | None
+    ) -> tuple[list[dict[str, Any]], list[str], dict[str, tuple[str, dict[str, Any]]]]:
+        """The operations that make `br-int` (none yet) or fix its settings, the reference
+        to it for later operations, and Loom's tunnel ports it has."""
+        if bridge is None:
+            row = _bridge_row(self.external_ids.get("loom-datapath-type", "system"))
+            row["ports"] = ["named-uuid", "brport"]
+            ops: list[dict[str, Any]] = [
+                {"op": "insert", "table": "Interface", "uuid-name": "briface",
+                 "row": {"name": BRIDGE, "type": "internal"}},
+                {"op": "insert", "table": "Port", "uuid-name": "brport",
+                 "row": {"name": BRIDGE, "interfaces": ["named-uuid", "briface"]}},
+                {"op": "insert", "table": "Bridge", "uuid-name": "br", "row": row},
+                {"op": "mutate", "table": "Open_vSwitch", "where": [],
+                 "mutations": [["bridges", "insert", _set([["named-uuid", "br"]])]]},
+            ]  # fmt: skip
+            return ops, ["named-uuid", "br"], {}
+        uuid, row = bridge
+        fix: dict[str, Any] = {}
+        if row["fail_mode"] != "secure":
+            fix["fail_mode"] = "secure"
+        if sorted(atoms(row["protocols"])) != PROTOCOLS:
+            fix["protocols"] = _set(PROTOCOLS)
+        update = {"op": "update", "table": "Bridge", "where": [["_uuid", "==", ["uuid", uuid]]],
+                  "row": fix}  # fmt: skip
+        return [update] if fix else [], ["uuid", uuid], self._tunnel_ports(row)
 
     def configure_qos(self, wanted: dict[str, dict[str, int]]) -> bool:
         """Give each VIF (by `iface-id`) the rates of its port's QoS queue (`min_rate`,
