@@ -60,9 +60,8 @@ GENEVE_TLV = "{class=0x102,type=0x80,len=4}->tun_metadata0"
 Key = tuple[int, int, str]
 """(table, priority, match): what identifies a flow in OpenFlow."""
 Mod = tuple[Literal["add", "modify", "delete"], "Flow"]
-"""One change of a push: add (or replace) the flow, change the actions and cookie of the
-installed flow with its key (keeping its age and counters), or delete the flow with its
-key."""
+"""One change of a push: add (or replace) the flow, change the actions of the installed
+flow with its key (keeping its age, counters and cookie), or delete the flow with its key."""
 
 
 class OpenFlowError(LoomError):

@@ -279,6 +279,8 @@ def _engine_inputs(physical: Any) -> dict[str, set[tuple[Any, ...]]]:
     rows["Marking"] = set(physical._fed_marking.values())
     rows["UFlow"] = {t for flows in physical._fed_flows.values() for t in flows}
     rows["Live"] = set(physical._fed_live)
+    rows["Neighbour"] = set(physical._fed_neighbours)
+    rows["Bfd"] = set(physical._fed_bfd)
     return rows
 
 

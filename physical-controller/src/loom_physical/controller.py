@@ -122,15 +122,15 @@ class NodeState:
     unconfirmed: Callable[[], None] | None = None
     """Waits for the node's answer to a zone record sent and not confirmed yet."""
     qos_dirty: bool = True
+    """Its ports' QoS may have changed since it was written (`NodeSession.configure_qos`)."""
+    qos_written: dict[str, dict[str, int]] | None = None
+    """The VIFs' rates as last written to the node (None: not yet)."""
     bfd: dict[str, bool] = field(default_factory=dict)
     """The node's BFD verdicts last seen (published in its status, `_report_config`)."""
     probes: set[tuple[Any, ...]] = field(default_factory=set)
     """The ARP requests it sends for its L3 services' next hops (`ArpProbe` rows)."""
     probed_at: float = 0.0
     """When they were last sent (0: due)."""
-    """Its ports' QoS may have changed since it was written (`NodeSession.configure_qos`)."""
-    qos_written: dict[str, dict[str, int]] | None = None
-    """The VIFs' rates as last written to the node (None: not yet)."""
 
     def close(self) -> None:
         """Close the node's connections (its OVSDB session, its OpenFlow channel)."""
@@ -608,27 +608,24 @@ class PhysicalController:
             )
         return rows
 
-    def _live(self) -> set[tuple[Any, ...]]:
-        """The nodes connected to some physical controller (ours, and as the config DB says)."""
+    def _liveness(self) -> tuple[set[tuple[Any, ...]], set[tuple[Any, ...]]]:
+        """The `Live` rows — the nodes connected to some physical controller (ours, and as
+        the config DB says) — and the `Bfd` rows: the connected nodes' BFD verdicts as
+        their masters publish them in the config DB (`Transport_Node.status` `bfd:<peer>` =
+        up/down), read from there, not from this controller's own sessions, so that every
+        controller judges a gateway alike."""
         live = {(n,) for n in self.nodes}
-        for row in self.config.rows["Transport_Node"].values():
-            if omap(row["status"]).get("connected") == "true":
-                live.add((str(row["system_id"]),))
-        return live
-
-    def _bfd(self) -> set[tuple[Any, ...]]:
-        """The connected nodes' BFD verdicts as their masters publish them in the config DB
-        (`Transport_Node.status` `bfd:<peer>` = up/down): read from there, not from this
-        controller's own sessions, so that every controller judges a gateway alike."""
-        found = set()
+        bfd = set()
         for row in self.config.rows["Transport_Node"].values():
             status = omap(row["status"])
             if status.get("connected") != "true":
                 continue
+            node = str(row["system_id"])
+            live.add((node,))
             for key, value in status.items():
                 if key.startswith("bfd:"):
-                    found.add((str(row["system_id"]), key[len("bfd:") :], value == "up"))
-        return found
+                    bfd.add((node, key[len("bfd:") :], value == "up"))
+        return live, bfd
 
     def _compute(self) -> bool:
         """One engine transaction of what changed; True if it changed any output."""
@@ -664,9 +661,10 @@ class PhysicalController:
             state.dirty = False
             zones = fed.get("Zone")  # fed as allocated (`_feed_zones`), kept as they are
             self._fed_nodes[system_id] = {**want, "Zone": zones} if zones else dict(want)
-        live = self._live()
+        live, bfd = self._liveness()
         feed("Live", self._fed_live, live)
-        self._fed_live = live
+        feed("Bfd", self._fed_bfd, bfd)
+        self._fed_live, self._fed_bfd = live, bfd
         # Every connected node's static neighbours, not only those of nodes computed here:
         # a hypervisor's router needs its gateway's next hop wherever the gateway is mastered.
         neighbours = {
@@ -676,9 +674,6 @@ class PhysicalController:
         }
         feed("Neighbour", self._fed_neighbours, neighbours)
         self._fed_neighbours = neighbours
-        bfd = self._bfd()
-        feed("Bfd", self._fed_bfd, bfd)
-        self._fed_bfd = bfd
         if self._dirty_universal:
             self._feed_universal(feed, self._dirty_universal)
             self._dirty_universal = {}
