@@ -52,6 +52,41 @@ class Site:
     def create(self, path: str, body: dict[str, Any]) -> str:
         return str(self.api.create(f"/api/v1/{path}", body)["id"])
 
+    def l3_network(
+        self,
+        gateways: list[str],
+        *,
+        tenant: str = "t",
+        uplink_ip: str = "172.16.0.2",
+        vm: str = "vm1",
+        vif: str = "vif-vm1",
+        vm_mac: str = mac(1),
+        snat: bool = True,
+    ) -> tuple[str, str, str, str]:
+        """One tenant's routed network behind an L3 service on `gateways` (uplink
+        `uplink_ip`/24, next hop 172.16.0.1): a router on it (port 10.0.1.1/24, MAC
+        00:00:00:aa:00:01; with `snat`, 10.0.0.0/16 translated to the uplink's address) and
+        a switch with port `vm` (`vm_mac`, 10.0.1.10, VIF `vif`). Returns the service, the
+        router, the switch and the port."""
+        service = self.create("gateway-services", {
+            "name": f"l3-{tenant}", "type": "l3",
+            "gateway_node_ids": [self.ids[g] for g in gateways],
+            "uplink_ip": f"{uplink_ip}/24", "uplink_next_hop": "172.16.0.1"})  # fmt: skip
+        net = self.create("logical-switches", {"name": f"net-{tenant}", "tenant": tenant})
+        router = self.create("logical-routers", {
+            "name": f"r-{tenant}", "tenant": tenant, "gateway_service_id": service})  # fmt: skip
+        self.create(f"logical-routers/{router}/ports", {
+            "name": f"r-{tenant}-net", "ip_prefix": "10.0.1.1/24", "logical_switch_id": net,
+            "mac": "00:00:00:aa:00:01"})  # fmt: skip
+        port = self.create(f"logical-switches/{net}/ports", {
+            "name": vm, "mac": vm_mac, "ips": ["10.0.1.10"],
+            "attachment": {"type": "vif", "vif_id": vif}})  # fmt: skip
+        if snat:
+            self.create(f"logical-routers/{router}/nat-rules", {
+                "type": "snat", "external_ip": uplink_ip,
+                "internal_ip": "10.0.0.0/16"})  # fmt: skip
+        return service, router, net, port
+
     def settled(self, *meshed: str) -> None:
         status = self.api.get("/api/v1/status").get_json()
         wait_for(
@@ -107,25 +142,13 @@ def test_l3_gateway_floating_ip_and_snat(site: Site) -> None:
     gw = site.node("gw1", "gateway")
     gw.add_uplink()
     gw.set_neighbour("172.16.0.1", NEXT_HOP_MAC)
-    l3 = site.create("gateway-services", {
-        "name": "l3", "type": "l3", "gateway_node_ids": [site.ids["gw1"]],
-        "uplink_ip": "172.16.0.2/24", "uplink_next_hop": "172.16.0.1"})  # fmt: skip
-    net = site.create("logical-switches", {"name": "net", "tenant": "t"})
-    router = site.create("logical-routers", {"name": "r", "tenant": "t", "gateway_service_id": l3})
-    site.create(f"logical-routers/{router}/ports", {
-        "name": "r-net", "ip_prefix": "10.0.1.1/24", "logical_switch_id": net,
-        "mac": "00:00:00:aa:00:01"})  # fmt: skip
-    vm1 = site.create(f"logical-switches/{net}/ports", {
-        "name": "vm1", "mac": mac(1), "ips": ["10.0.1.10"],
-        "attachment": {"type": "vif", "vif_id": "vif-vm1"}})  # fmt: skip
+    _, router, net, vm1 = site.l3_network(["gw1"])
     site.create(f"logical-switches/{net}/ports", {
         "name": "vm2", "mac": mac(2), "ips": ["10.0.1.20"],
         "attachment": {"type": "vif", "vif_id": "vif-vm2"}})  # fmt: skip
     site.create(f"logical-routers/{router}/nat-rules", {
         "type": "floating-ip", "external_ip": "172.16.0.102", "internal_ip": "10.0.1.10",
         "logical_port_id": vm1})  # fmt: skip
-    site.create(f"logical-routers/{router}/nat-rules", {
-        "type": "snat", "external_ip": "172.16.0.2", "internal_ip": "10.0.0.0/16"})  # fmt: skip
     hv1.add_vif("vm1", "vif-vm1", mac(1))
     hv2.add_vif("vm2", "vif-vm2", mac(2))
     site.settled("hv1", "gw1")
@@ -234,19 +257,7 @@ def test_l3_gateway_fails_over_when_bfd_loses_its_node(site: Site) -> None:
     for gw in gateways.values():
         gw.add_uplink()
         gw.set_neighbour("172.16.0.1", NEXT_HOP_MAC)
-    l3 = site.create("gateway-services", {
-        "name": "l3", "type": "l3", "gateway_node_ids": [site.ids["gw1"], site.ids["gw2"]],
-        "uplink_ip": "172.16.0.2/24", "uplink_next_hop": "172.16.0.1"})  # fmt: skip
-    net = site.create("logical-switches", {"name": "net", "tenant": "t"})
-    router = site.create("logical-routers", {"name": "r", "tenant": "t", "gateway_service_id": l3})
-    site.create(f"logical-routers/{router}/ports", {
-        "name": "r-net", "ip_prefix": "10.0.1.1/24", "logical_switch_id": net,
-        "mac": "00:00:00:aa:00:01"})  # fmt: skip
-    site.create(f"logical-switches/{net}/ports", {
-        "name": "vm1", "mac": mac(1), "ips": ["10.0.1.10"],
-        "attachment": {"type": "vif", "vif_id": "vif-vm1"}})  # fmt: skip
-    site.create(f"logical-routers/{router}/nat-rules", {
-        "type": "snat", "external_ip": "172.16.0.2", "internal_ip": "10.0.0.0/16"})  # fmt: skip
+    site.l3_network(["gw1", "gw2"])
     hv1.add_vif("vm1", "vif-vm1", mac(1))
     site.settled("hv1", "gw1", "gw2")
     out = packets.icmp_echo(mac(1), "00:00:00:aa:00:01", "10.0.1.10", "8.8.8.8")
@@ -293,18 +304,9 @@ def test_two_l3_services_share_one_untagged_uplink(site: Site) -> None:
     gw.set_neighbour("172.16.0.1", NEXT_HOP_MAC)
     vms = {}
     for i, tenant in enumerate(("red", "blue"), start=1):
-        l3 = site.create("gateway-services", {
-            "name": f"l3-{tenant}", "type": "l3", "gateway_node_ids": [site.ids["gw1"]],
-            "uplink_ip": f"172.16.0.{i + 1}/24", "uplink_next_hop": "172.16.0.1"})  # fmt: skip
-        net = site.create("logical-switches", {"name": f"net-{tenant}", "tenant": tenant})
-        router = site.create("logical-routers", {
-            "name": f"r-{tenant}", "tenant": tenant, "gateway_service_id": l3})  # fmt: skip
-        site.create(f"logical-routers/{router}/ports", {
-            "name": f"r-{tenant}-net", "ip_prefix": "10.0.1.1/24", "logical_switch_id": net,
-            "mac": "00:00:00:aa:00:01"})  # fmt: skip
-        vm = site.create(f"logical-switches/{net}/ports", {
-            "name": f"vm-{tenant}", "mac": mac(i), "ips": ["10.0.1.10"],
-            "attachment": {"type": "vif", "vif_id": f"vif-{tenant}"}})  # fmt: skip
+        l3, router, _, vm = site.l3_network(
+            ["gw1"], tenant=tenant, uplink_ip=f"172.16.0.{i + 1}", vm=f"vm-{tenant}",
+            vif=f"vif-{tenant}", vm_mac=mac(i), snat=False)  # fmt: skip
         site.create(f"logical-routers/{router}/nat-rules", {
             "type": "floating-ip", "external_ip": f"172.16.0.{100 + i}",
             "internal_ip": "10.0.1.10", "logical_port_id": vm})  # fmt: skip
@@ -357,19 +359,7 @@ def test_l3_gateway_learns_its_next_hops_mac(site: Site) -> None:
     hv1 = site.node("hv1")
     gw = site.node("gw1", "gateway")
     gw.add_uplink()  # (no set_neighbour: the next hop's MAC is to be learned)
-    l3 = site.create("gateway-services", {
-        "name": "l3", "type": "l3", "gateway_node_ids": [site.ids["gw1"]],
-        "uplink_ip": "172.16.0.2/24", "uplink_next_hop": "172.16.0.1"})  # fmt: skip
-    net = site.create("logical-switches", {"name": "net", "tenant": "t"})
-    router = site.create("logical-routers", {"name": "r", "tenant": "t", "gateway_service_id": l3})
-    site.create(f"logical-routers/{router}/ports", {
-        "name": "r-net", "ip_prefix": "10.0.1.1/24", "logical_switch_id": net,
-        "mac": "00:00:00:aa:00:01"})  # fmt: skip
-    site.create(f"logical-switches/{net}/ports", {
-        "name": "vm1", "mac": mac(1), "ips": ["10.0.1.10"],
-        "attachment": {"type": "vif", "vif_id": "vif-vm1"}})  # fmt: skip
-    site.create(f"logical-routers/{router}/nat-rules", {
-        "type": "snat", "external_ip": "172.16.0.2", "internal_ip": "10.0.0.0/16"})  # fmt: skip
+    site.l3_network(["gw1"])
     hv1.add_vif("vm1", "vif-vm1", mac(1))
     site.settled("hv1", "gw1")
     uplink_tx = gw.run_dir / "uplink-tx.pcap"
