@@ -410,6 +410,10 @@ class TransactError(OvsdbError):
     """An OVSDB transaction failed (an operation's error, or the connection's)."""
 
 
+class ConnectionClosed(TransactError):
+    """The server closed the connection (it stopped, or a RAFT member left its cluster)."""
+
+
 JEMALLOC = next(iter(sorted(Path("/usr/lib").glob("*/libjemalloc.so.2"))), None)
 """Debian's jemalloc (`libjemalloc2`), which Loom's ovsdb-servers run with where it is
 installed (`make install` installs it). ovsdb-server spends a quarter of a large write in
@@ -703,7 +707,7 @@ class RawConnection:
     def _take(self, chunk: bytes) -> None:
         """Keep received bytes for `_parse`."""
         if not chunk:
-            raise TransactError(detail="connection closed by ovsdb-server")
+            raise ConnectionClosed(detail="connection closed by ovsdb-server")
         self._chunks.append(chunk)
         self._size += len(chunk)
         self._depth += chunk.count(b"{") - chunk.count(b"}")
@@ -807,18 +811,26 @@ class Replica:
         self.conn: RawConnection | None = None
 
     def start(self) -> list[Change]:
-        """(Re)connect and read the tables; return every difference from what was held."""
-        if self.conn is not None:
-            self.conn.close()
-        self.conn = self._connect()
-        if self.wake is not None:
-            self.conn.keep_alive(KEEPALIVE_IDLE, self.wake)
-        requests: dict[str, dict[str, Any]] = {
-            t: {"columns": cols} for t, cols in self.tables.items()
-        }
-        for table in self.no_inserts:
-            requests[table]["select"] = {"initial": True, "insert": False}
-        initial = self.conn.call("monitor", [self.db, None, requests])
+        """(Re)connect and read the tables; return every difference from what was held.
+
+        On an error (raised) the replica is left closed (`conn` None) with the rows it
+        held, so a later `start()` reports what changed meanwhile.
+        """
+        self.close()
+        conn = self._connect()
+        try:
+            if self.wake is not None:
+                conn.keep_alive(KEEPALIVE_IDLE, self.wake)
+            requests: dict[str, dict[str, Any]] = {
+                t: {"columns": cols} for t, cols in self.tables.items()
+            }
+            for table in self.no_inserts:
+                requests[table]["select"] = {"initial": True, "insert": False}
+            initial = conn.call("monitor", [self.db, None, requests])
+        except BaseException:
+            conn.close()
+            raise
+        self.conn = conn
         old, self.rows = self.rows, {t: {} for t in self.tables}
         for table, updates in initial.items():
             for uuid, update in updates.items():

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import socket
-import threading
-from types import FrameType
+
+from loom_common.runner import run_until_stopped
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Parse the command line, run the controller, stop it on a signal."""
+    """Parse the command line, run the controller until a signal (exit 0) or until it gives
+    up (exit 1)."""
     parser = argparse.ArgumentParser(prog="loom-logical-controller", description=__doc__)
     parser.add_argument("--config-db", required=True, help="Loom_Config OVSDB remote")
     parser.add_argument("--universal-db", required=True, help="Loom_Universal OVSDB remote")
@@ -34,27 +34,21 @@ def main(argv: list[str] | None = None) -> int:
     )
     from loom_logical.controller import LogicalController  # after logging is set up
 
-    stop = threading.Event()
+    log = logging.getLogger("loom_logical")
 
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
+    def start() -> LogicalController:
+        controller = LogicalController(
+            args.config_db,
+            args.universal_db,
+            name=args.name,
+            zookeeper=args.zookeeper,
+            session_timeout=args.session_timeout,
+            workers=args.workers,
+        ).start()
+        log.info("logical controller %s running", args.name)
+        return controller
 
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    controller = LogicalController(
-        args.config_db,
-        args.universal_db,
-        name=args.name,
-        zookeeper=args.zookeeper,
-        session_timeout=args.session_timeout,
-        workers=args.workers,
-    ).start()
-    logging.getLogger("loom_logical").info("logical controller %s running", args.name)
-    try:
-        stop.wait()
-    finally:
-        controller.stop()
-    return 0
+    return run_until_stopped(start, log)
 
 
 if __name__ == "__main__":

@@ -34,7 +34,8 @@ from typing import Any
 
 from loom_common import heap
 from loom_common.cluster import membership
-from loom_common.ovsdb import Change, OvsdbError, RawConnection, Replica, TransactError
+from loom_common.ovsdb import Change, RawConnection, Replica, TransactError
+from loom_common.reconnect import LOST, Link
 from loom_ddlog import PendingDelta, Program, Transaction, gc_paused
 from loom_logical.inputs import InputTable, input_tables
 from loom_logical.outputs import GLOBAL_SHARD, all_shards
@@ -55,6 +56,10 @@ STREAM_FROM = 10_000
 chunks before, instead of all of it first (a cold start)."""
 STREAM_CHUNK = 4_096
 """Output changes converted per chunk of a streamed transaction."""
+RETRY_DELAYS = (0.2, 0.4, 0.8, 1.6)
+"""Seconds waited after the 1st, 2nd, ... failed pass in a row before the next. One more
+failure and the controller gives up (`failure`): it leaves the cluster, so that a standby
+takes its shards over, and the daemon exits non-zero."""
 
 
 class LogicalController:
@@ -72,6 +77,7 @@ class LogicalController:
         rules: Path | None = None,
         workers: int = 2,
         stream_from: int = STREAM_FROM,
+        retry_delays: tuple[float, ...] = RETRY_DELAYS,
     ) -> None:
         """Describe the controller; `start()` connects and runs it in a thread.
 
@@ -87,8 +93,10 @@ class LogicalController:
                 11.6 s -> 6.7 s for the NVP workload at scale 0.1).
             stream_from: input changes from which a transaction's output is streamed to
                 the universal DB (see `STREAM_FROM`).
+            retry_delays: the waits after failed passes in a row (see `RETRY_DELAYS`).
         """
         self.name = name
+        self._retry_delays = retry_delays
         self.rules_path = rules or main_file()
         self.program = Program.load([self.rules_path], workers=workers, internal=False)
         self.tables: dict[str, InputTable] = input_tables()
@@ -141,8 +149,12 @@ class LogicalController:
             # parsed in the first pass after it (the first port change: 237 ms).
             no_inserts=frozenset({"Port_Binding"}),
         )
-        self._config_up = False
-        self._universal_up = False
+        self._config_link = Link("Loom_Config", self._config)
+        self._universal_link = Link("Loom_Universal", self._universal)
+        self.links = (self._config_link, self._universal_link)
+        """The databases' connections: each up, or down and reconnecting (`Link`)."""
+        self.failure: str | None = None
+        """Why the controller gave up (its loop ended for good; `GIVE_UP_AFTER`)."""
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._cond = threading.Condition()
@@ -223,8 +235,8 @@ class LogicalController:
         if self._zk is not None:
             self._zk.stop()
             self._zk.close()
-        self._config.close()
-        self._universal.close()
+        for link in self.links:
+            link.close()
         os.close(self._wake_r)
         os.close(self._wake_w)
 
@@ -348,34 +360,76 @@ class LogicalController:
     # ---- the loop ----
 
     def _loop(self) -> None:
-        while not self._stop.is_set():
+        """Run passes until `stop()`. No exception ends it: a failed pass is logged and the
+        next retries; when more passes fail in a row than `retry_delays` has waits, it gives
+        up (`_give_up`), and so it does if anything else ends the thread."""
+        failures = 0
+        try:
+            while not self._stop.is_set():
+                try:
+                    self._pass()
+                    failures = 0
+                except Exception as exc:
+                    failures += 1
+                    log.exception("logical controller pass failed (%d in a row)", failures)
+                    if failures > len(self._retry_delays):
+                        self._give_up(f"{failures} passes failed in a row, the last: {exc!r}")
+                        return
+                    self._reconcile_needed = True  # a write may have been cut short
+                    self._stop.wait(self._retry_delays[failures - 1])
+                self._wait()
+        except BaseException as exc:
+            self._give_up(f"its loop ended: {exc!r}")
+            raise
+
+    def _pass(self) -> None:
+        with self._cond:  # waiters see the state between passes, never inside one
             try:
-                with self._cond:  # waiters see the state between passes, never inside one
-                    try:
-                        with gc_paused():
-                            self._step()
-                    finally:
-                        self._cond.notify_all()
-                if self._phases.get("total", 0.0) > SLOW_PASS:
-                    # A long pass (a cold start) leaves millions of long-lived objects (the
-                    # desired universal rows); collections would traverse them all, again
-                    # and again, and find nothing (they hold no cycles). Measured on the
-                    # full-scale cold start, pausing and freezing together: folding the
-                    # engine's output into the writer 6.3 -> 1.7 s, the write 42 -> 35 s.
-                    heap.settle()
-                # Outside the lock: a waiter for written universal rows need not wait for
-                # the config DB (the report only reads what this thread alone changes).
-                self._report_if_due()
-            except Exception:  # the daemon must outlive one bad pass; the next retries
-                log.exception("logical controller pass failed")
-                time.sleep(0.2)
-            waiting = [self._wake_r]
-            if self._connected:
-                waiting += [self._config.fileno(), self._universal.fileno()]
-            timeout = POLL_MS if self._connected and not self.writer.pending() else 100
-            if self._connected and (self._config.has_pending() or self._universal.has_pending()):
-                timeout = 0
-            select.select(waiting, [], [], timeout / 1000)
+                with gc_paused():
+                    self._step()
+            finally:
+                self._cond.notify_all()
+        if self._phases.get("total", 0.0) > SLOW_PASS:
+            # A long pass (a cold start) leaves millions of long-lived objects (the desired
+            # universal rows); collections would traverse them all, again and again, and
+            # find nothing (they hold no cycles). Measured on the full-scale cold start,
+            # pausing and freezing together: folding the engine's output into the writer
+            # 6.3 -> 1.7 s, the write 42 -> 35 s.
+            heap.settle()
+        # Outside the lock: a waiter for written universal rows need not wait for the config
+        # DB (the report only reads what this thread alone changes).
+        self._report_if_due()
+
+    def _wait(self) -> None:
+        """Wait until a database or `_wake` has something, a link is due to reconnect, or
+        `POLL_MS` passed (100 ms while writes are pending)."""
+        waiting = [self._wake_r]
+        timeout = POLL_MS / 1000 if not self.writer.pending() else 0.1
+        for link in self.links:
+            if link.has_pending():
+                return
+            fd = link.fileno()
+            if fd is not None:
+                waiting.append(fd)
+            else:
+                timeout = min(timeout, link.retry_in() or 0.0)
+        select.select(waiting, [], [], timeout)
+
+    def _give_up(self, reason: str) -> None:
+        """The controller cannot go on: record why, leave the cluster (a standby takes the
+        shards over at once), wake whoever waits."""
+        if self.failure is not None or self._stop.is_set():
+            return
+        log.error("logical controller %s cannot continue: %s; leaving the cluster",
+                  self.name, reason)  # fmt: skip
+        self.failure = reason
+        if self._member is not None:
+            try:
+                self._member.stop()
+            except Exception:
+                log.exception("leaving the cluster failed (the session expires instead)")
+        with self._cond:
+            self._cond.notify_all()
 
     def _step(self) -> None:
         _drain(self._wake_r)
@@ -422,24 +476,28 @@ class LogicalController:
                     log.info("slow pass (generation %d): %s", generation, phases)
         except (OSError, TransactError) as exc:
             # The outcome of a write in flight is unknown: read what is there before the next.
-            log.warning("universal DB write failed: %s", exc)
-            self._universal_up = False
             self._reconcile_needed = True
+            if isinstance(exc, LOST):
+                self._universal_link.lost(exc)
+            else:
+                log.warning("universal DB write failed: %s", exc)
             return
 
     def _sync_replicas(self) -> bool:
-        """(Re)connect the replicas that need it and apply their updates; False if down.
+        """(Re)connect the replicas that need it and apply their updates; False if one is
+        down.
 
-        Each database reconnects on its own: a replica that restarts reports exactly what
-        changed while it was away, so only a lost universal write needs a full reconcile.
+        Each database reconnects on its own (`Link`): a replica that restarts reports
+        exactly what changed while it was away, so only a lost universal write needs a
+        full reconcile.
         """
-        self._config_up = _sync(self._config, self._config_up, self._config_changes)
-        self._universal_up = _sync(self._universal, self._universal_up, self._universal_changes)
-        return self._config_up and self._universal_up
+        self._config_changes(self._config_link.sync())
+        self._universal_changes(self._universal_link.sync())
+        return self._connected
 
     @property
     def _connected(self) -> bool:
-        return self._config_up and self._universal_up
+        return all(link.up for link in self.links)
 
     def _config_generation(self) -> int:
         rows = list(self._config.rows["Loom_Global"].values())
@@ -524,10 +582,9 @@ class LogicalController:
         due, self._report_due = self._report_due, set()
         try:
             self._report(warnings="warnings" in due)
-        except (OSError, TransactError) as exc:
-            log.warning("config DB report failed: %s", exc)
+        except LOST as exc:
             self._report_due = set(REPORTS)
-            self._config_up = False
+            self._config_link.lost(exc)
 
     def _report(self, *, warnings: bool) -> None:
         """Copy the realized generation, and the warnings if `warnings`, back to the config
@@ -631,18 +688,6 @@ def _atoms(value: object) -> list[Any]:
     if isinstance(value, list) and value and value[0] == "set":
         return sorted(value[1])
     return [value]
-
-
-def _sync(replica: Replica, up: bool, apply: Callable[[list[Change]], None]) -> bool:
-    """(Re)start `replica` unless `up`, apply its changes; return whether it is up."""
-    try:
-        if not up:
-            apply(replica.start())
-        apply(replica.poll())
-    except (OSError, OvsdbError) as exc:
-        log.warning("%s connection failed: %s", replica.db, exc)
-        return False
-    return True
 
 
 def _drain(fd: int) -> None:

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import socket
-import threading
-from types import FrameType
+
+from loom_common.runner import run_until_stopped
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Parse the command line, run the controller, stop it on a signal."""
+    """Parse the command line, run the controller until a signal (exit 0) or until it gives
+    up (exit 1)."""
     parser = argparse.ArgumentParser(prog="loom-physical-controller", description=__doc__)
     parser.add_argument("--universal-db", required=True, help="Loom_Universal OVSDB remote")
     parser.add_argument("--config-db", required=True, help="Loom_Config OVSDB remote")
@@ -34,29 +34,21 @@ def main(argv: list[str] | None = None) -> int:
     )
     from loom_physical.controller import PhysicalController  # after logging is set up
 
-    stop = threading.Event()
+    log = logging.getLogger("loom_physical")
 
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
+    def start() -> PhysicalController:
+        controller = PhysicalController(
+            args.universal_db,
+            args.config_db,
+            name=args.name,
+            listen=args.listen,
+            zookeeper=args.zookeeper,
+            session_timeout=args.session_timeout,
+        ).start()
+        log.info("physical controller %s listening on %s", args.name, controller.target)
+        return controller
 
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    controller = PhysicalController(
-        args.universal_db,
-        args.config_db,
-        name=args.name,
-        listen=args.listen,
-        zookeeper=args.zookeeper,
-        session_timeout=args.session_timeout,
-    ).start()
-    logging.getLogger("loom_physical").info(
-        "physical controller %s listening on %s", args.name, controller.target
-    )
-    try:
-        stop.wait()
-    finally:
-        controller.stop()
-    return 0
+    return run_until_stopped(start, log)
 
 
 if __name__ == "__main__":

@@ -49,6 +49,7 @@ from typing import Any
 from loom_common import heap
 from loom_common.cluster import membership
 from loom_common.ovsdb import OvsdbError, RawConnection, Replica, TransactError
+from loom_common.reconnect import CONNECTION_ERRORS, Link
 from loom_ddlog import Program
 from loom_ovs import packets
 from loom_ovs.manager import Manager, NodeSession, TunnelSpec, omap
@@ -78,6 +79,10 @@ LONG_PASS = 0.5
 PUSH_THREADS = 16
 """Nodes pushed at once (a whole table is compared by `ovs-ofctl diff-flows`, whose process
 the thread waits for)."""
+RETRY_DELAYS = (1.0, 2.0, 4.0, 8.0)
+"""Seconds waited after the 1st, 2nd, ... failed pass in a row before starting over
+(`_start_over`). One more failure and the controller gives up (`failure`): it leaves the
+cluster, so that a standby takes its nodes over, and the daemon exits non-zero."""
 
 
 @dataclass
@@ -154,6 +159,7 @@ class PhysicalController:
         zk_root: str = "/loom/physical",
         rules: Path | None = None,
         workers: int = 1,
+        retry_delays: tuple[float, ...] = RETRY_DELAYS,
     ) -> None:
         """Describe the controller; `start()` listens, connects and runs it in a thread.
 
@@ -167,8 +173,10 @@ class PhysicalController:
             zk_root: the physical cluster's znode path.
             rules: the main rule file (default: the installed `rules/physical`).
             workers: the engine's worker threads.
+            retry_delays: the waits after failed passes in a row (see `RETRY_DELAYS`).
         """
         self.name = name
+        self._retry_delays = retry_delays
         self._rules = rules or main_file()
         self._workers = workers
         self.program = Program.load([self._rules], workers=workers, internal=False)
@@ -187,6 +195,11 @@ class PhysicalController:
             },
             wake=self._wake,
         )
+        self.links = (Link("Loom_Universal", self.universal), Link("Loom_Config", self.config))
+        """The databases' connections: each up, or down and reconnecting (`Link`)."""
+        self._universal_link, self._config_link = self.links
+        self.failure: str | None = None
+        """Why the controller gave up (its loop ended for good; `GIVE_UP_AFTER`)."""
         self._zk_hosts = zookeeper
         self._session_timeout = session_timeout
         self._zk_root = zk_root
@@ -265,8 +278,8 @@ class PhysicalController:
     def start(self) -> PhysicalController:
         """Listen for nodes, connect to the databases, join the cluster, start the thread."""
         self.manager.start()
-        self._mark_universal(self.universal.start(()))
-        self.config.start()
+        self._poll_universal()  # a database not up yet: the loop keeps trying (`Link`)
+        self._poll_config()
         if self._zk_hosts:
             self._zk = membership.connect(self._zk_hosts, session_timeout=self._session_timeout)
             self._member = membership.Member(
@@ -300,8 +313,8 @@ class PhysicalController:
         for session in self._pending:
             session.close()
         self.manager.close()
-        self.universal.close()
-        self.config.close()
+        for link in self.links:
+            link.close()
         os.close(self._wake_r)
         os.close(self._wake_w)
 
@@ -365,36 +378,74 @@ class PhysicalController:
     # ---- the loop ----
 
     def _loop(self) -> None:
-        while not self._stop.is_set():
-            began = time.perf_counter()
-            try:
-                with self._cond:  # `wait_pass` predicates see the state between passes
-                    masters = self._step()
-                    self._looked = 0
-                    self._cond.notify_all()  # flows are on the nodes: waiters may look
-                    self._let_waiters_look()
-                if masters is not None:
-                    with self._cond:
-                        self._report(masters)
-                    # the nodes where no port came or went, once the others' ports are up
-                    with self._cond:
-                        if self._push_others(masters):
-                            self._report(masters)
-                        self._cond.notify_all()
-                # Whole tables are in, or a long pass made many objects (the status of
-                # thousands of ports): out of the collector's sight (`loom_common.heap`).
-                if self._bulk_loaded or time.perf_counter() - began > LONG_PASS:
-                    self._bulk_loaded = False
-                    heap.settle()
-            except Exception:
-                log.exception("physical controller pass failed; starting over")
-                self._stop.wait(1.0)
-                with self._cond, contextlib.suppress(Exception):
-                    self._start_over()
+        """Run passes until `stop()`. No exception ends it: a failed pass is logged and
+        the controller starts over; when more passes fail in a row than `retry_delays` has
+        waits, it gives up (`_give_up`), and so it does if anything else ends the thread."""
+        failures = 0
+        try:
+            while not self._stop.is_set():
+                try:
+                    self._pass()
+                    failures = 0
+                except Exception as exc:
+                    failures += 1
+                    if failures > len(self._retry_delays):
+                        log.exception("physical controller pass failed (%d in a row)", failures)
+                        self._give_up(f"{failures} passes failed in a row, the last: {exc!r}")
+                        return
+                    log.exception("physical controller pass failed (%d in a row); starting "
+                                  "over", failures)  # fmt: skip
+                    self._stop.wait(self._retry_delays[failures - 1])
+                    try:
+                        with self._cond:
+                            self._start_over()
+                    except Exception:
+                        log.exception("starting over failed; the next pass tries again")
+                with self._cond:
+                    self.passes += 1
+                    self._cond.notify_all()
+        except BaseException as exc:
+            self._give_up(f"its loop ended: {exc!r}")
+            raise
+
+    def _pass(self) -> None:
+        """One pass: poll, compute, push, report; then wait for something to do."""
+        began = time.perf_counter()
+        with self._cond:  # `wait_pass` predicates see the state between passes
+            masters = self._step()
+            self._looked = 0
+            self._cond.notify_all()  # flows are on the nodes: waiters may look
+            self._let_waiters_look()
+        if masters is not None:
             with self._cond:
-                self.passes += 1
+                self._report(masters)
+            # the nodes where no port came or went, once the others' ports are up
+            with self._cond:
+                if self._push_others(masters):
+                    self._report(masters)
                 self._cond.notify_all()
-            self._wait()
+        # Whole tables are in, or a long pass made many objects (the status of thousands
+        # of ports): out of the collector's sight (`loom_common.heap`).
+        if self._bulk_loaded or time.perf_counter() - began > LONG_PASS:
+            self._bulk_loaded = False
+            heap.settle()
+        self._wait()
+
+    def _give_up(self, reason: str) -> None:
+        """The controller cannot go on: record why, leave the cluster (a standby takes the
+        nodes over at once, not after a session timeout), wake whoever waits."""
+        if self.failure is not None or self._stop.is_set():
+            return
+        log.error("physical controller %s cannot continue: %s; leaving the cluster",
+                  self.name, reason)  # fmt: skip
+        self.failure = reason
+        if self._member is not None:
+            try:
+                self._member.stop()
+            except Exception:
+                log.exception("leaving the cluster failed (the session expires instead)")
+        with self._cond:
+            self._cond.notify_all()
 
     def _start_over(self) -> None:
         """After a failed pass, whatever the engine holds is unknown: build a new engine from
@@ -408,11 +459,12 @@ class PhysicalController:
         self._node_dps = {}
         self._bindings, self._binding_port, self._dirty_universal = {}, {}, {}
         self._with_qos = set()
-        self._mark_universal(self.universal.start(()))
-        for table, rows in self.universal.rows.items():  # feed every row again
+        # The replicas are kept by their links (what failed is the engine's state): every
+        # row held is fed again.
+        for table, rows in self.universal.rows.items():
             self._mark_universal([(table, uuid, row) for uuid, row in rows.items()])
-        self.config.start()
         self._reported_masters = set()  # report everything again
+        self._report_due = True
         for system_id, state in self.nodes.items():
             state.table = FlowTable()
             state.full_sync = state.dirty = state.reconfigure = True
@@ -420,19 +472,25 @@ class PhysicalController:
                 self._zone_changes.append((1, (system_id, owner, zone)))
 
     def _wait(self) -> None:
+        """Wait until a node, a database or `_wake` has something, a link is due to
+        reconnect, or `POLL_MS` passed."""
         fds = [self._wake_r, self.manager.fileno()]
-        for source in (self.universal, self.config):
-            if source.conn is not None:
-                if source.has_pending():
-                    return
-                fds.append(source.fileno())
+        timeout = POLL_MS / 1000
+        for link in self.links:
+            if link.has_pending():
+                return
+            fd = link.fileno()
+            if fd is not None:
+                fds.append(fd)
+            else:
+                timeout = min(timeout, link.retry_in() or 0.0)
         for state in self.nodes.values():
             if state.session.alive:
                 if state.session.replica.has_pending():
                     return
                 fds.append(state.session.fileno())
         fds += [s.fileno() for s in self._pending if s.alive]
-        readable, _, _ = select.select(fds, [], [], POLL_MS / 1000)
+        readable, _, _ = select.select(fds, [], [], timeout)
         if self._wake_r in readable:
             with contextlib.suppress(BlockingIOError):
                 while os.read(self._wake_r, 4096):
@@ -522,7 +580,7 @@ class PhysicalController:
         )
 
     def _poll_config(self) -> None:
-        for table, uuid, _ in self.config.poll():
+        for table, uuid, _ in self._config_link.sync():
             self._report_due = True
             if table == "Logical_Switch_Port":
                 self._recheck.add(uuid)
@@ -530,7 +588,7 @@ class PhysicalController:
             self._member.set_shards(self._configured_nodes())
 
     def _poll_universal(self) -> None:
-        self._mark_universal(self.universal.poll())
+        self._mark_universal(self._universal_link.sync())
 
     def _mark_universal(self, changes: list[tuple[str, str, Any]]) -> None:
         for table, uuid, row in changes:
@@ -811,8 +869,11 @@ class PhysicalController:
                     del self._node_dps[dp]
         self._fold_nodes(delta)
         if self._node_dps.keys() != self.universal.datapaths:  # the flows read follow
-            self.universal.set_datapaths(self._node_dps)
-            self._mark_universal(self.universal.poll())
+            try:
+                self.universal.set_datapaths(self._node_dps)
+            except CONNECTION_ERRORS as exc:
+                self._universal_link.lost(exc)  # (it asks for them when it reconnects)
+            self._poll_universal()
 
     def _fold_nodes(self, delta: dict[str, list[tuple[int, tuple[Any, ...]]]]) -> None:
         """Fold where VIFs are and which zones nodes need."""
@@ -1116,6 +1177,8 @@ class PhysicalController:
         port when the nodes mastered changed), the nodes' status, the realized generation."""
         if not self._report_due and masters == self._reported_masters:
             return
+        if not all(link.up for link in self.links):
+            return  # written once both are back (`_report_due` stays set)
         check = self._recheck if masters == self._reported_masters else None
         self._recheck, self._report_due = set(), False
         self._reported_masters = set(masters)

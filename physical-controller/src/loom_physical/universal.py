@@ -136,22 +136,33 @@ class UniversalReplica:
         self._types: dict[str, dict[str, Any]] = {}
         """Table -> column -> its OVSDB type (from the server's schema, at `start`)."""
 
-    def start(self, datapaths: Iterable[int]) -> list[Change]:
-        """(Re)connect and read; return every difference from what was held."""
-        if self.conn is not None:
-            self.conn.close()
-        self.conn = RawConnection(self.remote, db=DB)
-        if self.wake is not None:
-            self.conn.keep_alive(KEEPALIVE_IDLE, self.wake)
-        self.datapaths = frozenset(datapaths)
-        schema = self.conn.call("get_schema", [DB])["tables"]
-        self._types = {
-            table: {c: schema[table]["columns"][c]["type"] for c in columns}
-            for table, columns in TABLES.items()
-        }
-        requests: dict[str, Any] = {t: [{"columns": cols}] for t, cols in TABLES.items()}
-        requests["Universal_Flow"] = [{"columns": FLOW_COLUMNS, "where": _where(self.datapaths)}]
-        initial = self.conn.call("monitor_cond", [DB, MONITOR_ID, requests])
+    def start(self, datapaths: Iterable[int] | None = None) -> list[Change]:
+        """(Re)connect and read the flows of `datapaths` (default: those followed now);
+        return every difference from what was held.
+
+        On an error (raised) the replica is left closed (`conn` None) with the rows it
+        held, so a later `start()` reports what changed meanwhile.
+        """
+        self.close()
+        if datapaths is not None:
+            self.datapaths = frozenset(datapaths)
+        conn = RawConnection(self.remote, db=DB)
+        try:
+            if self.wake is not None:
+                conn.keep_alive(KEEPALIVE_IDLE, self.wake)
+            schema = conn.call("get_schema", [DB])["tables"]
+            self._types = {
+                table: {c: schema[table]["columns"][c]["type"] for c in columns}
+                for table, columns in TABLES.items()
+            }
+            requests: dict[str, Any] = {t: [{"columns": cols}] for t, cols in TABLES.items()}
+            where = _where(self.datapaths)
+            requests["Universal_Flow"] = [{"columns": FLOW_COLUMNS, "where": where}]
+            initial = conn.call("monitor_cond", [DB, MONITOR_ID, requests])
+        except BaseException:
+            conn.close()
+            raise
+        self.conn = conn
         old = self.rows
         self.rows = {t: {} for t in old}
         for table, updates in initial.items():
@@ -168,14 +179,19 @@ class UniversalReplica:
 
     def set_datapaths(self, datapaths: Iterable[int]) -> None:
         """Follow the rows of `datapaths` from now on (rows that enter or leave the
-        condition arrive as updates, for `poll`)."""
+        condition arrive as updates, for `poll`).
+
+        Raises:
+            OSError, OvsdbError: the connection failed (`start()` reconnects and asks for
+                `datapaths`).
+        """
         wanted = frozenset(datapaths)
         if wanted == self.datapaths:
             return
-        assert self.conn is not None, "start() first"
-        change = {"Universal_Flow": [{"where": _where(wanted)}]}
-        self.conn.call("monitor_cond_change", [MONITOR_ID, MONITOR_ID, change])
-        self.datapaths = wanted
+        self.datapaths = wanted  # (if the connection is closed or fails: `start()` asks)
+        if self.conn is not None:
+            change = {"Universal_Flow": [{"where": _where(wanted)}]}
+            self.conn.call("monitor_cond_change", [MONITOR_ID, MONITOR_ID, change])
 
     def poll(self) -> list[Change]:
         """Apply the updates received so far; return the changes, in commit order."""
