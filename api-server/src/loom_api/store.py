@@ -237,6 +237,10 @@ class _Job(Generic[T]):
     error: BaseException | None = None
 
 
+RECONNECT_MS = 1000
+"""The longest wait between attempts to reconnect to the config DB (python-ovs's floor)."""
+
+
 class Store:
     """The config DB replica and its writer thread. Thread-safe; start() before use."""
 
@@ -262,6 +266,9 @@ class Store:
         helper = ovs.db.idl.SchemaHelper(location=schema_path)
         helper.register_all()
         self._idl = ovs.db.idl.Idl(remote, helper, leader_only=True)
+        # python-ovs backs off to 8 s between attempts: a database back after a restart
+        # waited that long for the API (4-5 s measured). Once a second at most (its floor).
+        self._idl._session.reconnect.set_backoff(RECONNECT_MS, RECONNECT_MS)
         for table, column in PARENT_INDEXES:
             index = self._idl.index_create(table, f"by_{column}")
             index.add_column(column, key=lambda entry, c=column: _ref_uuid(getattr(entry, c)))
