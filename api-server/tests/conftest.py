@@ -14,10 +14,11 @@ from typing import Any
 import pytest
 from flask import Flask
 from waitress import wasyncore
-from waitress.server import create_server
 
 from loom_api import create_app
 from loom_api.auth import Tokens
+from loom_api.limits import Limits
+from loom_api.serving import create_server
 from loom_api.store import Store
 from loom_api.testing import ApiClient, running_store
 
@@ -65,14 +66,18 @@ def anonymous(app: Flask) -> ApiClient:
 
 @pytest.fixture
 def live_api(app: Flask) -> Iterator[str]:
-    """The app served by waitress on a free loopback port; yields its base URL.
+    """The app served by waitress (as `python -m loom_api` serves it, with the app's body
+    limit) on a free loopback port; yields its base URL.
 
     Closing waitress's sockets while its loop thread polls them makes the loop die with
     EBADF (an unhandled thread exception, an error under `filterwarnings = error`), and open
     keep-alive connections keep the loop alive; so the workers stop first, every channel is
     closed, and an EBADF after the stop is expected.
     """
-    server: Any = create_server(app, host="127.0.0.1", port=0, threads=16)
+    limits: Limits = app.extensions["loom.limits"]
+    server: Any = create_server(
+        app, host="127.0.0.1", port=0, threads=16, max_body_bytes=limits.max_body_bytes
+    )
     stopping = threading.Event()
 
     def run() -> None:

@@ -2,14 +2,27 @@
 
 401 without a valid token; tenant tokens see and change only their tenant's objects (404
 across tenants, 403 when naming another tenant); only the admin writes transport zones,
-transport nodes and gateway services, and only the admin sees transport nodes.
+transport nodes and gateway services, and only the admin sees transport nodes. The daemon
+takes the admin token from exactly one of a file, the environment or its command line, and
+tenant tokens from a file.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+
+from loom_api.__main__ import parse_args
+from loom_api.auth import (
+    ADMIN_TOKEN_ENV,
+    Tokens,
+    TokenSourceError,
+    admin_token,
+    parse_tenant_tokens,
+    tokens_of,
+)
 
 if TYPE_CHECKING:  # (mypy checks api-server/tests as top-level modules)
     from loom_api.testing import ApiClient
@@ -236,3 +249,75 @@ def test_tenant_status_and_realization(tenant_a: ApiClient, a_switch: dict[str, 
     assert tenant_a.get(f"{API}/status").status_code == 200
     answer = tenant_a.get(f"{API}/realization").get_json()
     assert answer["realized"] is False
+
+
+# ---- where the daemon takes its tokens from ------------------------------------------------
+
+
+def test_admin_token_from_each_source() -> None:
+    def one(**kw: Any) -> str:
+        sources: dict[str, Any] = {"flag": None, "file_text": None, "file_name": None, "env": {}}
+        return admin_token(**{**sources, **kw})
+
+    assert one(file_text="  from-file\n", file_name="f") == "from-file"
+    assert one(env={ADMIN_TOKEN_ENV: "from-env"}) == "from-env"
+    assert one(flag="from-flag") == "from-flag"
+    assert one(flag="from-flag", env={ADMIN_TOKEN_ENV: ""}) == "from-flag"  # empty = unset
+    with pytest.raises(TokenSourceError, match=r"no admin token.*--admin-token-file"):
+        one()
+    with pytest.raises(TokenSourceError, match="--admin-token-file f and LOOM_ADMIN_TOKEN"):
+        one(file_text="a", file_name="f", env={ADMIN_TOKEN_ENV: "b"})
+    with pytest.raises(TokenSourceError, match="more than once"):
+        one(flag="a", file_text="a", file_name="f")
+    with pytest.raises(TokenSourceError, match="empty"):
+        one(file_text="\n", file_name="f")
+
+
+def test_tenant_tokens_file_lines() -> None:
+    text = "# tenants\n\nred = tok=en==\n  blue=other\n"
+    assert parse_tenant_tokens(text, "t") == [("red", "tok=en=="), ("blue", "other")]
+    for bad in ("red", "=token", "red=", "red=  "):
+        with pytest.raises(TokenSourceError, match="t:2: expected TENANT=TOKEN"):
+            parse_tenant_tokens(f"ok=fine\n{bad}\n", "t")
+
+
+def test_tokens_must_be_distinct() -> None:
+    tokens = tokens_of("admin", [("red", "r"), ("red", "r2"), ("blue", "b")])
+    assert tokens.tenants == {"r": "red", "r2": "red", "b": "blue"}
+    with pytest.raises(TokenSourceError, match="red's token is the admin token"):
+        tokens_of("admin", [("red", "admin")])
+    with pytest.raises(TokenSourceError, match="red and blue share a token"):
+        tokens_of("admin", [("red", "same"), ("blue", "same")])
+
+
+def test_daemon_reads_token_files_and_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv(ADMIN_TOKEN_ENV, raising=False)
+    admin_file = tmp_path / "admin"
+    admin_file.write_text("file-secret\n")
+    tenants_file = tmp_path / "tenants"
+    tenants_file.write_text("red=red-secret\n")
+    base = ["--db", "tcp:127.0.0.1:1"]
+    args = parse_args(
+        [*base, f"--admin-token-file={admin_file}", f"--tenant-tokens-file={tenants_file}",
+         "--tenant-token", "blue=blue-secret"]
+    )  # fmt: skip
+    assert args.tokens == Tokens("file-secret", {"red-secret": "red", "blue-secret": "blue"})
+    monkeypatch.setenv(ADMIN_TOKEN_ENV, "env-secret")
+    assert parse_args(base).tokens.admin == "env-secret"
+    for argv, message in [
+        ([f"--admin-token-file={admin_file}"], "given more than once"),
+        (["--admin-token-file", str(tmp_path / "missing")], "No such file"),
+    ]:
+        with pytest.raises(SystemExit) as exited:
+            parse_args([*base, *argv])
+        assert exited.value.code == 2
+        assert message in capsys.readouterr().err
+    monkeypatch.delenv(ADMIN_TOKEN_ENV)
+    with pytest.raises(SystemExit):
+        parse_args(base)
+    assert "no admin token" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        parse_args([*base, "--admin-token=a", f"--admin-token-file={admin_file}"])
+    assert "not allowed with argument" in capsys.readouterr().err

@@ -2,7 +2,9 @@
 
 Every operation of the committed document (`schemas/api/openapi.json`) is exercised with
 generated requests, valid and invalid, on a real ovsdb-server. The run is bounded (a few
-examples per operation, no coverage phase) and deterministic, so it fits in CI.
+examples per operation, no coverage phase) and deterministic, so it fits in CI. Every
+operation that takes a body is also sent an oversized one and deeply nested ones: each must
+be a documented 4xx (413, 400), never a 5xx.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from flask import Flask
 from hypothesis import HealthCheck, settings
 from schemathesis.specs.openapi import checks as openapi_checks
 
+from loom_api import limits
 from loom_api.auth import Tokens
 from loom_api.http import WAIT_HEADER
 from loom_api.store import ReadView, Store, WriteView
@@ -167,3 +170,44 @@ def test_stateful_scenarios_conform(
             case.validate_response(response, checks=CHECKS, transport_kwargs=kwargs)
 
     Workflow.run(settings=STATEFUL)
+
+
+#: Operations that take a request body (the hostile bodies' targets).
+BODY_OPERATIONS = [
+    operation for result in schema.get_all_operations() if (operation := result.ok()).body
+]
+#: Any id: the hostile bodies are refused before the object is looked up.
+SOME_ID = "00000000-0000-0000-0000-00000000beef"
+
+
+def _nested(depth: int) -> Any:
+    value: Any = "x"
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(
+    ("kind", "body", "status"),
+    [
+        ("oversized", {"name": "x" * limits.DEFAULT_MAX_BODY_BYTES}, 413),
+        ("nested-33", {"name": _nested(limits.DEFAULT_MAX_JSON_DEPTH)}, 400),
+        ("nested-500", {"name": _nested(500)}, 400),
+    ],
+    ids=lambda value: value if isinstance(value, str) else "",
+)
+def test_hostile_bodies_are_refused_with_a_documented_4xx(
+    live_api: str, admin_auth: dict[str, str], kind: str, body: Any, status: int
+) -> None:
+    assert BODY_OPERATIONS, "the document has operations with bodies"
+    for operation in BODY_OPERATIONS:
+        path_parameters = {p.name: SOME_ID for p in operation.path_parameters}
+        case = operation.Case(
+            body=body, path_parameters=path_parameters, media_type="application/json"
+        )
+        response = case.call_and_validate(
+            base_url=f"{live_api}/api/v1", headers=admin_auth, checks=CHECKS
+        )
+        assert response.status_code == status, (operation.label, kind, response.text[:200])
+        error = json.loads(response.content)["error"]
+        assert error == ("body_too_large" if status == 413 else "json_too_deep"), error

@@ -2,7 +2,8 @@
 
 `create_app` builds the Flask app around a `Store` (the config DB replica). Views are thin
 blueprints; validation and database changes live in `loom_api.service`, which imports no
-Flask; errors are `loom_api.errors.LoomApiError`s rendered as JSON by one handler.
+Flask; errors are `loom_api.errors.LoomApiError`s rendered as JSON by one handler (in
+Neutron's form under `/v2.0`). Every request is held to `loom_api.limits.Limits`.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from werkzeug.exceptions import HTTPException
 
 from loom_api import errors
 from loom_api.auth import Tokens
+from loom_api.limits import Limits
 from loom_api.store import Store
 
 LOG = logging.getLogger(__name__)
@@ -29,14 +31,16 @@ def create_app(store: Store, tokens: Tokens, config: Mapping[str, Any] | None = 
     Args:
         store: a started `Store` on the config DB (the app never starts or stops it).
         tokens: the admin and tenant tokens.
-        config: extra Flask configuration (tests); `LOOM_NEUTRON_AUTH` chooses the Neutron
-            API's authentication, "token" (the default) or "noauth".
+        config: extra Flask configuration; `LOOM_NEUTRON_AUTH` chooses the Neutron API's
+            authentication, "token" (the default) or "noauth"; `LOOM_MAX_BODY_BYTES`,
+            `LOOM_MAX_JSON_DEPTH` and `LOOM_MAX_BULK_ITEMS` set the request limits
+            (`loom_api.limits`, 1 MiB, 32 and 500 by default).
 
     Returns:
         The WSGI app.
 
     Raises:
-        ValueError: an unknown `LOOM_NEUTRON_AUTH`.
+        ValueError: an unknown `LOOM_NEUTRON_AUTH`, or a limit out of range.
     """
     from loom_api.views import native, neutron, openapi, status
 
@@ -45,6 +49,11 @@ def create_app(store: Store, tokens: Tokens, config: Mapping[str, Any] | None = 
     app.json.sort_keys = False  # type: ignore[attr-defined]
     app.extensions["loom.store"] = store
     app.extensions["loom.tokens"] = tokens
+    limits = Limits.from_config(app.config)
+    app.extensions["loom.limits"] = limits
+    # Refused on Content-Length before the body is read, and on a chunked body once it passes
+    # the limit (waitress refuses first; this holds under any WSGI server).
+    app.config["MAX_CONTENT_LENGTH"] = limits.max_body_bytes
     app.register_blueprint(status.bp, url_prefix=API_PREFIX)
     app.register_blueprint(openapi.bp, url_prefix=API_PREFIX)
     app.register_blueprint(native.bp, url_prefix=API_PREFIX)
@@ -52,16 +61,32 @@ def create_app(store: Store, tokens: Tokens, config: Mapping[str, Any] | None = 
         raise ValueError(f"{neutron.AUTH_CONFIG} must be one of {neutron.AUTH_STRATEGIES}")
     app.register_blueprint(neutron.bp)  # GET / and /v2.0; its errors are Neutron's
 
+    @app.before_request
+    def refuse_long_body() -> None:
+        # Whatever the method and whether or not the view reads the body.
+        length = request.content_length
+        if length is not None and length > limits.max_body_bytes:
+            raise errors.BodyTooLarge(limit=limits.max_body_bytes)
+
     @app.errorhandler(errors.LoomApiError)
     def api_error(exc: errors.LoomApiError) -> tuple[Response, int]:
+        if neutron.is_neutron_path(request.path):  # raised before the blueprint's handler
+            return neutron.render_error(exc)
         return jsonify(exc.to_dict()), exc.status
 
     @app.errorhandler(HTTPException)
     def http_error(exc: HTTPException) -> tuple[Response, int]:
+        if exc.code == 413:
+            return api_error(errors.BodyTooLarge(limit=limits.max_body_bytes))
         if neutron.is_neutron_path(request.path):
-            return neutron.render_http_error(exc)
-        code = (exc.name or "error").lower().replace(" ", "_")
-        status = exc.code or 500
-        return jsonify({"error": code, "message": exc.description, "field": None}), status
+            response, status = neutron.render_http_error(exc)
+        else:
+            code = (exc.name or "error").lower().replace(" ", "_")
+            body = {"error": code, "message": exc.description, "field": None}
+            response, status = jsonify(body), exc.code or 500
+        for name, value in exc.get_headers():  # a 405's Allow
+            if name.lower() != "content-type":
+                response.headers[name] = value
+        return response, status
 
     return app

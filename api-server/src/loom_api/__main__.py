@@ -1,17 +1,25 @@
-"""The API server daemon: `python -m loom_api --db REMOTE --listen HOST:PORT --admin-token T`."""
+"""The API server daemon: `python -m loom_api --db REMOTE --listen HOST:PORT --admin-token-file F`.
+
+The admin token comes from exactly one of `--admin-token-file PATH`, the environment
+(`LOOM_ADMIN_TOKEN`) or `--admin-token T` (kept for compatibility; `ps` shows it); tenant
+tokens from `--tenant-tokens-file PATH` (`TENANT=TOKEN` lines) and/or `--tenant-token`.
+`--max-body-bytes`, `--max-json-depth` and `--max-bulk-items` set the request limits
+(`loom_api.limits`).
+"""
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
+from pathlib import Path
 from types import FrameType
 
-from waitress.server import create_server
-
-from loom_api import create_app
-from loom_api.auth import Tokens
+from loom_api import create_app, limits
+from loom_api.auth import Tokens, TokenSourceError, admin_token, parse_tenant_tokens, tokens_of
+from loom_api.serving import create_server
 from loom_api.store import Store
 from loom_schemas import CONFIG_SCHEMA, schema_path
 
@@ -23,19 +31,44 @@ def _tenant_token(text: str) -> tuple[str, str]:
     return tenant, token
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Parse the command line."""
     parser = argparse.ArgumentParser(prog="loom-api", description=__doc__)
     parser.add_argument("--db", required=True, help="config DB remote(s), e.g. tcp:127.0.0.1:6641")
     parser.add_argument("--listen", default="127.0.0.1:8080", help="HOST:PORT to serve on")
-    parser.add_argument("--admin-token", required=True, help="the operator's bearer token")
+    admin = parser.add_mutually_exclusive_group()
+    admin.add_argument(
+        "--admin-token-file",
+        type=Path,
+        metavar="PATH",
+        help="a file holding the operator's bearer token (or set LOOM_ADMIN_TOKEN)",
+    )
+    admin.add_argument(
+        "--admin-token", help="the operator's bearer token (visible in ps: prefer the file)"
+    )
+    parser.add_argument(
+        "--tenant-tokens-file",
+        type=Path,
+        metavar="PATH",
+        help="a file of tenants' bearer tokens, one TENANT=TOKEN per line (# comments)",
+    )
     parser.add_argument(
         "--tenant-token",
         action="append",
         default=[],
         type=_tenant_token,
         metavar="TENANT=TOKEN",
-        help="a tenant's bearer token (repeatable)",
+        help="a tenant's bearer token (repeatable; visible in ps: prefer the file)",
     )
     parser.add_argument("--threads", type=int, default=8, help="request threads")
     parser.add_argument(
@@ -45,7 +78,55 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="Neutron API authentication: X-Auth-Token mapped to the tokens above (token), "
         "or every request acting as the admin, like Neutron's auth_strategy=noauth (noauth)",
     )
-    return parser.parse_args(argv)
+    parser.add_argument(
+        "--max-body-bytes",
+        type=_positive,
+        default=limits.DEFAULT_MAX_BODY_BYTES,
+        help="refuse (413) request bodies longer than this, before reading them "
+        "(default: %(default)s)",
+    )
+    parser.add_argument(
+        "--max-json-depth",
+        type=_positive,
+        default=limits.DEFAULT_MAX_JSON_DEPTH,
+        help="refuse (400) bodies nesting arrays and objects deeper than this, at most "
+        f"{limits.PARSER_MAX_DEPTH} (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--max-bulk-items",
+        type=_positive,
+        default=limits.DEFAULT_MAX_BULK_ITEMS,
+        help="refuse (400) Neutron bulk creates of more objects than this (default: %(default)s)",
+    )
+    args = parser.parse_args(argv)
+    if args.max_json_depth > limits.PARSER_MAX_DEPTH:
+        parser.error(f"--max-json-depth must be at most {limits.PARSER_MAX_DEPTH}")
+    try:
+        args.tokens = _tokens(args)
+    except (OSError, TokenSourceError) as exc:
+        parser.error(str(exc))
+    return args
+
+
+def _tokens(args: argparse.Namespace) -> Tokens:
+    """Return the tokens from the sources the command line and environment name.
+
+    Raises:
+        TokenSourceError: see `auth.admin_token`, `auth.tokens_of`.
+        OSError: a token file cannot be read.
+    """
+    path: Path | None = args.admin_token_file
+    token = admin_token(
+        flag=args.admin_token,
+        file_text=path.read_text() if path is not None else None,
+        file_name=str(path),
+        env=os.environ,
+    )
+    pairs = list(args.tenant_token)
+    if args.tenant_tokens_file is not None:
+        text = args.tenant_tokens_file.read_text()
+        pairs += parse_tenant_tokens(text, str(args.tenant_tokens_file))
+    return tokens_of(token, pairs)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -55,12 +136,23 @@ def main(argv: list[str] | None = None) -> int:
     for duplicate in ("file", "syslog"):  # python-ovs vlog mirrors each line to these three
         logging.getLogger(duplicate).disabled = True
     host, _, port = args.listen.rpartition(":")
+    config = {
+        "LOOM_NEUTRON_AUTH": args.neutron_auth,
+        limits.MAX_BODY_BYTES: args.max_body_bytes,
+        limits.MAX_JSON_DEPTH: args.max_json_depth,
+        limits.MAX_BULK_ITEMS: args.max_bulk_items,
+    }
     store = Store(args.db, str(schema_path(CONFIG_SCHEMA)))
     store.start()
     store.wait_connected(timeout=10.0)  # serve anyway: requests get 503 until it connects
-    tokens = Tokens(admin=args.admin_token, tenants={tok: ten for ten, tok in args.tenant_token})
-    app = create_app(store, tokens, {"LOOM_NEUTRON_AUTH": args.neutron_auth})
-    server = create_server(app, host=host, port=int(port), threads=args.threads)
+    app = create_app(store, args.tokens, config)
+    server = create_server(
+        app,
+        host=host,
+        port=int(port),
+        threads=args.threads,
+        max_body_bytes=args.max_body_bytes,
+    )
 
     def stop(signum: int, frame: FrameType | None) -> None:
         server.close()

@@ -66,6 +66,20 @@ class UnknownField(LoomApiError):
     message = "unknown field %(name)r"
 
 
+class JsonTooDeep(LoomApiError):
+    """The body nests arrays and objects deeper than the configured limit (400)."""
+
+    code = "json_too_deep"
+    message = "request body nests arrays and objects deeper than %(limit)d levels"
+
+
+class UnknownParameter(LoomApiError):
+    """The query string names a parameter the path does not take, or repeats one (400)."""
+
+    code = "unknown_parameter"
+    message = "%(detail)s"
+
+
 class MissingReference(LoomApiError):
     """The body refers to an object that does not exist or is not visible (400)."""
 
@@ -134,6 +148,14 @@ class PreconditionRequired(LoomApiError):
     status = 428
     code = "precondition_required"
     message = "this update requires an If-Match header"
+
+
+class BodyTooLarge(LoomApiError):
+    """The body is longer than the configured limit (413); it was not read past the limit."""
+
+    status = 413
+    code = "body_too_large"
+    message = "request body exceeds the limit of %(limit)d bytes"
 
 
 class UnsupportedMediaType(LoomApiError):

@@ -1,14 +1,16 @@
-"""Request and response plumbing shared by the views: JSON bodies, callers, generations."""
+"""Request and response plumbing shared by the views: JSON bodies, queries, callers, generations."""
 
 from __future__ import annotations
 
-import json
+from collections.abc import Collection
 from typing import Any
 
 from flask import Response, current_app, g, jsonify, request
+from werkzeug.exceptions import RequestEntityTooLarge
 
 from loom_api import errors
 from loom_api.auth import Tokens, bearer
+from loom_api.limits import Limits, parse_json
 from loom_api.service.crud import Caller, Written, etag
 from loom_api.store import Store
 
@@ -36,45 +38,49 @@ def caller() -> Caller:
     return result
 
 
+def limits() -> Limits:
+    """Return the app's request limits."""
+    result: Limits = current_app.extensions["loom.limits"]
+    return result
+
+
 def json_body() -> Any:
-    """Return the request's JSON body.
+    """Return the request's JSON body, held to the app's limits.
 
     Raises:
         errors.UnsupportedMediaType: a body of another declared type.
+        errors.BodyTooLarge: a body longer than the limit (not read past it).
         errors.MalformedJson: a body that is not JSON.
+        errors.JsonTooDeep: a body nested deeper than the limit.
+        errors.ValidationFailed: a NUL character in a key or string.
     """
     mimetype = request.mimetype
     if mimetype and mimetype != "application/json" and not mimetype.endswith("+json"):
         raise errors.UnsupportedMediaType()
-    raw = request.get_data(cache=False)
-    if not raw.strip():
-        raise errors.MalformedJson(detail="the body is empty")
+    bounds = limits()
     try:
-        body = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise errors.MalformedJson(detail=str(exc)) from None
-    _reject_nul(body, "")
-    return body
+        raw = request.get_data(cache=False)
+    except RequestEntityTooLarge:  # a chunked body past MAX_CONTENT_LENGTH
+        raise errors.BodyTooLarge(limit=bounds.max_body_bytes) from None
+    return parse_json(raw, bounds.max_json_depth)
 
 
-def _reject_nul(value: Any, path: str) -> None:
-    """Refuse NUL characters anywhere in a body: OVSDB strings cannot hold them.
+def check_query(allowed: Collection[str] = ()) -> None:
+    """Refuse query parameters the route does not take, and parameters given twice.
 
     Raises:
-        errors.ValidationFailed: naming the field whose key or value holds one.
+        errors.UnknownParameter: naming the first such parameter.
     """
-    if isinstance(value, str):
-        if "\x00" in value:
-            raise errors.ValidationFailed(
-                field=path or None, detail=f"{path or 'the body'}: strings cannot contain NUL"
+    for name in request.args:
+        if name not in allowed:
+            takes = ", ".join(sorted(allowed)) if allowed else "none"
+            raise errors.UnknownParameter(
+                field=name, detail=f"unknown query parameter {name!r} (this path takes {takes})"
             )
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            _reject_nul(key, path)
-            _reject_nul(item, f"{path}.{key}" if path else str(key))
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            _reject_nul(item, f"{path}.{index}" if path else str(index))
+        if len(request.args.getlist(name)) > 1:
+            raise errors.UnknownParameter(
+                field=name, detail=f"query parameter {name!r} is given more than once"
+            )
 
 
 def wait_seconds() -> float | None:

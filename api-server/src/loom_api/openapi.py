@@ -209,9 +209,11 @@ def _openapi_path(flask_path: str, resource: crud.Resource) -> str:
 _ERROR_RESPONSES: dict[str, tuple[str, str]] = {
     "400": (
         "BadRequest",
-        "The request is invalid: malformed JSON (`malformed_json`), an unknown field "
-        "(`unknown_field`), a wrong type or bad value (`invalid_value`), a reference to a "
-        "missing object (`missing_reference`). `field` names the field at fault.",
+        "The request is invalid: malformed JSON (`malformed_json`), JSON nested deeper than "
+        "the server's limit (`json_too_deep`, 32 levels by default), an unknown field "
+        "(`unknown_field`), an unknown or repeated query parameter (`unknown_parameter`), a "
+        "wrong type or bad value (`invalid_value`), a reference to a missing object "
+        "(`missing_reference`). `field` names the field or parameter at fault.",
     ),
     "401": ("Unauthenticated", "No bearer token, or an unknown one (`unauthenticated`)."),
     "403": (
@@ -228,6 +230,11 @@ _ERROR_RESPONSES: dict[str, tuple[str, str]] = {
     "412": (
         "PreconditionFailed",
         "`If-Match` named a stale ETag: someone changed the object (`precondition_failed`).",
+    ),
+    "413": (
+        "BodyTooLarge",
+        "The body is longer than the server's limit (`body_too_large`, 1 MiB by default); "
+        "it was refused without being read.",
     ),
     "415": ("UnsupportedMediaType", "The body is not `application/json`."),
     "503": (
@@ -295,8 +302,9 @@ _PARAMETERS: JsonDict = {
         "name": "cursor",
         "in": "query",
         "required": False,
-        "description": "`next_cursor` of the previous page; the list continues after it.",
-        "schema": {"type": "string"},
+        "description": "`next_cursor` of the previous page (an object id); the list "
+        "continues after it.",
+        "schema": {"type": "string", "format": "uuid", "pattern": UUID_PATTERN},
     },
     "Tenant": {
         "name": "tenant",
@@ -484,7 +492,7 @@ class _Collection:
                 "requestBody": body,
                 "responses": {
                     **self._changed("201", "Created.", etag=True, location=True),
-                    **_errors("400", "401", "403", *parent_404, "409", "415", "503"),
+                    **_errors("400", "401", "403", *parent_404, "409", "413", "415", "503"),
                 },
             },
         }
@@ -502,7 +510,7 @@ class _Collection:
                         "headers": {"ETag": {**_ref("headers", "ETag"), "required": True}},
                         "content": _json_content({"$ref": REF.format(model=self.name)}),
                     },
-                    **_errors("401", "404", "503"),
+                    **_errors("400", "401", "404", "503"),
                 },
             },
             "put": self._update("put", f"Replace a {self.kind}", "Replace", item_params, note),
@@ -538,7 +546,7 @@ class _Collection:
             },
             "responses": {
                 **self._changed("200", "Changed.", etag=True, location=False),
-                **_errors("400", "401", "403", "404", "409", "412", "415", "503"),
+                **_errors("400", "401", "403", "404", "409", "412", "413", "415", "503"),
             },
         }
 
@@ -593,7 +601,7 @@ def _object_status_paths(parts: list[_Collection]) -> dict[str, JsonDict]:
                 "tags": [part.tag],
                 "responses": {
                     "200": {"description": "The status.", "content": _json_content(status)},
-                    **_errors("401", "404", "503"),
+                    **_errors("400", "401", "404", "503"),
                 },
             },
         }
@@ -712,7 +720,7 @@ def _status_paths() -> dict[str, JsonDict]:
                 "tags": ["Status"],
                 "responses": {
                     "200": {"description": "The status.", "content": _json_content(status)},
-                    **_errors("401", "503"),
+                    **_errors("400", "401", "503"),
                 },
             }
         },

@@ -338,6 +338,9 @@ class ServiceUnavailable(NeutronError):
 #: Neutron types of the native errors, by their `code` (the fallback is by status).
 _NATIVE_TYPES = {
     "malformed_json": "HTTPBadRequest",
+    "json_too_deep": "HTTPBadRequest",
+    "unknown_parameter": "HTTPBadRequest",
+    "body_too_large": "HTTPRequestEntityTooLarge",
     "invalid_value": "HTTPBadRequest",
     "unknown_field": "HTTPBadRequest",
     "bad_request": "HTTPBadRequest",

@@ -4,7 +4,8 @@ Filters compare an attribute with one or more values (`?name=a&name=b` is "a or 
 `fixed_ips=ip_address=X` and `fixed_ips=subnet_id=Y` look inside ports' fixed IPs; `tags`,
 `tags-any`, `not-tags`, `not-tags-any` take comma-separated tags. `sort_key`, `sort_dir`,
 `limit` and `marker` page the result; `fields` picks the attributes. A filter on an
-attribute the collection does not have is refused (Neutron's filter validation).
+attribute the collection does not have is refused (Neutron's filter validation), whether or
+not the list is empty: the attributes are the request models' and `READ_ONLY_ATTRIBUTES`.
 """
 
 from __future__ import annotations
@@ -20,6 +21,27 @@ from loom_api.store import Store
 _CONTROL = frozenset({"fields", "limit", "marker", "sort_key", "sort_dir", "page_reverse"})
 _TAG_FILTERS = frozenset({"tags", "tags-any", "not-tags", "not-tags-any"})
 
+#: The attributes of each collection's objects that no request sets (besides `id` and
+#: `revision_number`, which every collection has); with the request models' attributes,
+#: what a filter may name. A test checks that they cover every attribute shown.
+READ_ONLY_ATTRIBUTES: dict[str, frozenset[str]] = {
+    "networks": frozenset({
+        "availability_zone_hints", "availability_zones", "ipv4_address_scope",
+        "ipv6_address_scope", "l2_adjacency", "provider:segmentation_id", "status", "subnets",
+    }),
+    "subnets": frozenset({"segment_id", "service_types", "subnetpool_id"}),
+    "ports": frozenset({"binding:vif_details", "binding:vif_type", "extra_dhcp_opts", "status"}),
+    "routers": frozenset({
+        "availability_zone_hints", "availability_zones", "distributed", "flavor_id", "ha",
+        "status",
+    }),
+    "floatingips": frozenset({"port_forwardings", "router_id", "status"}),
+    "security_groups": frozenset({"security_group_rules", "shared"}),
+    "security_group_rules": frozenset({
+        "belongs_to_default_sg", "normalized_cidr", "remote_address_group_id",
+    }),
+}  # fmt: skip
+
 
 @dataclass
 class Listing:
@@ -34,11 +56,23 @@ def list_items(store: Store, res: NeutronResource, ctx: Context, query: Query) -
 
     Raises:
         errors.BadRequest: a filter on an attribute the collection does not have, or a bad
-            `limit` or `sort_dir`.
+            `limit`, `marker` or `sort_dir`.
     """
     res.prepare(store, ctx, query)
-    items = [item for item in store.read(lambda v: res.represent(v, ctx)) if _matches(item, query)]
-    return _page(items, query)
+    everything = store.read(lambda v: res.represent(v, ctx))
+    known = attributes(res).union(*everything)  # (what the objects show counts, too)
+    for key in query:
+        if key not in _CONTROL and key not in _TAG_FILTERS and key not in known:
+            raise errors.BadRequest(field=key, detail=f"{key} is not a valid filter")
+    return _page([item for item in everything if _matches(item, query)], query)
+
+
+def attributes(res: NeutronResource) -> frozenset[str]:
+    """Return the attributes of `res`'s objects: its request models' and read-only ones."""
+    names = {"id", "revision_number", *READ_ONLY_ATTRIBUTES.get(res.collection, ())}
+    for model in (res.create_model, res.update_model):
+        names.update(field.alias or name for name, field in model.model_fields.items())
+    return frozenset(names)
 
 
 def _page(items: list[dict[str, Any]], query: Query) -> Listing:
@@ -85,8 +119,8 @@ def _matches(item: dict[str, Any], query: Query) -> bool:
             if not _tags_match(key, set(item.get("tags", [])), values):
                 return False
             continue
-        if key not in item:
-            raise errors.BadRequest(field=key, detail=f"{key} is not a valid filter")
+        if key not in item:  # (an attribute this object does not show)
+            return False
         if not _value_matches(key, item[key], values):
             return False
     return True

@@ -2,11 +2,14 @@
 
 Every collection gets the same five routes (list, create, get, replace/patch, delete); the
 table below says where each resource lives. Views only translate HTTP to service calls.
-Two read-only status routes (a port's, a transport node's) sit beside their objects.
+Two read-only status routes (a port's, a transport node's) sit beside their objects. Only a
+list takes query parameters (`LIST_PARAMETERS`); any other, or any on another route, is
+refused (400) rather than ignored.
 """
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from flask import Blueprint, Response, jsonify, request, url_for
@@ -46,6 +49,10 @@ COLLECTIONS: list[tuple[str, crud.Resource]] = [
 ]
 
 
+#: The query parameters of a list; no other route of a collection takes any.
+LIST_PARAMETERS = ("tenant", "name", "tag", "limit", "cursor")
+
+
 def _filters() -> crud.Filters:
     args = request.args
     return crud.Filters(tenant=args.get("tenant"), name=args.get("name"), tag=args.get("tag"))
@@ -59,22 +66,41 @@ def _limit() -> int:
         raise errors.ValidationFailed(field="limit", detail="limit must be an integer") from None
 
 
+def _cursor() -> str | None:
+    """Return the list's cursor in canonical form: an object id (a previous `next_cursor`)."""
+    raw = request.args.get("cursor")
+    if raw is None:
+        return None
+    try:
+        return str(uuid.UUID(raw))
+    except ValueError:
+        raise errors.ValidationFailed(
+            field="cursor", detail="cursor must be an object id (the next_cursor of a list)"
+        ) from None
+
+
 def _register(path: str, resource: crud.Resource) -> None:
+    """Add the collection's routes: one view per method, so a HEAD (Flask serves it with the
+    GET view, without the body) can never reach a write."""
     endpoint = path.strip("/").replace("/", "_").replace("<parent_id>", "p").replace("-", "_")
 
-    def list_or_create(parent_id: str | None = None) -> Response | tuple[Response, int]:
+    def list_items(parent_id: str | None = None) -> Response:
         caller = http.caller()
-        if request.method == "GET":
-            page = crud.list_page(
-                http.store(),
-                resource,
-                caller,
-                parent_id=parent_id,
-                filters=_filters(),
-                limit=_limit(),
-                cursor=request.args.get("cursor"),
-            )
-            return jsonify({"items": page.items, "next_cursor": page.next_cursor})
+        http.check_query(LIST_PARAMETERS)
+        page = crud.list_page(
+            http.store(),
+            resource,
+            caller,
+            parent_id=parent_id,
+            filters=_filters(),
+            limit=_limit(),
+            cursor=_cursor(),
+        )
+        return jsonify({"items": page.items, "next_cursor": page.next_cursor})
+
+    def create(parent_id: str | None = None) -> Response:
+        caller = http.caller()
+        http.check_query()
         http.wait_seconds()  # a bad header is refused before anything is written
         result = crud.create(http.store(), resource, caller, http.json_body(), parent_id=parent_id)
         assert result.item is not None
@@ -83,34 +109,47 @@ def _register(path: str, resource: crud.Resource) -> None:
         )
         return http.written(result, 201, location=location)
 
-    def one(ident: str, parent_id: str | None = None) -> Response:
+    def get(ident: str, parent_id: str | None = None) -> Response:
         caller = http.caller()
-        store = http.store()
-        if request.method == "GET":
-            return http.item(crud.get_one(store, resource, caller, ident, parent_id=parent_id))
-        http.wait_seconds()  # a bad header is refused before anything is written
-        if_match = request.headers.get("If-Match")
-        if request.method == "DELETE":
-            result = crud.delete(
-                store, resource, caller, ident, if_match=if_match, parent_id=parent_id
-            )
-            return http.written(result, 204)
+        http.check_query()
+        return http.item(crud.get_one(http.store(), resource, caller, ident, parent_id=parent_id))
+
+    def update(ident: str, parent_id: str | None = None) -> Response:
+        caller = http.caller()
+        http.check_query()
+        http.wait_seconds()
         result = crud.update(
-            store,
+            http.store(),
             resource,
             caller,
             ident,
             http.json_body(),
             partial=request.method == "PATCH",
-            if_match=if_match,
+            if_match=request.headers.get("If-Match"),
             parent_id=parent_id,
         )
         return http.written(result, 200)
 
-    bp.add_url_rule(path, f"{endpoint}_list", list_or_create, methods=["GET", "POST"])
-    bp.add_url_rule(
-        f"{path}/<ident>", f"{endpoint}_item", one, methods=["GET", "PUT", "PATCH", "DELETE"]
-    )
+    def delete(ident: str, parent_id: str | None = None) -> Response:
+        caller = http.caller()
+        http.check_query()
+        http.wait_seconds()
+        result = crud.delete(
+            http.store(),
+            resource,
+            caller,
+            ident,
+            if_match=request.headers.get("If-Match"),
+            parent_id=parent_id,
+        )
+        return http.written(result, 204)
+
+    item = f"{path}/<ident>"
+    bp.add_url_rule(path, f"{endpoint}_list", list_items, methods=["GET"])
+    bp.add_url_rule(path, f"{endpoint}_create", create, methods=["POST"])
+    bp.add_url_rule(item, f"{endpoint}_item", get, methods=["GET"])
+    bp.add_url_rule(item, f"{endpoint}_update", update, methods=["PUT", "PATCH"])
+    bp.add_url_rule(item, f"{endpoint}_delete", delete, methods=["DELETE"])
 
 
 for _path, _resource in COLLECTIONS:
@@ -121,6 +160,7 @@ for _path, _resource in COLLECTIONS:
 def port_status_view(switch_id: str, port_id: str) -> Response:
     """Return a logical switch port's status: down and not realized until controllers say so."""
     caller = http.caller()
+    http.check_query()
 
     def read(view: ReadView) -> dict[str, Any]:
         switch = crud.lookup(view, LogicalSwitches, caller, switch_id)
@@ -136,6 +176,7 @@ def port_status_view(switch_id: str, port_id: str) -> Response:
 def node_status_view(node_id: str) -> Response:
     """Return a transport node's status: disconnected until a physical controller says so."""
     caller = http.caller()
+    http.check_query()
 
     def read(view: ReadView) -> dict[str, Any]:
         node = crud.lookup(view, TransportNodes, caller, node_id)

@@ -111,16 +111,31 @@ def extension(alias: str) -> Response:
     raise neutron_errors.ResourceNotFound(detail=f"extension {alias}")
 
 
+def _bulk_checked(res: common.NeutronResource, data: Any) -> Any:
+    """Return a create body, refusing a bulk create of more objects than the limit.
+
+    Raises:
+        neutron_errors.BadRequest: naming the collection.
+    """
+    items = data.get(res.collection) if isinstance(data, dict) else None
+    most = http.limits().max_bulk_items
+    if isinstance(items, list) and len(items) > most:
+        raise neutron_errors.BadRequest(
+            field=res.collection,
+            detail=f"A bulk request creates at most {most} {res.collection}, not {len(items)}",
+        )
+    return data
+
+
 def _register(path: str, res: common.NeutronResource) -> None:
+    """Add the collection's routes: one view per method, so a HEAD (Flask serves it with the
+    GET view, without the body) can never reach a write."""
     endpoint = path.replace("-", "_")
 
-    def list_or_create() -> Response:
+    def list_items() -> Response:
         ctx = context()
-        store = http.store()
-        if request.method == "POST":
-            return _respond(common.create(store, res, ctx, http.json_body()), 201)
         query = _query()
-        page = listing.list_items(store, res, ctx, query)
+        page = listing.list_items(http.store(), res, ctx, query)
         body: dict[str, Any] = {res.collection: page.items}
         if page.next_marker is not None:
             args = {k: v for k, v in query.items() if k != "marker"}
@@ -129,59 +144,84 @@ def _register(path: str, res: common.NeutronResource) -> None:
             body[f"{res.collection}_links"] = [{"rel": "next", "href": href}]
         return jsonify(body)
 
-    def one(ident: str) -> Response:
+    def create() -> Response:
         ctx = context()
-        store = http.store()
-        if_match = request.headers.get("If-Match")
-        if request.method == "GET":
-            return _respond(common.show(store, res, ctx, ident, _query()), 200)
-        if request.method == "DELETE":
-            return _respond(common.delete(store, res, ctx, ident, if_match), 204)
-        return _respond(common.update(store, res, ctx, ident, http.json_body(), if_match), 200)
+        data = _bulk_checked(res, http.json_body())
+        return _respond(common.create(http.store(), res, ctx, data), 201)
 
-    bp.add_url_rule(f"{PREFIX}/{path}", f"{endpoint}_list", list_or_create, methods=["GET", "POST"])
-    bp.add_url_rule(
-        f"{PREFIX}/{path}/<ident>", f"{endpoint}_item", one, methods=["GET", "PUT", "DELETE"]
-    )
+    def show(ident: str) -> Response:
+        ctx = context()
+        return _respond(common.show(http.store(), res, ctx, ident, _query()), 200)
+
+    def update(ident: str) -> Response:
+        ctx = context()
+        if_match = request.headers.get("If-Match")
+        data = http.json_body()
+        return _respond(common.update(http.store(), res, ctx, ident, data, if_match), 200)
+
+    def delete(ident: str) -> Response:
+        ctx = context()
+        if_match = request.headers.get("If-Match")
+        return _respond(common.delete(http.store(), res, ctx, ident, if_match), 204)
+
+    base, item = f"{PREFIX}/{path}", f"{PREFIX}/{path}/<ident>"
+    bp.add_url_rule(base, f"{endpoint}_list", list_items, methods=["GET"])
+    bp.add_url_rule(base, f"{endpoint}_create", create, methods=["POST"])
+    bp.add_url_rule(item, f"{endpoint}_item", show, methods=["GET"])
+    bp.add_url_rule(item, f"{endpoint}_update", update, methods=["PUT"])
+    bp.add_url_rule(item, f"{endpoint}_delete", delete, methods=["DELETE"])
     if path != "security-group-rules":  # rules have no tags column
         _register_tags(path, res, endpoint)
 
 
 def _register_tags(path: str, res: common.NeutronResource, endpoint: str) -> None:
-    def all_tags(ident: str) -> Response:
+    def current_tags(ident: str) -> list[str]:
+        body = common.show(http.store(), res, context(), ident, {}).body or {}
+        tags: list[str] = body[res.member]["tags"]
+        return tags
+
+    def get_tags(ident: str) -> Response:
+        return jsonify({"tags": current_tags(ident)})
+
+    def replace_tags(ident: str) -> Response:
         ctx = context()
-        store = http.store()
-        if request.method == "GET":
-            current = common.show(store, res, ctx, ident, {}).body or {}
-            return jsonify({"tags": current[res.member]["tags"]})
-        if request.method == "DELETE":
-            result = common.set_tags(store, res, ctx, ident, lambda tags: [])
-            return _respond(common.Result(None, result.generation), 204)
         data = http.json_body()
         if not isinstance(data, dict) or not isinstance(data.get("tags"), list):
             raise neutron_errors.BadRequest(detail="The body must be {'tags': [...]}")
         wanted = common.parse_tags(data["tags"])
-        result = common.set_tags(store, res, ctx, ident, lambda tags: wanted)
+        result = common.set_tags(http.store(), res, ctx, ident, lambda tags: wanted)
         return _respond(common.Result({"tags": wanted}, result.generation), 200)
 
-    def one_tag(ident: str, tag: str) -> Response:
+    def delete_tags(ident: str) -> Response:
         ctx = context()
-        store = http.store()
-        if request.method == "GET":
-            current = common.show(store, res, ctx, ident, {}).body or {}
-            if tag not in current[res.member]["tags"]:
-                raise neutron_errors.ResourceNotFound(detail=f"tag {tag}")
-            return Response(status=204)
-        if request.method == "DELETE":
-            result = common.set_tags(store, res, ctx, ident, lambda tags: common.without(tags, tag))
-            return _respond(common.Result(None, result.generation), 204)
+        result = common.set_tags(http.store(), res, ctx, ident, lambda tags: [])
+        return _respond(common.Result(None, result.generation), 204)
+
+    def has_tag(ident: str, tag: str) -> Response:
+        if tag not in current_tags(ident):
+            raise neutron_errors.ResourceNotFound(detail=f"tag {tag}")
+        return Response(status=204)
+
+    def add_tag(ident: str, tag: str) -> Response:
+        ctx = context()
         added = common.parse_tags([tag])[0]
-        result = common.set_tags(store, res, ctx, ident, lambda tags: [*tags, added])
+        result = common.set_tags(http.store(), res, ctx, ident, lambda tags: [*tags, added])
         return _respond(common.Result(None, result.generation), 201)
 
+    def remove_tag(ident: str, tag: str) -> Response:
+        ctx = context()
+        store = http.store()
+        result = common.set_tags(store, res, ctx, ident, lambda tags: common.without(tags, tag))
+        return _respond(common.Result(None, result.generation), 204)
+
     base = f"{PREFIX}/{path}/<ident>/tags"
-    bp.add_url_rule(base, f"{endpoint}_tags", all_tags, methods=["GET", "PUT", "DELETE"])
-    bp.add_url_rule(f"{base}/<tag>", f"{endpoint}_tag", one_tag, methods=["GET", "PUT", "DELETE"])
+    one = f"{base}/<tag>"
+    bp.add_url_rule(base, f"{endpoint}_tags", get_tags, methods=["GET"])
+    bp.add_url_rule(base, f"{endpoint}_tags_put", replace_tags, methods=["PUT"])
+    bp.add_url_rule(base, f"{endpoint}_tags_delete", delete_tags, methods=["DELETE"])
+    bp.add_url_rule(one, f"{endpoint}_tag", has_tag, methods=["GET"])
+    bp.add_url_rule(one, f"{endpoint}_tag_put", add_tag, methods=["PUT"])
+    bp.add_url_rule(one, f"{endpoint}_tag_delete", remove_tag, methods=["DELETE"])
 
 
 for _path, _resource in neutron.RESOURCES.items():

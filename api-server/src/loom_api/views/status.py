@@ -1,4 +1,7 @@
-"""Health, realization and status endpoints under /api/v1."""
+"""Health, realization and status endpoints under /api/v1.
+
+`/health` (for probes) takes and ignores any query; the others refuse unknown parameters.
+"""
 
 from __future__ import annotations
 
@@ -28,6 +31,7 @@ def realization() -> Response:
     generation's universal flows.
     """
     http.caller()
+    http.check_query(("generation",))
     raw = request.args.get("generation")
     try:
         generation = int(raw) if raw is not None else None
@@ -66,6 +70,7 @@ def status() -> Response:
     Tenants see only the warnings about their own objects.
     """
     caller = http.caller()
+    http.check_query()
 
     def read(view: ReadView) -> dict[str, object]:
         warnings = [

@@ -1,0 +1,146 @@
+"""Limits on what one request may make the API server do: body size, JSON nesting, bulk size.
+
+A request is refused before it costs much: a body longer than `max_body_bytes` is refused
+(413) by waitress as soon as its `Content-Length` is known, or once a chunked body passes the
+limit, and again by the app (Flask's `MAX_CONTENT_LENGTH`) under any other WSGI server; a
+body nested deeper than `max_json_depth` is refused (400) after a parse that cannot recurse
+without bound (orjson stops at 1024 levels by itself) and an iterative depth check, so no
+later recursive code sees it; a Neutron bulk create of more than `max_bulk_items` objects is
+refused (400) before anything is validated or written.
+
+Why the defaults:
+
+- `max_body_bytes` = 1 MiB. The largest legitimate bodies are Neutron bulk creates
+  (`{"ports": [...]}`): a port with a name, two fixed IPs, a device id and owner, a host and
+  two security groups is about 600 bytes of JSON, so 1 MiB holds a bulk of about 1,700 such
+  ports, above `max_bulk_items`; the largest native body, a security profile, holds
+  thousands of rules in 1 MiB. Waitress buffers up to this much per request before the
+  app runs, so the limit also bounds the memory an attacker can make it hold per connection.
+- `max_json_depth` = 32. The deepest legitimate body is 4 levels (`{"ports": [{"fixed_ips":
+  [{...}]}]}`, a router's `external_gateway_info.external_fixed_ips`); 32 leaves room and
+  keeps every recursive walk of a body far from Python's recursion limit.
+- `max_bulk_items` = 500. One bulk create is one OVSDB transaction, validated and written
+  under the store's lock; 500 ports commit in a few seconds, which bounds how long one
+  request holds up every other writer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from loom_api import errors
+
+#: App config keys (`create_app(config=...)`) of the limits.
+MAX_BODY_BYTES = "LOOM_MAX_BODY_BYTES"
+MAX_JSON_DEPTH = "LOOM_MAX_JSON_DEPTH"
+MAX_BULK_ITEMS = "LOOM_MAX_BULK_ITEMS"
+
+DEFAULT_MAX_BODY_BYTES = 1 << 20
+DEFAULT_MAX_JSON_DEPTH = 32
+DEFAULT_MAX_BULK_ITEMS = 500
+#: The deepest nesting the parser itself accepts (orjson's fixed limit): a configured depth
+#: may not exceed it.
+PARSER_MAX_DEPTH = 1024
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The limits one request is held to (module docstring)."""
+
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    max_json_depth: int = DEFAULT_MAX_JSON_DEPTH
+    max_bulk_items: int = DEFAULT_MAX_BULK_ITEMS
+
+    def __post_init__(self) -> None:
+        """Refuse limits that are out of range.
+
+        Raises:
+            ValueError: a limit below 1, or a depth above what the parser accepts.
+        """
+        for name in ("max_body_bytes", "max_json_depth", "max_bulk_items"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if self.max_json_depth > PARSER_MAX_DEPTH:
+            raise ValueError(f"max_json_depth must be at most {PARSER_MAX_DEPTH}")
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> Limits:
+        """Return the limits an app config sets (the defaults for keys it leaves out).
+
+        Raises:
+            ValueError: a limit out of range.
+        """
+        return cls(
+            max_body_bytes=config.get(MAX_BODY_BYTES, DEFAULT_MAX_BODY_BYTES),
+            max_json_depth=config.get(MAX_JSON_DEPTH, DEFAULT_MAX_JSON_DEPTH),
+            max_bulk_items=config.get(MAX_BULK_ITEMS, DEFAULT_MAX_BULK_ITEMS),
+        )
+
+
+def parse_json(raw: bytes, max_depth: int) -> Any:
+    """Parse a request body and check it: nesting depth, then no NUL in any string.
+
+    Args:
+        raw: the body (UTF-8 JSON).
+        max_depth: the deepest nesting of arrays and objects allowed (a scalar is depth 0,
+            `{"a": 1}` depth 1).
+
+    Returns:
+        The parsed body.
+
+    Raises:
+        errors.MalformedJson: not JSON (empty, invalid, not UTF-8, NaN or infinite numbers).
+        errors.JsonTooDeep: nested deeper than `max_depth`.
+        errors.ValidationFailed: a key or string holds NUL (OVSDB strings cannot), naming
+            the field.
+    """
+    if not raw.strip():
+        raise errors.MalformedJson(detail="the body is empty")
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        if "depth limit" in str(exc):  # orjson's own 1024-level stop
+            raise errors.JsonTooDeep(limit=max_depth) from None
+        raise errors.MalformedJson(detail=str(exc)) from None
+    check_tree(body, max_depth)
+    return body
+
+
+def check_tree(body: Any, max_depth: int) -> None:
+    """Walk a parsed body without recursion: refuse deep nesting and NUL characters.
+
+    Raises:
+        errors.JsonTooDeep: an array or object more than `max_depth` levels down.
+        errors.ValidationFailed: a key or string holding NUL, naming its field (dotted).
+    """
+    stack: list[tuple[Any, str, int]] = [(body, "", 0)]
+    while stack:
+        value, path, depth = stack.pop()
+        if isinstance(value, str):
+            if "\x00" in value:
+                raise errors.ValidationFailed(
+                    field=path or None, detail=f"{path or 'the body'}: strings cannot contain NUL"
+                )
+            continue
+        if not isinstance(value, dict | list):
+            continue
+        if depth >= max_depth:
+            raise errors.JsonTooDeep(limit=max_depth)
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if "\x00" in key:
+                    raise errors.ValidationFailed(
+                        field=path or None,
+                        detail=f"{path or 'the body'}: strings cannot contain NUL",
+                    )
+                stack.append((item, f"{path}.{key}" if path else key, depth + 1))
+        else:
+            stack.extend(
+                (item, f"{path}.{index}" if path else str(index), depth + 1)
+                for index, item in enumerate(value)
+            )
