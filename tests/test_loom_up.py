@@ -159,6 +159,52 @@ def test_up_db_cluster_with_tenant_token_and_sigterm(tmp_path: Path) -> None:
         assert not [pid for pid in children if pid_exists(pid)]
 
 
+def _command_lines() -> list[str]:
+    out = subprocess.run(["ps", "-e", "-ww", "-o", "args="], capture_output=True, text=True)
+    return out.stdout.splitlines()
+
+
+def test_up_takes_tokens_from_files_and_a_second_up_is_refused(tmp_path: Path) -> None:
+    """Tokens from files reach the API, and no command line shows them; a second `loom up`
+    on the same state directory says in one line who holds it and touches nothing."""
+    port = free_port()
+    state = tmp_path / "s"
+    admin_file, tenants_file = tmp_path / "admin", tmp_path / "tenants"
+    admin_file.write_text("admin-secret-from-a-file\n")
+    tenants_file.write_text("# tenant tokens\ntenant-b=tenant-b-secret-from-a-file\n")
+    args = [
+        "--api-port",
+        str(port),
+        "--state-dir",
+        str(state),
+        "--admin-token-file",
+        str(admin_file),
+        "--tenant-tokens-file",
+        str(tenants_file),
+    ]
+    with _loom_up(*args) as (proc, _banner):
+        url = f"http://127.0.0.1:{port}/api/v1/logical-switches"
+        assert _get(url, "admin-secret-from-a-file")[0] == 200
+        assert _get(url, "tenant-b-secret-from-a-file")[0] == 200
+        assert _get(url, "wrong")[0] == 401
+        shown = [line for line in _command_lines() if "secret-from-a-file" in line]
+        assert shown == [], "a token on a command line"
+
+        pid_files = {p: p.read_text() for p in state.rglob("*.pid")}
+        assert len(pid_files) >= 5
+        second = subprocess.run(
+            [str(LOOM), "up", "--api-port", str(free_port()), "--state-dir", str(state)],
+            capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert second.returncode == 1
+        assert second.stderr == (
+            f"loom up: the state directory {state} is in use by loom (pid {proc.pid}); stop "
+            "it first, or give another --state-dir\n"
+        )
+        assert {p: p.read_text() for p in state.rglob("*.pid")} == pid_files
+        assert _get(url, "admin-secret-from-a-file")[0] == 200, "the first one still serves"
+
+
 def test_up_neutron_noauth(tmp_path: Path) -> None:
     port = free_port()
     args = ["--api-port", str(port), "--admin-token", "t", "--state-dir", str(tmp_path / "s"),

@@ -111,29 +111,38 @@ def test_up_rejects_malformed_tenant_token(bad: str, capsys: pytest.CaptureFixtu
     assert "expected TENANT=TOKEN" in capsys.readouterr().err
 
 
-def test_api_command_is_the_contract_with_loom_api() -> None:
-    assert cli.api_command("tcp:127.0.0.1:1,tcp:127.0.0.1:2", 8080, "tok", ["a=x", "b=y"]) == [
+def test_api_command_is_the_contract_with_loom_api(tmp_path: Path) -> None:
+    tokens = tmp_path / "tenant-tokens"
+    assert cli.api_command("tcp:127.0.0.1:1,tcp:127.0.0.1:2", 8080, tokens) == [
         sys.executable, "-m", "loom_api", "--db=tcp:127.0.0.1:1,tcp:127.0.0.1:2",
-        "--listen=127.0.0.1:8080", "--admin-token=tok",
-        "--tenant-token=a=x", "--tenant-token=b=y",
+        "--listen=127.0.0.1:8080", f"--tenant-tokens-file={tokens}",
     ]  # fmt: skip
-    noauth = cli.api_command("tcp:127.0.0.1:1", 8080, "tok", [], "noauth")
+    noauth = cli.api_command("tcp:127.0.0.1:1", 8080, None, "noauth")
     assert noauth[-1] == "--neutron-auth=noauth"
+    assert not any("token=" in arg for arg in noauth), "no secret on the command line"
 
 
-def test_tokens_starting_with_a_dash_reach_the_api_intact() -> None:
-    """secrets.token_urlsafe can start with "-"; the API's argparse must not read an option."""
-    import argparse
+def test_the_admin_token_comes_from_a_file_the_environment_or_the_flag(tmp_path: Path) -> None:
+    path = tmp_path / "admin"
+    path.write_text("  from-file\n")
+    args = cli.parse_args(["up", "--admin-token-file", str(path)])
+    assert cli.admin_token(args, {cli.TOKEN_ENV: "from-env"}) == "from-file"
+    args = cli.parse_args(["up", "--admin-token", "from-flag"])
+    assert cli.admin_token(args, {cli.TOKEN_ENV: "from-env"}) == "from-env"
+    assert cli.admin_token(args, {}) == "from-flag"
+    generated = cli.admin_token(cli.parse_args(["up"]), {})
+    assert len(generated) >= 20
+    path.write_text("\n")
+    with pytest.raises(cli.UsageError, match="is empty"):
+        cli.admin_token(cli.parse_args(["up", "--admin-token-file", str(path)]), {})
+    with pytest.raises(cli.UsageError, match=r"--admin-token-file: .*No such file"):
+        cli.admin_token(cli.parse_args(["up", "--admin-token-file", str(tmp_path / "x")]), {})
 
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--db")
-    parser.add_argument("--listen")
-    parser.add_argument("--admin-token")
-    parser.add_argument("--tenant-token", action="append")
-    argv = cli.api_command("tcp:127.0.0.1:1", 8080, "-Abc", ["t=-x"])[3:]
-    args = parser.parse_args(argv)
-    assert args.admin_token == "-Abc"
-    assert args.tenant_token == ["t=-x"]
+
+def test_secrets_are_written_for_their_owner_only(tmp_path: Path) -> None:
+    path = cli.write_secret(tmp_path / "d" / "tenant-tokens", "a=x\n")
+    assert path.read_text() == "a=x\n"
+    assert path.stat().st_mode & 0o777 == 0o600
 
 
 def test_first_signal_raises_stopped_later_ones_are_ignored() -> None:

@@ -8,11 +8,17 @@ controllers and simulated transport nodes to `Deployment`.
 
 `loom db` starts only the configuration database and prints its remote.
 
-The API server runs as its own process, with this command line (the contract with
-`loom_api`)::
+Both claim the state directory first (`loom_common.statedir`): a second deployment on a
+directory in use is refused with one line, before anything is touched.
 
-    <python> -m loom_api --db REMOTE --listen 127.0.0.1:PORT --admin-token TOKEN
-        [--tenant-token TENANT=TOKEN ...]
+Secrets never go on a command line (`ps` shows command lines to every local user): the admin
+token comes from `--admin-token-file`, `LOOM_ADMIN_TOKEN` or (visible, for compatibility)
+`--admin-token`, and reaches the API server and the demo in their environment; tenant tokens
+go to the API server in a file only its owner can read. The API server's command line (the
+contract with `loom_api`)::
+
+    LOOM_ADMIN_TOKEN=TOKEN <python> -m loom_api --db REMOTE --listen 127.0.0.1:PORT
+        [--tenant-tokens-file PATH]
 
 and the logical controller's (the contract with `loom_logical`)::
 
@@ -26,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import secrets
 import signal
 import subprocess
@@ -41,15 +48,25 @@ from typing import Protocol
 from loom_common.errors import LoomError
 from loom_common.ovsdb import OvsdbCluster, OvsdbServer, free_port, tool
 from loom_common.procs import Daemon, listens_on
+from loom_common.statedir import claim, release
 from loom_common.zookeeper import ZooKeeperServer
 from loom_schemas import CONFIG_SCHEMA, UNIVERSAL_SCHEMA, schema_path
 
 DEFAULT_STATE_DIR = Path("run/loom")
 DEFAULT_API_PORT = 8080
 HEALTH_PATH = "/api/v1/health"
+TOKEN_ENV = "LOOM_ADMIN_TOKEN"
+"""The environment variable that carries the admin token (to `loom up`, the API server and
+the demo)."""
 
 Handler = Callable[[int, FrameType | None], object]
 InstallHandler = Callable[[int, Handler | int], object]
+
+
+class UsageError(LoomError):
+    """A command-line option that cannot be used as given."""
+
+    message = "%(detail)s"
 
 
 class Stopped(BaseException):
@@ -117,24 +134,58 @@ def has_row(remote: str, table: str, name: str) -> bool:
     return bool(reply and reply[0].get("rows"))
 
 
-def api_command(
-    db_remote: str,
-    api_port: int,
-    admin_token: str,
-    tenant_tokens: list[str],
-    neutron_auth: str = "token",
-) -> list[str]:
-    """Return the API server's command line (the contract with `loom_api`)."""
-    # `--opt=value`: a generated token may start with "-", which argparse would otherwise
-    # take for an option.
+def api_command(db_remote: str, api_port: int, tenant_tokens_file: Path | None = None,
+                neutron_auth: str = "token") -> list[str]:  # fmt: skip
+    """Return the API server's command line (the contract with `loom_api`); the admin token
+    goes in its environment (`TOKEN_ENV`), not here."""
     command = [
-        sys.executable, "-m", "loom_api", f"--db={db_remote}",
-        f"--listen=127.0.0.1:{api_port}", f"--admin-token={admin_token}",
+        sys.executable, "-m", "loom_api", f"--db={db_remote}", f"--listen=127.0.0.1:{api_port}",
     ]  # fmt: skip
-    command += [f"--tenant-token={pair}" for pair in tenant_tokens]
+    if tenant_tokens_file is not None:
+        command.append(f"--tenant-tokens-file={tenant_tokens_file}")
     if neutron_auth != "token":
         command.append(f"--neutron-auth={neutron_auth}")
     return command
+
+
+def write_secret(path: Path, text: str) -> Path:
+    """Write `text` to a file only its owner may read (created so: never readable by others
+    even for a moment); return the path."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(text)
+    return path
+
+
+def _read_option_file(path: str | None, option: str) -> str:
+    """The text of the file an option names ("" when not given).
+
+    Raises:
+        UsageError: it cannot be read.
+    """
+    if path is None:
+        return ""
+    try:
+        return Path(path).read_text()
+    except OSError as exc:
+        raise UsageError(detail=f"{option}: {exc}") from None
+
+
+def admin_token(args: argparse.Namespace, environ: dict[str, str] | os._Environ[str]) -> str:
+    """The admin token `loom up` was given: `--admin-token-file`, else `LOOM_ADMIN_TOKEN`,
+    else `--admin-token`, else a new random one.
+
+    Raises:
+        LoomError: the file cannot be read or holds no token.
+    """
+    if args.admin_token_file is not None:
+        token = _read_option_file(args.admin_token_file, "--admin-token-file").strip()
+        if not token:
+            raise UsageError(detail=f"--admin-token-file: {args.admin_token_file} is empty")
+        return token
+    return environ.get(TOKEN_ENV) or args.admin_token or secrets.token_urlsafe(24)
 
 
 class Deployment:
@@ -152,6 +203,7 @@ class Deployment:
         api_port: int,
         admin_token: str,
         tenant_tokens: list[str],
+        tenant_tokens_text: str = "",
         db_cluster: bool,
         neutron_auth: str = "token",
     ) -> None:
@@ -162,6 +214,7 @@ class Deployment:
             api_port: the API server's port on 127.0.0.1.
             admin_token: the admin bearer token.
             tenant_tokens: `TENANT=TOKEN` pairs.
+            tenant_tokens_text: more, as the lines of a tokens file.
             db_cluster: run the config DB as a 3-member RAFT cluster.
             neutron_auth: `token` (X-Auth-Token as the native tokens) or `noauth`.
         """
@@ -169,6 +222,7 @@ class Deployment:
         self.api_port = api_port
         self.admin_token = admin_token
         self.tenant_tokens = tenant_tokens
+        self.tenant_tokens_text = tenant_tokens_text
         self.db_cluster = db_cluster
         self.neutron_auth = neutron_auth
         self.db_remote = ""
@@ -263,23 +317,28 @@ class Deployment:
                      timeout=60)  # fmt: skip
 
     def demo_command(self, check: bool) -> list[str]:
-        """The demo (`loom_ovs.demo`) against this deployment."""
+        """The demo (`loom_ovs.demo`) against this deployment (the admin token goes in its
+        environment: `demo_env`)."""
         command = [
             sys.executable, "-m", "loom_ovs.demo", "--api", self.api_url,
-            "--token", self.admin_token, "--manager", self.manager_target,
-            "--state-dir", str(self.state_dir / "demo"),
+            "--manager", self.manager_target, "--state-dir", str(self.state_dir / "demo"),
         ]  # fmt: skip
         return [*command, "--check"] if check else command
 
+    @property
+    def demo_env(self) -> dict[str, str]:
+        """The demo's environment additions: the admin token."""
+        return {TOKEN_ENV: self.admin_token}
+
     def _start_api(self) -> None:
-        command = api_command(
-            self.local_db_remote,
-            self.api_port,
-            self.admin_token,
-            self.tenant_tokens,
-            self.neutron_auth,
-        )
-        daemon = Daemon("api-server", command, self.state_dir)
+        tokens_file = None
+        if self.tenant_tokens or self.tenant_tokens_text.strip():
+            text = self.tenant_tokens_text.rstrip("\n") + "\n"
+            text += "".join(f"{pair}\n" for pair in self.tenant_tokens)
+            tokens_file = write_secret(self.state_dir / "tenant-tokens", text)
+        command = api_command(self.local_db_remote, self.api_port, tokens_file, self.neutron_auth)
+        daemon = Daemon("api-server", command, self.state_dir,
+                        env={TOKEN_ENV: self.admin_token})  # fmt: skip
         self.processes["API server"] = daemon
         daemon.start(ready=lambda: http_ok(self.api_url + HEALTH_PATH), timeout=60)
 
@@ -322,15 +381,23 @@ def watch(
 
 
 def cmd_up(args: argparse.Namespace) -> int:
-    """Run `loom up`: start the deployment, print how to reach it, run until a signal."""
+    """Run `loom up`: claim the state directory, start the deployment, print how to reach
+    it, run until a signal."""
     stop_on_signals()
-    token = args.admin_token or secrets.token_urlsafe(24)
+    try:
+        token = admin_token(args, os.environ)
+        tenant_tokens = _read_option_file(args.tenant_tokens_file, "--tenant-tokens-file")
+        lock = claim(Path(args.state_dir))
+    except LoomError as exc:
+        print(f"loom up: {exc}", file=sys.stderr, flush=True)
+        return 1
     code = 0
     deployment = Deployment(
         Path(args.state_dir),
         api_port=args.api_port,
         admin_token=token,
         tenant_tokens=args.tenant_token,
+        tenant_tokens_text=tenant_tokens,
         db_cluster=args.db_cluster,
         neutron_auth=args.neutron_auth,
     )
@@ -356,6 +423,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         return 1
     finally:
         deployment.stop()
+        release(lock)
     print("Loom stopped.", flush=True)
     return code
 
@@ -367,8 +435,10 @@ def run_demo(deployment: Deployment, *, check: bool) -> int:
     demo_dir.mkdir(parents=True, exist_ok=True)
     (demo_dir / "demo.json").unlink(missing_ok=True)
     if check:
-        return subprocess.run(deployment.demo_command(check=True), check=False).returncode
-    daemon = Daemon("demo", deployment.demo_command(check=False), demo_dir)
+        env = {**os.environ, **deployment.demo_env}
+        return subprocess.run(deployment.demo_command(check=True), env=env, check=False).returncode
+    daemon = Daemon("demo", deployment.demo_command(check=False), demo_dir,
+                    env=deployment.demo_env)  # fmt: skip
     deployment.processes["demo nodes"] = daemon
     daemon.start(ready=(demo_dir / "demo.json").exists, timeout=180)
     print(daemon.log_tail(40), flush=True)
@@ -380,6 +450,11 @@ def cmd_db(args: argparse.Namespace) -> int:
     stop_on_signals()
     schema = schema_path(CONFIG_SCHEMA)
     state = Path(args.state_dir).resolve()
+    try:
+        lock = claim(state)
+    except LoomError as exc:
+        print(f"loom db: {exc}", file=sys.stderr, flush=True)
+        return 1
     server: OvsdbCluster | OvsdbServer
     if args.cluster:
         server = OvsdbCluster(state / "config-db-cluster", schema)
@@ -397,6 +472,7 @@ def cmd_db(args: argparse.Namespace) -> int:
         return 1
     finally:
         server.stop()
+        release(lock)
     return 0
 
 
@@ -415,7 +491,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "up", help="start the local deployment (databases, ZooKeeper, API, logical controller)"
     )
     up.add_argument("--api-port", type=int, default=DEFAULT_API_PORT, help="default 8080")
-    up.add_argument("--admin-token", help="the admin bearer token (default: a random one)")
+    token = up.add_mutually_exclusive_group()
+    token.add_argument("--admin-token-file", metavar="PATH",
+                       help=f"a file holding the admin bearer token (or set {TOKEN_ENV}; "
+                       "default: a random one)")  # fmt: skip
+    token.add_argument("--admin-token",
+                       help="the admin bearer token (visible in ps: prefer the file)")  # fmt: skip
     up.add_argument("--state-dir", default=str(DEFAULT_STATE_DIR), help="default ./run/loom")
     up.add_argument("--db-cluster", action="store_true", help="a 3-member RAFT config DB")
     up.add_argument(
@@ -424,8 +505,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=[],
         type=_tenant_token,
         metavar="TENANT=TOKEN",
-        help="a tenant's bearer token (repeatable)",
+        help="a tenant's bearer token (repeatable; visible in ps: prefer the file)",
     )
+    up.add_argument("--tenant-tokens-file", metavar="PATH",
+                    help="a file of tenants' bearer tokens, one TENANT=TOKEN per line")  # fmt: skip
     up.add_argument(
         "--neutron-auth",
         choices=["token", "noauth"],

@@ -333,7 +333,8 @@ def main(argv: list[str] | None = None) -> int:
     """Run the demo (see the module docstring)."""
     parser = argparse.ArgumentParser(prog="python -m loom_ovs.demo", description=__doc__)
     parser.add_argument("--api", required=True, help="the API's base URL")
-    parser.add_argument("--token", required=True, help="the admin token")
+    parser.add_argument("--token", help="the admin token (visible in ps: prefer the environment's "
+                        "LOOM_ADMIN_TOKEN, which `loom up` sets)")  # fmt: skip
     parser.add_argument("--manager", required=True, help="the physical controller (tcp:IP:PORT)")
     parser.add_argument("--state-dir", required=True)
     parser.add_argument("--check", action="store_true", help="stop the nodes and exit 0/1")
@@ -343,6 +344,9 @@ def main(argv: list[str] | None = None) -> int:
         "injected into OVS; auto (default): netdev when root",
     )  # fmt: skip
     args = parser.parse_args(argv)
+    token = args.token or os.environ.get("LOOM_ADMIN_TOKEN")
+    if not token:
+        parser.error("no admin token: set LOOM_ADMIN_TOKEN (or give --token)")
     state = Path(args.state_dir)
     stopped = False
 
@@ -352,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    api = Api(args.api, args.token)
+    api = Api(args.api, token)
     datapath = args.datapath
     if datapath == "auto":
         datapath = "netdev" if os.geteuid() == 0 and shutil.which("ping") else "dummy"
