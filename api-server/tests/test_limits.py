@@ -700,3 +700,25 @@ def test_filterable_attributes_cover_what_objects_show(admin: ApiClient) -> None
         assert items, path
         shown = set().union(*items)
         assert shown <= listing.attributes(res), (path, shown - listing.attributes(res))
+
+
+# ---- the hostile benchmark -----------------------------------------------------------------
+
+
+def test_hostile_benchmark_runs_and_nothing_gets_through() -> None:
+    from loom_api.bench_hostile import run_hostile
+
+    figures = run_hostile(creates=10, cost_seconds=0.2)
+    assert figures["attacker_rows_written"] == 0
+    statuses = {a["kind"]: set(a["statuses"]) for a in figures["attackers"]}
+    assert statuses == {"oversized": {413}, "nested": {400}}
+    assert all(set(f["statuses"]) == {200} for f in figures["flooders"])
+    for phase in ("quiet", "hostile", "flood_of_valid_requests"):
+        assert 0 < figures[phase]["p50_ms"] <= figures[phase]["p99_ms"]
+    assert figures["ratio_p50"] == round(
+        figures["hostile"]["p50_ms"] / figures["quiet"]["p50_ms"], 2
+    )
+    assert set(figures["server_cpu_ms"]) == {
+        "per_create", "per_oversized_attack_request", "per_nested_attack_request",
+        "per_flood_request",
+    }  # fmt: skip

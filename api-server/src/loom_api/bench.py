@@ -11,7 +11,8 @@ one OVSDB `transact` per object and no API in between: the ratio says what the A
 validation, tenant checks, key allocation, the generation) costs over the database itself.
 
 Prints one JSON document: objects per second, p50/p99 latency per request kind, database size
-(raw and compacted), and the ratio to the baseline.
+(raw and compacted), and the ratio to the baseline. `--hostile` runs another benchmark
+instead: create latency quietly and under hostile bodies (`loom_api.bench_hostile`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -360,17 +361,29 @@ class HttpClient:
 
 
 @contextmanager
-def api_server(db_remote: str, state: Path, ready_timeout: float = 30.0) -> Iterator[str]:
-    """Run `python -m loom_api` on a free port; yield its base URL once it answers (it
+def api_server(
+    db_remote: str,
+    state: Path,
+    ready_timeout: float = 30.0,
+    tenant_tokens: Mapping[str, str] | None = None,
+) -> Iterator[str]:
+    """Run `python -m loom_api` on a free port, its tokens (`TOKEN` for the admin, and
+    `tenant_tokens`, tenant -> token) in files; yield its base URL once it answers (it
     reads the whole config DB first: allow for that with `ready_timeout`)."""
     from loom_common.ovsdb import free_port
     from loom_common.procs import Daemon
 
     port = free_port()
     base = f"http://127.0.0.1:{port}"
+    state.mkdir(parents=True, exist_ok=True)
+    admin_file, tenants_file = state / "admin.token", state / "tenant.tokens"
+    admin_file.write_text(TOKEN + "\n")
+    tenants_file.write_text("".join(f"{t}={k}\n" for t, k in (tenant_tokens or {}).items()))
     command = [sys.executable, "-m", "loom_api", "--db", db_remote,
-               "--listen", f"127.0.0.1:{port}", "--admin-token", TOKEN]  # fmt: skip
-    daemon = Daemon("loom-api", command, state)
+               "--listen", f"127.0.0.1:{port}", f"--admin-token-file={admin_file}",
+               f"--tenant-tokens-file={tenants_file}"]  # fmt: skip
+    # The file is the admin token's one source, whatever the caller's environment says.
+    daemon = Daemon("loom-api", command, state, env={"LOOM_ADMIN_TOKEN": ""})
     daemon.start(ready=lambda: _healthy(base), timeout=ready_timeout)
     try:
         yield base
@@ -429,7 +442,21 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="loom-api-bench", description=__doc__)
     parser.add_argument("--workload", type=Path, default=DEFAULT_WORKLOAD)
     parser.add_argument("--clients", type=int, default=4, help="concurrent API connections")
+    parser.add_argument(
+        "--hostile",
+        action="store_true",
+        help="instead: create latency quietly and under oversized and deeply nested bodies "
+        "(loom_api.bench_hostile)",
+    )
+    parser.add_argument(
+        "--creates", type=int, default=300, help="creates timed per phase (--hostile)"
+    )
     args = parser.parse_args(argv)
+    if args.hostile:
+        from loom_api.bench_hostile import run_hostile
+
+        print(json.dumps(run_hostile(args.creates), indent=2))
+        return 0
     print(json.dumps(run(args.workload, args.clients), indent=2))
     return 0
 
