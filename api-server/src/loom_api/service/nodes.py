@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import Field, StringConstraints
+from pydantic import Field
 
 from loom_api import errors
 from loom_api.service.common import Body, admin_api
 from loom_api.service.crud import Caller, Resource, describe, reference
-from loom_api.service.types import IpAddress, Name, Tags, Uuid
+from loom_api.service.types import (
+    TRANSPORT_ZONES_MAX,
+    TUNNEL_ENDPOINTS_MAX,
+    Description,
+    HostAddress,
+    Identifier,
+    Name,
+    Tags,
+    Uuid,
+)
 from loom_api.service.zones import TransportZones
 from loom_api.store import ReadView, WriteView
 
@@ -18,18 +27,20 @@ class TunnelEndpoint(Body):
     """Where the node terminates tunnels of one encapsulation."""
 
     encap: Literal["geneve", "vxlan", "stt"] = "geneve"
-    ip: IpAddress
+    ip: HostAddress
 
 
 class TransportNodeBody(Body):
     """A transport node."""
 
     name: Name
-    description: str = ""
+    description: Description = ""
     node_type: Literal["hypervisor", "gateway", "service-node"]
-    system_id: Annotated[str, StringConstraints(min_length=1, max_length=255)]
-    transport_zone_ids: list[Uuid] = Field(default_factory=list)
-    tunnel_endpoints: list[TunnelEndpoint] = Field(default_factory=list)
+    system_id: Identifier
+    transport_zone_ids: list[Uuid] = Field(default_factory=list, max_length=TRANSPORT_ZONES_MAX)
+    tunnel_endpoints: list[TunnelEndpoint] = Field(
+        default_factory=list, max_length=TUNNEL_ENDPOINTS_MAX
+    )
     tags: Tags = Field(default_factory=list)
 
 

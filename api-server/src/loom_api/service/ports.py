@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, StringConstraints
+from pydantic import Field
 
 from loom_api import errors
 from loom_api.service import keys
@@ -20,7 +20,16 @@ from loom_api.service.crud import (
     reference,
 )
 from loom_api.service.switches import LogicalSwitches
-from loom_api.service.types import IpAddress, MacAddress, Uuid, Vlan
+from loom_api.service.types import (
+    PORT_IPS_MAX,
+    SECURITY_PROFILES_MAX,
+    Description,
+    HostAddress,
+    Identifier,
+    MacAddress,
+    Uuid,
+    Vlan,
+)
 from loom_api.store import ReadView, WriteView
 
 #: Port keys within one switch (the logical ingress/egress port in the pipeline).
@@ -37,7 +46,7 @@ class VifAttachment(Body):
     """A VM interface: the hypervisor's OVS Interface with `external_ids:iface-id` = vif_id."""
 
     type: Literal["vif"]
-    vif_id: Annotated[str, StringConstraints(min_length=1, max_length=255)]
+    vif_id: Identifier
 
 
 class L2GatewayAttachment(Body):
@@ -64,13 +73,13 @@ Attachment = Annotated[
 class LogicalSwitchPortBody(Owned):
     """A logical switch port."""
 
-    description: str = ""
+    description: Description = ""
     mac: MacAddress | None = None
-    ips: list[IpAddress] = Field(default_factory=list)
+    ips: list[HostAddress] = Field(default_factory=list, max_length=PORT_IPS_MAX)
     port_security: bool = True
     admin_state_up: bool = True
     qos_queue_id: Uuid | None = None
-    security_profile_ids: list[Uuid] = Field(default_factory=list)
+    security_profile_ids: list[Uuid] = Field(default_factory=list, max_length=SECURITY_PROFILES_MAX)
     attachment: Attachment = NoAttachment(type="none")
 
 

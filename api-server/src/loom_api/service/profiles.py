@@ -5,12 +5,12 @@ from __future__ import annotations
 import ipaddress
 from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, StringConstraints
 
 from loom_api import errors
 from loom_api.service.common import Body, Owned, owned_api, owned_columns
 from loom_api.service.crud import Caller, Resource, describe, first, optional, ref_id, reference
-from loom_api.service.types import Cidr, Uuid
+from loom_api.service.types import RULES_MAX, Cidr, Description, Uuid
 from loom_api.store import ReadView, WriteView
 
 PROTOCOLS = {"tcp": 6, "udp": 17, "icmp": 1, "icmpv6": 58, "sctp": 132}
@@ -24,7 +24,7 @@ class SecurityRuleBody(Body):
 
     direction: Literal["ingress", "egress"]
     ethertype: Literal["IPv4", "IPv6"] = "IPv4"
-    protocol: str | None = None
+    protocol: Annotated[str, StringConstraints(max_length=16)] | None = None
     port_range_min: Port | None = None
     port_range_max: Port | None = None
     remote_prefix: Cidr | None = None
@@ -34,9 +34,9 @@ class SecurityRuleBody(Body):
 class SecurityProfileBody(Owned):
     """A security profile and its rules."""
 
-    description: str = ""
+    description: Description = ""
     stateful: bool = True
-    rules: list[SecurityRuleBody] = Field(default_factory=list)
+    rules: list[SecurityRuleBody] = Field(default_factory=list, max_length=RULES_MAX)
 
 
 def check_rule(rule: SecurityRuleBody, field: str) -> str | None:

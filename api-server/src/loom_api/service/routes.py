@@ -8,7 +8,7 @@ from typing import Any
 from loom_api import errors
 from loom_api.service.crud import Caller, Resource, optional, parse_id, ref_id
 from loom_api.service.routers import LogicalRouters, RouterChildBody, child_api, child_columns
-from loom_api.service.types import Cidr, IpAddress, Uuid
+from loom_api.service.types import Cidr, HostAddress, Uuid
 from loom_api.store import ReadView, WriteView
 
 
@@ -16,7 +16,7 @@ class StaticRouteBody(RouterChildBody):
     """A static route: traffic to `prefix` goes to `next_hop` (through `output_port_id`)."""
 
     prefix: Cidr
-    next_hop: IpAddress
+    next_hop: HostAddress
     output_port_id: Uuid | None = None
 
 

@@ -7,7 +7,7 @@ from typing import Any, Literal
 from loom_api.service import keys
 from loom_api.service.common import Owned, owned_api, owned_columns
 from loom_api.service.crud import Caller, Resource, describe, first, optional, ref_id, reference
-from loom_api.service.types import Uuid
+from loom_api.service.types import Description, Uuid
 from loom_api.service.zones import TransportZones
 from loom_api.store import ReadView, WriteView
 
@@ -18,7 +18,7 @@ SWITCH_KEYS = (1, 8388607)
 class LogicalSwitchBody(Owned):
     """A logical switch."""
 
-    description: str = ""
+    description: Description = ""
     transport_zone_id: Uuid | None = None
     replication_mode: Literal["service-node", "source"] = "service-node"
     admin_state_up: bool = True

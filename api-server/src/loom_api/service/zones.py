@@ -8,7 +8,7 @@ from pydantic import Field
 
 from loom_api.service.common import Body, admin_api, require_unique_name
 from loom_api.service.crud import Caller, Resource, describe
-from loom_api.service.types import Name, Tags
+from loom_api.service.types import Description, Name, Tags
 from loom_api.store import ReadView, WriteView
 
 
@@ -16,7 +16,7 @@ class TransportZoneBody(Body):
     """A transport zone: a unique name and the default encapsulation of its tunnels."""
 
     name: Name
-    description: str = ""
+    description: Description = ""
     encap: Literal["geneve", "vxlan", "stt"] = "geneve"
     tags: Tags = Field(default_factory=list)
 
