@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
@@ -11,7 +11,16 @@ from loom_api import errors
 from loom_api.service.common import Body, admin_api, require_unique_name
 from loom_api.service.crud import Caller, Resource, describe, first, optional, reference
 from loom_api.service.nodes import TransportNodes
-from loom_api.service.types import IpAddress, IpInterface, Name, Tags, Uuid, Vlan
+from loom_api.service.types import (
+    GATEWAY_NODES_MAX,
+    Description,
+    HostAddress,
+    HostInterface,
+    Name,
+    Tags,
+    Uuid,
+    Vlan,
+)
 from loom_api.store import ReadView, WriteView
 
 
@@ -19,11 +28,11 @@ class GatewayServiceBody(Body):
     """A gateway service; L3 services need `uplink_ip` and `uplink_next_hop`."""
 
     name: Name
-    description: str = ""
+    description: Description = ""
     type: Literal["l2", "l3"]
-    gateway_node_ids: list[Uuid]
-    uplink_ip: IpInterface | None = None
-    uplink_next_hop: IpAddress | None = None
+    gateway_node_ids: Annotated[list[Uuid], Field(max_length=GATEWAY_NODES_MAX)]
+    uplink_ip: HostInterface | None = None
+    uplink_next_hop: HostAddress | None = None
     uplink_vlan: Vlan | None = None
     tags: Tags = Field(default_factory=list)
 

@@ -8,7 +8,9 @@ keeps unassociated floating IPs there); in the native API a rule always has its 
 from __future__ import annotations
 
 import ipaddress
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
+
+from pydantic import StringConstraints
 
 from loom_api import errors
 from loom_api.service.crud import Caller, Resource, first, optional, ref_id, reference
@@ -20,7 +22,7 @@ from loom_api.service.routers import (
     child_columns,
     router_nat_rules,
 )
-from loom_api.service.types import IpAddress, Uuid
+from loom_api.service.types import ADDRESS_MAX, HostAddress, Uuid, unusable_host
 from loom_api.store import ReadView, WriteView
 
 NatType = Literal["snat", "dnat", "floating-ip"]
@@ -33,8 +35,8 @@ class NatRuleBody(RouterChildBody):
     """A NAT rule; `internal_ip` is a prefix for SNAT and an address otherwise."""
 
     type: NatType
-    external_ip: IpAddress
-    internal_ip: str
+    external_ip: HostAddress
+    internal_ip: Annotated[str, StringConstraints(max_length=ADDRESS_MAX)]
     logical_port_id: Uuid | None = None
 
 
@@ -42,17 +44,29 @@ def internal_address(kind: str, value: str) -> str:
     """Return `value` normalized as the internal side of a `kind` rule.
 
     Raises:
-        errors.ValidationFailed: a bad prefix (SNAT) or address (DNAT, floating IP).
+        errors.ValidationFailed: a bad prefix (SNAT) or address (DNAT, floating IP), a zone
+            index, or an address no host can have.
     """
+    what = "a network prefix (CIDR)" if kind == "snat" else "an IPv4 or IPv6 address"
+    if "%" in value:
+        raise errors.ValidationFailed(
+            field="internal_ip", detail=f"internal_ip of a {kind} rule must be {what}, "
+            "without a zone index",
+        )  # fmt: skip
     try:
         if kind == "snat":
             return str(ipaddress.ip_network(value, strict=True))
-        return str(ipaddress.ip_address(value))
+        address = ipaddress.ip_address(value)
     except ValueError as exc:
-        what = "a network prefix (CIDR)" if kind == "snat" else "an IPv4 or IPv6 address"
         raise errors.ValidationFailed(
             field="internal_ip", detail=f"internal_ip of a {kind} rule must be {what}: {exc}"
         ) from None
+    reason = unusable_host(address)
+    if reason is not None:
+        raise errors.ValidationFailed(
+            field="internal_ip", detail=f"internal_ip {address} is {reason}; no host has it"
+        )
+    return str(address)
 
 
 def _version(address: str) -> int:

@@ -23,7 +23,7 @@ from loom_api.service.ports import (
 )
 from loom_api.service.routers import LogicalRouters
 from loom_api.service.switches import LogicalSwitches
-from loom_api.service.types import IpInterface, MacAddress, Uuid
+from loom_api.service.types import HostInterface, MacAddress, Uuid
 from loom_api.store import ReadView, WriteView
 
 #: The request fields of a router port that map onto the peer switch port's `mac` and `ips`.
@@ -34,7 +34,7 @@ class LogicalRouterPortBody(Owned):
     """A logical router port."""
 
     mac: MacAddress | None = None
-    ip_prefix: IpInterface
+    ip_prefix: HostInterface
     logical_switch_id: Uuid
 
 

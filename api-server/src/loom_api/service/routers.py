@@ -23,7 +23,7 @@ from loom_api.service.crud import (
     reference,
 )
 from loom_api.service.gateways import GatewayServices
-from loom_api.service.types import Tags, Tenant, Uuid
+from loom_api.service.types import Description, Tags, Tenant, Uuid
 from loom_api.store import ReadView, WriteView
 
 #: Router tunnel keys: the datapath key range above the switches' (schema, switches.py).
@@ -33,7 +33,7 @@ ROUTER_KEYS = (8388608, 16777215)
 class LogicalRouterBody(Owned):
     """A logical router."""
 
-    description: str = ""
+    description: Description = ""
     admin_state_up: bool = True
     gateway_service_id: Uuid | None = None
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ipaddress
 import itertools
 from collections.abc import Iterable
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import Field
 
@@ -18,7 +18,7 @@ from loom_api import errors
 from loom_api.service.common import Body, Owned, owned_api, owner
 from loom_api.service.crud import Caller, Resource, describe, first, optional
 from loom_api.service.switches import LogicalSwitches
-from loom_api.service.types import Cidr, IpAddress
+from loom_api.service.types import DNS_NAMESERVERS_MAX, POOLS_MAX, Cidr, IpAddress
 from loom_api.store import ReadView, WriteView
 
 IpAddr = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -37,9 +37,9 @@ class SubnetBody(Owned):
 
     cidr: Cidr
     gateway_ip: IpAddress | None = None
-    allocation_pools: list[AllocationPool] | None = None
+    allocation_pools: Annotated[list[AllocationPool], Field(max_length=POOLS_MAX)] | None = None
     enable_dhcp: bool = True
-    dns_nameservers: list[IpAddress] = Field(default_factory=list)
+    dns_nameservers: list[IpAddress] = Field(default_factory=list, max_length=DNS_NAMESERVERS_MAX)
 
 
 # ---- pure address arithmetic (on integers: one subnet's addresses share a version) -------
