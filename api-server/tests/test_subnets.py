@@ -287,7 +287,7 @@ def test_subnet_in_use_by_ports_and_switch_in_use_by_subnets(
     subnet = tenant_a.create(subnets_url(switch), {"cidr": "10.0.0.0/24"})
     ports = f"{SWITCHES}/{switch['id']}/ports"
     port = tenant_a.create(ports, {"ips": ["10.0.0.5"]})
-    tenant_a.create(ports, {"ips": ["10.9.0.5"]})  # outside the subnet: not a user
+    tenant_a.create(ports, {"ips": ["2001:db8::5"]})  # IPv6, which no subnet holds: not a user
     item = f"{subnets_url(switch)}/{subnet['id']}"
     body = error(tenant_a.delete(item), 409, None)
     assert body["error"] == "in_use"

@@ -19,6 +19,7 @@ from loom_api.service.crud import (
     ref_id,
     reference,
 )
+from loom_api.service.subnets import check_port_addresses
 from loom_api.service.switches import LogicalSwitches
 from loom_api.service.types import (
     PORT_IPS_MAX,
@@ -137,7 +138,15 @@ class LogicalSwitchPorts(Resource):
     def columns(
         self, view: WriteView, caller: Caller, body: Any, parent: Any, row: Any | None
     ) -> dict[str, Any]:
-        """Check references, MAC/IP uniqueness on the switch and the attachment."""
+        """Check references, the addresses against the switch's subnets, MAC/IP uniqueness on
+        the switch, and the attachment.
+
+        Raises:
+            errors.ValidationFailed: an address outside the switch's subnets of its IP version
+                or reserved in one (field `ips`), or an attachment that cannot be made.
+            errors.MissingReference: a QoS queue, profile or gateway service not found.
+            errors.Conflict: the MAC or an address is another port's on this switch.
+        """
         from loom_api.service.gateways import GatewayServices
         from loom_api.service.profiles import SecurityProfiles
         from loom_api.service.qos import QosQueues
@@ -149,6 +158,7 @@ class LogicalSwitchPorts(Resource):
             )
         cols = owned_columns(caller, body.model_copy(update={"tenant": tenant}), row)
         mac = body.mac or (row.mac if row is not None else random_mac(self._rng))
+        check_port_addresses(view, parent, body.ips, "ips")
         self._check_unique(view, parent, row, mac, body.ips)
         queue = reference(view, QosQueues, caller, body.qos_queue_id, "qos_queue_id", tenant=tenant)
         profiles = [

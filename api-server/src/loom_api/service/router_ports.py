@@ -22,6 +22,7 @@ from loom_api.service.ports import (
     random_mac,
 )
 from loom_api.service.routers import LogicalRouters
+from loom_api.service.subnets import check_port_addresses
 from loom_api.service.switches import LogicalSwitches
 from loom_api.service.types import HostInterface, MacAddress, Uuid
 from loom_api.store import ReadView, WriteView
@@ -94,7 +95,9 @@ class LogicalRouterPorts(Resource):
 
         Raises:
             errors.MissingReference: the switch does not exist in the router's tenant.
-            errors.ValidationFailed: the tenant differs from the router's, or a bad address.
+            errors.ValidationFailed: the tenant differs from the router's, or a bad address
+                (the prefix's network or broadcast address, or an address outside the
+                switch's subnets of its IP version).
             errors.Conflict: an overlapping network on the router, a second port on the same
                 switch, or a MAC or address already used on the switch.
         """
@@ -117,6 +120,7 @@ class LogicalRouterPorts(Resource):
         self._check_router(view, parent, row, switch, body.ip_prefix)
         mac = body.mac or (row.mac if row is not None else random_mac(self._rng))
         address = str(ipaddress.ip_interface(body.ip_prefix).ip)
+        check_port_addresses(view, switch, [address], "ip_prefix")
         peer = peer_port(view, row) if row is not None else None
         try:
             LogicalSwitchPorts._check_unique(view, switch, peer, mac, [address])

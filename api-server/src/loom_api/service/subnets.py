@@ -3,6 +3,15 @@
 A subnet is addressing metadata on a switch (the Neutron layer's subnets map onto it): ports
 still carry their addresses themselves. `next_free_address` is the pure allocator the Neutron
 layer uses to give a port a fixed IP when it asks for none.
+
+Subnets constrain the addresses of their own IP version (`address_problem`): on a switch with
+IPv4 subnets, a port's IPv4 addresses must each be in one of them and be neither its network
+nor its broadcast address (IPv6 likewise, with the subnet-router anycast address reserved).
+An IP version the switch has no subnet of stays L2-only: any address of it is accepted.
+Link-local addresses (169.254.0.0/16, fe80::/10) are in no subnet by definition and are
+always accepted. A new subnet that would leave a port's address invalid is refused (409,
+naming the ports); a subnet still holding a port's address cannot be deleted; a subnet's
+prefix cannot change.
 """
 
 from __future__ import annotations
@@ -139,6 +148,97 @@ def switch_used_addresses(view: ReadView, switch: Any) -> set[str]:
 # ---- validation --------------------------------------------------------------------------
 
 
+def switch_subnets(view: ReadView, switch: Any) -> list[tuple[IpNet, Any]]:
+    """Return the prefixes of `switch`'s subnets, each with its `Subnet` row."""
+    return [
+        (ipaddress.ip_network(s.cidr), s) for s in view.children("Subnet", "logical_switch", switch)
+    ]
+
+
+def address_problem(address: str, subnets: Iterable[tuple[IpNet, Any]]) -> str | None:
+    """Return why `address` cannot be a port's on a switch with `subnets`, or None (pure).
+
+    Args:
+        address: the port's address.
+        subnets: (prefix, row) pairs, as `switch_subnets` returns them; a row is used only
+            in the message (its `uuid`), so None will do for a subnet not yet written.
+    """
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return f"{address!r} is not an address"
+    same = [(network, row) for network, row in subnets if network.version == ip.version]
+    if not same or ip.is_link_local:
+        return None
+    holder = next(((network, row) for network, row in same if ip in network), None)
+    if holder is None:
+        prefixes = ", ".join(sorted(str(network) for network, _ in same))
+        return f"{ip} is in no IPv{ip.version} subnet of the switch ({prefixes})"
+    network, row = holder
+    if int(ip) in reserved_addresses(network):
+        which = "network" if ip == network.network_address else "broadcast"
+        named = f"subnet {row.uuid} ({network})" if row is not None else f"subnet {network}"
+        return f"{ip} is the {which} address of {named}"
+    return None
+
+
+def check_port_addresses(view: ReadView, switch: Any, addresses: Iterable[str], field: str) -> None:
+    """Refuse (400) addresses a port cannot have on `switch` (see the module docstring).
+
+    Raises:
+        errors.ValidationFailed: naming `field`, the address and the subnets.
+    """
+    subnets = switch_subnets(view, switch)
+    if not subnets:
+        return
+    for address in addresses:
+        problem = address_problem(address, subnets)
+        if problem is not None:
+            raise errors.ValidationFailed(
+                field=field, detail=f"{problem}; logical switch {switch.uuid} has subnets"
+            )
+
+
+def check_prefix(network: IpNet) -> None:
+    """Refuse (400 on `cidr`) a prefix that cannot be a subnet of hosts.
+
+    Raises:
+        errors.ValidationFailed: a multicast or loopback prefix, or one starting at the
+            unspecified address (0.0.0.0/8, ::/128, and every prefix holding them).
+    """
+    for reason, bad in (
+        ("multicast", network.is_multicast),
+        ("loopback", network.is_loopback),
+        ("unspecified-address", network.network_address.is_unspecified),
+    ):
+        if bad:
+            raise errors.ValidationFailed(
+                field="cidr", detail=f"{network} is a {reason} prefix; hosts cannot be on it"
+            )
+
+
+def ports_left_invalid(view: ReadView, switch: Any, network: IpNet) -> list[tuple[Any, str]]:
+    """Return the (port, address) pairs of `switch` that a new subnet `network` makes invalid.
+
+    Only addresses of `network`'s IP version are affected: once the switch has a subnet of
+    that version, each must be in one (and not a reserved address of it).
+    """
+    subnets = [*switch_subnets(view, switch), (network, None)]
+    return [
+        (port, address)
+        for port in view.children("Logical_Switch_Port", "logical_switch", switch)
+        for address in sorted(port.ips)
+        if _version(address) == network.version and address_problem(address, subnets)
+    ]
+
+
+def _version(address: str) -> int:
+    try:
+        return ipaddress.ip_address(address).version
+    except ValueError:
+        return 0
+
+
 def check_gateway(network: IpNet, gateway_ip: str | None) -> int | None:
     """Validate `gateway_ip` against `network`; return it as an integer (None stays None).
 
@@ -251,6 +351,7 @@ class Subnets(Resource):
                 field="tenant", detail="a subnet belongs to its switch's tenant"
             )
         network = ipaddress.ip_network(body.cidr)
+        check_prefix(network)
         gateway = check_gateway(network, body.gateway_ip)
         if body.allocation_pools is None:
             pools = default_pools(network, gateway)
@@ -268,7 +369,10 @@ class Subnets(Resource):
                 raise errors.Conflict(
                     field="cidr",
                     detail=f"{network} overlaps {other.cidr} of subnet {other.uuid} on this switch",
+                    overlaps=str(other.uuid),
                 )
+        if row is None:
+            self._check_ports_fit(view, parent, network)
         return {
             **cols,
             "logical_switch": parent,
@@ -279,6 +383,20 @@ class Subnets(Resource):
             "enable_dhcp": body.enable_dhcp,
             "dns_nameservers": list(body.dns_nameservers),
         }
+
+    @staticmethod
+    def _check_ports_fit(view: ReadView, switch: Any, network: IpNet) -> None:
+        """Refuse (409 on `cidr`) a new subnet that would leave ports' addresses invalid."""
+        invalid = ports_left_invalid(view, switch, network)
+        if invalid:
+            ports = ", ".join(f"port {port.uuid} ({address})" for port, address in invalid[:5])
+            more = f" and {len(invalid) - 5} more" if len(invalid) > 5 else ""
+            raise errors.Conflict(
+                field="cidr",
+                detail=f"with subnet {network} on logical switch {switch.uuid}, addresses its "
+                f"ports hold would be outside its IPv{network.version} subnets or reserved: "
+                f"{ports}{more}; change those ports first",
+            )
 
     def users(self, view: ReadView, row: Any) -> list[str]:
         """Ports of the switch holding an address of the subnet block its deletion."""
