@@ -1,4 +1,10 @@
-"""Transport nodes: hypervisors, gateways and service nodes, identified by OVS `system-id`."""
+"""Transport nodes: hypervisors, gateways and service nodes, identified by OVS `system-id`.
+
+A node's tunnel endpoints are where the other nodes of its transport zones send tunnels, so
+two nodes that share a zone may not have an endpoint at the same address (whatever the
+encapsulation: an address is one host); nodes in no common zone never tunnel to each other
+and may.
+"""
 
 from __future__ import annotations
 
@@ -85,7 +91,14 @@ class TransportNodes(Resource):
     def columns(
         self, view: WriteView, caller: Caller, body: Any, parent: Any, row: Any | None
     ) -> dict[str, Any]:
-        """Check name and system-id are unique; write the endpoints as new child rows."""
+        """Check name, system-id and endpoints; write the endpoints as new child rows.
+
+        Raises:
+            errors.ValidationFailed: two endpoints of one encapsulation.
+            errors.MissingReference: no such transport zone.
+            errors.Conflict: the name or system-id is another node's, or an endpoint address
+                is that of another node in a zone this node is in.
+        """
         for other in view.rows(self.table):
             if row is not None and other.uuid == row.uuid:
                 continue
@@ -107,6 +120,7 @@ class TransportNodes(Resource):
             reference(view, TransportZones, caller, ident, "transport_zone_ids")
             for ident in body.transport_zone_ids
         ]
+        self._check_endpoints_unique(view, row, zones, body.tunnel_endpoints)
         endpoints = [
             view.insert("Tunnel_Endpoint", encap=ep.encap, ip=ep.ip) for ep in body.tunnel_endpoints
         ]
@@ -119,6 +133,30 @@ class TransportNodes(Resource):
             "tunnel_endpoints": endpoints,
             "tags": list(body.tags),
         }
+
+    @staticmethod
+    def _check_endpoints_unique(
+        view: ReadView, row: Any | None, zones: list[Any], endpoints: list[TunnelEndpoint]
+    ) -> None:
+        """Refuse (409) an endpoint address another node of one of `zones` has."""
+        wanted = {ep.ip: i for i, ep in reversed(list(enumerate(endpoints)))}
+        zone_ids = {zone.uuid for zone in zones}
+        if not wanted or not zone_ids:
+            return
+        for other in view.rows("Transport_Node"):
+            if row is not None and other.uuid == row.uuid:
+                continue
+            shared = sorted(str(z.uuid) for z in other.transport_zones if z.uuid in zone_ids)
+            if not shared:
+                continue
+            for endpoint in other.tunnel_endpoints:
+                if endpoint.ip in wanted:
+                    raise errors.Conflict(
+                        field=f"tunnel_endpoints.{wanted[endpoint.ip]}.ip",
+                        detail=f"tunnel endpoint {endpoint.ip} is transport node {other.uuid}'s "
+                        f"({other.name!r}), which shares transport zone {shared[0]} with this "
+                        "node",
+                    )
 
     def users(self, view: ReadView, row: Any) -> list[str]:
         """Gateway services using the node block its deletion."""
