@@ -3,6 +3,11 @@
 NAT happens where the router meets its uplink, so a router needs an L3 gateway service before
 it can have NAT rules. `NAT_Rule.logical_router` is optional in the schema (the Neutron layer
 keeps unassociated floating IPs there); in the native API a rule always has its router.
+
+External addresses: within one router, DNAT and floating IPs own theirs (one rule each) and
+SNAT rules may share one (several prefixes behind one address); across routers, an external
+address belongs to one router per uplink network (`gateways.check_public_address`), whatever
+the tenants.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from pydantic import StringConstraints
 
 from loom_api import errors
 from loom_api.service.crud import Caller, Resource, first, optional, ref_id, reference
+from loom_api.service.gateways import Uplink, check_public_address
 from loom_api.service.ports import LogicalSwitchPorts
 from loom_api.service.routers import (
     LogicalRouters,
@@ -103,7 +109,9 @@ class NatRules(Resource):
             errors.ValidationFailed: no gateway service on the router (field `type`), a bad or
                 mixed-version internal_ip, or a logical port that cannot take the rule.
             errors.MissingReference: the logical port does not exist in the router's tenant.
-            errors.Conflict: the external (DNAT, floating IP) or internal address is taken.
+            errors.Conflict: the external (DNAT, floating IP) or internal address is taken on
+                this router, or the external address by another router on the same uplink
+                network (any tenant's), or it is the uplink's next hop.
         """
         if not parent.gateway_service:
             raise errors.ValidationFailed(
@@ -120,6 +128,14 @@ class NatRules(Resource):
             )
         port = self._logical_port(view, caller, body, parent, internal)
         self._check_unique(view, body, parent, row, internal)
+        check_public_address(
+            view,
+            Uplink.of(first(parent.gateway_service)),
+            body.external_ip,
+            router=parent,
+            field="external_ip",
+            rule=row,
+        )
         cols = child_columns(caller, body, parent, row)
         return {
             **cols,

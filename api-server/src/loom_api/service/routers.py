@@ -22,7 +22,7 @@ from loom_api.service.crud import (
     ref_id,
     reference,
 )
-from loom_api.service.gateways import GatewayServices
+from loom_api.service.gateways import GatewayServices, Uplink, check_router_addresses
 from loom_api.service.types import Description, Tags, Tenant, Uuid
 from loom_api.store import ReadView, WriteView
 
@@ -107,7 +107,9 @@ class LogicalRouters(Resource):
         Raises:
             errors.MissingReference: no such gateway service.
             errors.ValidationFailed: the gateway service is not an L3 service.
-            errors.Conflict: removing the gateway service of a router with NAT rules.
+            errors.Conflict: removing the gateway service of a router with NAT rules, or
+                moving them to a service whose uplink network has one of their external
+                addresses (another router's) or has it as its next hop.
         """
         gateway = reference(
             view, GatewayServices, caller, body.gateway_service_id, "gateway_service_id"
@@ -126,6 +128,10 @@ class LogicalRouters(Resource):
                     detail="NAT needs the gateway service; still used by "
                     + ", ".join(describe("NAT rule", nats)),
                 )
+        if gateway is not None and row is not None and gateway not in row.gateway_service:
+            check_router_addresses(
+                view, row, router_nat_rules(view, row), Uplink.of(gateway), "gateway_service_id"
+            )
         return {
             **owned_columns(caller, body, row),
             "description": body.description,
