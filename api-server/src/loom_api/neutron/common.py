@@ -16,13 +16,20 @@ from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar
 
 import pydantic
-from pydantic import BaseModel, ConfigDict, StringConstraints
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints
 
 from loom_api.neutron import errors
 from loom_api.service import crud
 from loom_api.service.common import ADMIN_TENANT
 from loom_api.service.crud import Caller
-from loom_api.service.types import Tenant
+from loom_api.service.types import (
+    ADDRESS_MAX,
+    PRINTABLE_PATTERN,
+    TAGS_MAX,
+    TEXT_PATTERN,
+    Tenant,
+    control_character,
+)
 from loom_api.store import ReadView, Store, WriteView
 
 #: Prefix of the external_ids keys that hold Neutron-only attributes (as OVN does).
@@ -30,11 +37,53 @@ PREFIX = "neutron:"
 
 Query = Mapping[str, list[str]]
 
-Name = Annotated[str, StringConstraints(max_length=255)]
-"""A Neutron name or description (at most 255 characters)."""
+#: Neutron's limits (neutron-lib's NAME_MAX_LEN, DESCRIPTION_MAX_LEN, the tag extension's
+#: MAX_TAG_LEN, the ML2 binding profile's column): what Neutron clients are written for. The
+#: number of tags is the native limit (Neutron sets none).
+NAME_MAX = 255
+DESCRIPTION_MAX = 255
+TAG_MAX = 60
+BINDING_PROFILE_MAX = 4095
 
-Tags = list[Annotated[str, StringConstraints(min_length=1, max_length=255)]]
-"""Neutron's tags (standard-attr-tag)."""
+
+def _printable(value: Any) -> Any:
+    if isinstance(value, str) and (bad := control_character(value)) is not None:
+        raise ValueError(f"must not contain a {bad}")
+    return value
+
+
+def _printable_text(value: Any) -> Any:
+    if isinstance(value, str) and (bad := control_character(value, text=True)) is not None:
+        raise ValueError(f"must not contain a {bad}")
+    return value
+
+
+Name = Annotated[
+    str,
+    StringConstraints(max_length=NAME_MAX, pattern=PRINTABLE_PATTERN),
+    BeforeValidator(_printable),
+]
+"""A Neutron name (or device id, owner, host): at most 255 characters, no control characters."""
+
+Description = Annotated[
+    str,
+    StringConstraints(max_length=DESCRIPTION_MAX, pattern=TEXT_PATTERN),
+    BeforeValidator(_printable_text),
+]
+"""A Neutron description: at most 255 characters; tab and line breaks, no other controls."""
+
+Tag = Annotated[
+    str,
+    StringConstraints(min_length=1, max_length=TAG_MAX, pattern=PRINTABLE_PATTERN),
+    BeforeValidator(_printable),
+]
+"""One Neutron tag: 1 to 60 characters, no control characters."""
+
+Tags = Annotated[list[Tag], Field(max_length=TAGS_MAX)]
+"""Neutron's tags (standard-attr-tag): at most 64."""
+
+Address = Annotated[str, StringConstraints(max_length=ADDRESS_MAX)]
+"""An address or prefix as text, parsed (with Neutron's messages) where it is used."""
 
 
 @dataclass(frozen=True)
@@ -451,27 +500,48 @@ def set_tags(
     ident: str,
     fn: Callable[[list[str]], list[str]],
 ) -> Result:
-    """Replace object `ident`'s tags with `fn(current tags)` (the tag extension's routes)."""
-    return change(
-        store,
-        res,
-        ctx,
-        ident,
-        lambda view, row: bump(view, row, tags=sorted(set(fn(list(row.tags))))),
-    )
+    """Replace object `ident`'s tags with `fn(current tags)` (the tag extension's routes).
+
+    Raises:
+        errors.BadRequest: the object would have more than 64 tags.
+    """
+
+    def retag(view: WriteView, row: Any) -> None:
+        tags = sorted(set(fn(list(row.tags))))
+        if len(tags) > TAGS_MAX:
+            raise errors.BadRequest(
+                field="tags",
+                detail=f"Invalid input for tags. Reason: {len(tags)} tags; at most {TAGS_MAX}.",
+            )
+        bump(view, row, tags=tags)
+
+    return change(store, res, ctx, ident, retag)
 
 
 def parse_tags(values: list[Any]) -> list[str]:
-    """Validate tags from a request (strings of 1 to 255 characters).
+    """Validate tags from a request (at most 64 strings of 1 to 60 printable characters).
 
     Raises:
-        errors.BadRequest: naming the first bad tag.
+        errors.BadRequest: naming the first bad tag, or too many.
     """
+    if len(values) > TAGS_MAX:
+        raise errors.BadRequest(
+            field="tags",
+            detail=f"Invalid input for tags. Reason: {len(values)} tags; at most {TAGS_MAX}.",
+        )
     for value in values:
-        if not isinstance(value, str) or not 1 <= len(value) <= 255:
+        if not isinstance(value, str) or not 1 <= len(value) <= TAG_MAX:
+            shown = repr(value)[:80]
             raise errors.BadRequest(
                 field="tags",
-                detail=f"Invalid input for tags. Reason: {value!r} is not a valid tag.",
+                detail=f"Invalid input for tags. Reason: {shown} is not a valid tag "
+                f"(1 to {TAG_MAX} characters).",
+            )
+        bad = control_character(value)
+        if bad is not None:
+            raise errors.BadRequest(
+                field="tags",
+                detail=f"Invalid input for tags. Reason: {value!r} holds a {bad}.",
             )
     return [str(v) for v in values]
 

@@ -19,6 +19,7 @@ from loom_api.neutron import errors
 from loom_api.neutron.common import (
     Body,
     Context,
+    Description,
     Name,
     NeutronResource,
     Tags,
@@ -51,7 +52,7 @@ class NetworkBody(Body):
     """A network (create and update)."""
 
     name: Name | None = None
-    description: Name | None = None
+    description: Description | None = None
     admin_state_up: bool | None = None
     shared: bool | None = None
     router_external: bool | None = Field(None, alias="router:external")

@@ -18,14 +18,17 @@ import ipaddress
 import json
 import random
 import uuid as uuidlib
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
 from loom_api.neutron import errors
 from loom_api.neutron.common import (
+    BINDING_PROFILE_MAX,
+    Address,
     Body,
     Context,
+    Description,
     Name,
     NeutronResource,
     Part,
@@ -48,14 +51,24 @@ from loom_api.neutron.security_groups import ensure_default_group, security_grou
 from loom_api.neutron.subnets import subnet_of
 from loom_api.service import crud, keys
 from loom_api.service.ports import PORT_KEYS, port_status, random_mac
-from loom_api.service.subnets import next_free_address
-from loom_api.service.types import MacAddress, Uuid
+from loom_api.service.subnets import next_free_address, reserved_addresses
+from loom_api.service.types import (
+    PORT_IPS_MAX,
+    SECURITY_PROFILES_MAX,
+    MacAddress,
+    Uuid,
+    control_character,
+    unusable_host,
+)
 from loom_api.store import ReadView, WriteView
 
 VnicType = Literal[
     "normal", "direct", "macvtap", "baremetal", "direct-physical", "virtio-forwarder",
     "smart-nic", "remote-managed", "vdpa",
 ]  # fmt: skip
+
+#: Neutron's default `max_allowed_address_pair` (Loom supports none; the list is bounded).
+ADDRESS_PAIRS_MAX = 10
 
 #: Attributes that stay changeable on the switch side of a router port.
 _ROUTER_SIDE_CHANGEABLE = frozenset({"name", "description", "admin_state_up", "tags"})
@@ -65,14 +78,14 @@ class FixedIp(Part):
     """One requested fixed IP: a subnet, an address, or both."""
 
     subnet_id: Uuid | None = None
-    ip_address: str | None = None
+    ip_address: Address | None = None
 
 
 class AddressPair(Part):
     """An allowed address pair (only the empty list is supported)."""
 
-    ip_address: str
-    mac_address: str | None = None
+    ip_address: Address
+    mac_address: Address | None = None
 
 
 class PortBody(Body):
@@ -80,18 +93,20 @@ class PortBody(Body):
 
     network_id: Uuid | None = None
     name: Name | None = None
-    description: Name | None = None
+    description: Description | None = None
     admin_state_up: bool | None = None
     mac_address: MacAddress | None = None
-    fixed_ips: list[FixedIp] | None = None
+    fixed_ips: Annotated[list[FixedIp], Field(max_length=PORT_IPS_MAX)] | None = None
     device_id: Name | None = None
     device_owner: Name | None = None
     binding_host_id: Name | None = Field(None, alias="binding:host_id")
     binding_vnic_type: VnicType | None = Field(None, alias="binding:vnic_type")
     binding_profile: dict[str, Any] | None = Field(None, alias="binding:profile")
-    security_groups: list[Uuid] | None = None
+    security_groups: Annotated[list[Uuid], Field(max_length=SECURITY_PROFILES_MAX)] | None = None
     port_security_enabled: bool | None = None
-    allowed_address_pairs: list[AddressPair] | None = None
+    allowed_address_pairs: (
+        Annotated[list[AddressPair], Field(max_length=ADDRESS_PAIRS_MAX)] | None
+    ) = None
     tags: Tags | None = None
 
 
@@ -186,17 +201,37 @@ def _requested_subnet(view: ReadView, network: Any, ident: str | None) -> Any | 
 def _requested_address(
     view: ReadView, network: Any, subnet: Any | None, text: str, field: str
 ) -> str:
+    """Check a requested fixed IP as Neutron does; return it in canonical form.
+
+    Raises:
+        errors.BadRequest: not an address (a zone index included), or one no host can have
+            (unspecified, loopback, multicast, 255.255.255.255).
+        errors.InvalidIpForSubnet: outside the requested subnet, or its network address or
+            (IPv4) broadcast address (Neutron's `check_subnet_ip`).
+        errors.InvalidIpForNetwork: in no subnet of the network.
+    """
     try:
-        address = str(ipaddress.ip_address(text))
+        if "%" in text:
+            raise ValueError(text)
+        ip = ipaddress.ip_address(text)
     except ValueError:
         raise errors.BadRequest(
             field=field,
             detail=f"Invalid input for fixed_ips. Reason: '{text}' is not a valid IP address.",
         ) from None
+    reason = unusable_host(ip)
+    if reason is not None:
+        raise errors.BadRequest(
+            field=field, detail=f"Invalid input for fixed_ips. Reason: '{ip}' is {reason}."
+        )
+    address = str(ip)
     if subnet is not None and not _in_subnet(address, subnet):
         raise errors.InvalidIpForSubnet(field=field, ip=address)
-    if subnet is None and subnet_of(view, network, address) is None:
+    holder = subnet if subnet is not None else subnet_of(view, network, address)
+    if holder is None:
         raise errors.InvalidIpForNetwork(field=field, ip=address)
+    if int(ip) in reserved_addresses(ipaddress.ip_network(holder.cidr)):
+        raise errors.InvalidIpForSubnet(field=field, ip=address)
     return address
 
 
@@ -228,7 +263,14 @@ def _binding_ids(row: Any | None, body: Any, *, create: bool) -> dict[str, str]:
             values[key] = getattr(body, name) or None
     if create or given(body, "binding_profile"):
         profile = body.binding_profile
-        values["profile"] = json.dumps(profile, sort_keys=True) if profile else None
+        text = json.dumps(profile, sort_keys=True) if profile else None
+        if text is not None and (len(text) > BINDING_PROFILE_MAX or control_character(text)):
+            raise errors.BadRequest(
+                field="binding:profile",
+                detail="Invalid input for binding:profile. Reason: it must be JSON of at most "
+                f"{BINDING_PROFILE_MAX} characters.",
+            )
+        values["profile"] = text
     return merged_ids(row, **values)
 
 

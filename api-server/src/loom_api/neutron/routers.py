@@ -18,12 +18,16 @@ from __future__ import annotations
 import ipaddress
 import random
 import uuid as uuidlib
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field
 
 from loom_api.neutron import errors
 from loom_api.neutron.common import (
+    Address,
     Body,
     Context,
+    Description,
     Name,
     NeutronResource,
     Part,
@@ -47,8 +51,11 @@ from loom_api.service import crud, keys
 from loom_api.service.ports import PORT_KEYS, random_mac
 from loom_api.service.router_ports import LogicalRouterPorts
 from loom_api.service.routers import LogicalRouters
-from loom_api.service.types import Uuid
+from loom_api.service.types import PORT_IPS_MAX, Uuid
 from loom_api.store import ReadView, WriteView
+
+#: Neutron's default `max_routes` (extra routes per router).
+ROUTES_MAX = 30
 
 GATEWAY_OWNER = "network:router_gateway"
 INTERFACE_OWNER = "network:router_interface"
@@ -63,24 +70,24 @@ class GatewayInfo(Part):
 
     network_id: Uuid | None = None
     enable_snat: bool | None = None
-    external_fixed_ips: list[FixedIp] | None = None
+    external_fixed_ips: Annotated[list[FixedIp], Field(max_length=PORT_IPS_MAX)] | None = None
 
 
 class Route(Part):
     """An extra route."""
 
-    destination: str
-    nexthop: str
+    destination: Address
+    nexthop: Address
 
 
 class RouterBody(Body):
     """A router (create and update)."""
 
     name: Name | None = None
-    description: Name | None = None
+    description: Description | None = None
     admin_state_up: bool | None = None
     external_gateway_info: GatewayInfo | None = None
-    routes: list[Route] | None = None
+    routes: Annotated[list[Route], Field(max_length=ROUTES_MAX)] | None = None
     tags: Tags | None = None
 
 
@@ -342,19 +349,27 @@ def set_routes(view: WriteView, router: Any, routes: list[Route]) -> None:
     """Replace the router's static routes with `routes`.
 
     Raises:
-        errors.BadRequest: a bad destination or next hop, or a next hop on none of the
-            router's networks (Neutron's InvalidRoutes).
+        errors.BadRequest: a bad destination or next hop (a zone index, two IP versions),
+            or a next hop on none of the router's networks (Neutron's InvalidRoutes).
     """
     connected = [ipaddress.ip_interface(p.ip_prefix).network for p in router_ports(view, router)]
     rows = []
     for i, route in enumerate(routes):
         try:
+            if "%" in route.destination or "%" in route.nexthop:
+                raise ValueError("a zone index (%...) cannot be configured")
             destination = ipaddress.ip_network(route.destination, strict=False)
             nexthop = ipaddress.ip_address(route.nexthop)
         except ValueError as exc:
             raise errors.BadRequest(
                 field=f"routes.{i}", detail=f"Invalid format for routes: {exc}"
             ) from None
+        if destination.version != nexthop.version:
+            raise errors.BadRequest(
+                field=f"routes.{i}",
+                detail=f"Invalid format for routes: the nexthop {nexthop} is not of the IP "
+                f"version of destination {destination}",
+            )
         if not any(nexthop in network for network in connected):
             raise errors.BadRequest(
                 field=f"routes.{i}",

@@ -14,13 +14,15 @@ import ipaddress
 from collections.abc import Iterable
 from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, StringConstraints
 
 from loom_api import errors as native_errors
 from loom_api.neutron import errors
 from loom_api.neutron.common import (
+    Address,
     Body,
     Context,
+    Description,
     Name,
     NeutronResource,
     Query,
@@ -63,7 +65,7 @@ class SecurityGroupBody(Body):
     """A security group (create and update)."""
 
     name: Name | None = None
-    description: Name | None = None
+    description: Description | None = None
     stateful: bool | None = None
     tags: Tags | None = None
 
@@ -74,18 +76,18 @@ class RuleBody(Body):
     security_group_id: Uuid | None = None
     direction: Literal["ingress", "egress"] | None = None
     ethertype: Literal["IPv4", "IPv6"] = "IPv4"
-    protocol: str | int | None = None
+    protocol: Annotated[str, StringConstraints(max_length=16)] | int | None = None
     port_range_min: Port | None = None
     port_range_max: Port | None = None
-    remote_ip_prefix: str | None = None
+    remote_ip_prefix: Address | None = None
     remote_group_id: Uuid | None = None
-    description: Name | None = None
+    description: Description | None = None
 
 
 class RuleUpdateBody(Body):
     """A rule's only changeable attribute."""
 
-    description: Name | None = None
+    description: Description | None = None
 
 
 def _egress(ethertype: str) -> dict[str, Any]:
@@ -314,6 +316,8 @@ class SecurityGroupRules(NeutronResource):
         prefix = body.remote_ip_prefix
         if prefix is not None:
             try:
+                if "%" in prefix:
+                    raise ValueError(prefix)
                 prefix = str(ipaddress.ip_network(prefix, strict=False))
             except ValueError:
                 raise errors.BadRequest(

@@ -10,13 +10,17 @@ from __future__ import annotations
 
 import ipaddress
 import json
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
 
 from loom_api import errors as native_errors
 from loom_api.neutron import errors
 from loom_api.neutron.common import (
+    Address,
     Body,
     Context,
+    Description,
     Name,
     NeutronResource,
     Part,
@@ -36,41 +40,44 @@ from loom_api.neutron.common import (
 from loom_api.neutron.networks import NETWORKS, fip_rows
 from loom_api.service import crud
 from loom_api.service.subnets import Subnets
-from loom_api.service.types import Uuid
+from loom_api.service.types import DNS_NAMESERVERS_MAX, POOLS_MAX, Uuid
 from loom_api.store import ReadView, WriteView
 
 _SUBNETS = Subnets()
 
 Ipv6Mode = Literal["slaac", "dhcpv6-stateful", "dhcpv6-stateless"]
 
+#: Neutron's default `max_subnet_host_routes`.
+HOST_ROUTES_MAX = 20
+
 
 class Pool(Part):
     """An allocation pool."""
 
-    start: str
-    end: str
+    start: Address
+    end: Address
 
 
 class HostRoute(Part):
     """A route handed to hosts by DHCP."""
 
-    destination: str
-    nexthop: str
+    destination: Address
+    nexthop: Address
 
 
 class SubnetBody(Body):
     """A subnet (create and update)."""
 
     network_id: Uuid | None = None
-    cidr: str | None = None
+    cidr: Address | None = None
     ip_version: Literal[4, 6] | None = None
     name: Name | None = None
-    description: Name | None = None
-    gateway_ip: str | None = None
-    allocation_pools: list[Pool] | None = None
+    description: Description | None = None
+    gateway_ip: Address | None = None
+    allocation_pools: Annotated[list[Pool], Field(max_length=POOLS_MAX)] | None = None
     enable_dhcp: bool | None = None
-    dns_nameservers: list[str] | None = None
-    host_routes: list[HostRoute] | None = None
+    dns_nameservers: Annotated[list[Address], Field(max_length=DNS_NAMESERVERS_MAX)] | None = None
+    host_routes: Annotated[list[HostRoute], Field(max_length=HOST_ROUTES_MAX)] | None = None
     ipv6_ra_mode: Ipv6Mode | None = None
     ipv6_address_mode: Ipv6Mode | None = None
     tags: Tags | None = None
@@ -100,13 +107,16 @@ def _default_gateway(cidr: str) -> str | None:
 
 
 def _native_error(exc: native_errors.LoomApiError, network_id: str) -> errors.NeutronError:
-    """Return a native subnet error as Neutron words it."""
-    if isinstance(exc, native_errors.Conflict) and exc.field == "cidr":
+    """Return a native subnet error as Neutron words it (an overlap is Neutron's 400; other
+    conflicts, such as ports whose addresses the subnet would leave invalid, stay 409)."""
+    if isinstance(exc, native_errors.Conflict) and exc.kw.get("overlaps"):
         return errors.InvalidInput(
             field="cidr",
             detail=f"Requested subnet overlaps with another subnet of network {network_id} "
             f"({exc.text})",
         )
+    if isinstance(exc, native_errors.Conflict):
+        return errors.Conflict(field=exc.field, detail=exc.text)
     return errors.BadRequest(field=exc.field, detail=exc.text)
 
 
@@ -265,6 +275,8 @@ class NeutronSubnets(NeutronResource):
 def _host_route(index: int, route: HostRoute) -> dict[str, str]:
     """Return a host route normalized, or raise BadRequest naming it."""
     try:
+        if "%" in route.destination or "%" in route.nexthop:
+            raise ValueError("a zone index (%...) cannot be configured")
         destination = ipaddress.ip_network(route.destination, strict=False)
         nexthop = ipaddress.ip_address(route.nexthop)
     except ValueError as exc:
