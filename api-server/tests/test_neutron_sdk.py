@@ -69,6 +69,34 @@ def external(conn: Any) -> tuple[Any, Any]:
     return network, sub
 
 
+@pytest.fixture
+def l3_external(conn: Any, admin: ApiClient) -> tuple[Any, dict[str, Any]]:
+    """An `l3_ext` external network: its L3 gateway service (on one gateway node) does NAT."""
+    node = admin.create(
+        f"{API}/transport-nodes", {"name": "gw1", "node_type": "gateway", "system_id": "gw1"}
+    )
+    service = admin.create(
+        f"{API}/gateway-services",
+        {
+            "name": "uplink",
+            "type": "l3",
+            "gateway_node_ids": [node["id"]],
+            "uplink_ip": "198.51.100.254/24",
+            "uplink_next_hop": "198.51.100.1",
+        },
+    )
+    network = conn.network.create_network(
+        name="public",
+        is_router_external=True,
+        provider_network_type="l3_ext",
+        provider_physical_network=service["id"],
+    )
+    conn.network.create_subnet(
+        name="public-v4", network_id=network.id, ip_version=4, cidr="198.51.100.0/24"
+    )
+    return network, service
+
+
 def native(admin: ApiClient, path: str) -> dict[str, Any]:
     response = admin.get(f"{API}{path}")
     assert response.status_code == 200, response.get_json()
@@ -398,15 +426,16 @@ def test_router_gateway_interfaces_and_routes(
 
 
 def test_floating_ip_lifecycle(
-    conn: Any, net: Any, subnet: Any, external: tuple[Any, Any], admin: ApiClient
+    conn: Any, net: Any, subnet: Any, l3_external: tuple[Any, dict[str, Any]], admin: ApiClient
 ) -> None:
-    public, _ = external
+    public, service = l3_external
     router = conn.network.create_router(
         project_id=PROJECT, external_gateway_info={"network_id": public.id}
     )
     conn.network.add_interface_to_router(router, subnet_id=subnet.id)
     port = conn.network.create_port(network_id=net.id)
 
+    assert native(admin, f"/logical-routers/{router.id}")["gateway_service_id"] == service["id"]
     fip = conn.network.create_ip(floating_network_id=public.id, project_id=PROJECT)
     assert fip.floating_ip_address == "198.51.100.3"  # .2 is the router's gateway
     assert (fip.status, fip.router_id, fip.port_id) == ("DOWN", None, None)

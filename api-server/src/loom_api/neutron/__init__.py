@@ -21,7 +21,8 @@ the same id, so what one API writes the other reads.
   `enable_snat`, one SNAT `NAT_Rule` (`neutron:snat=true`) per IPv4 interface subnet,
   translating to the gateway address.
 - floating IP: a `NAT_Rule` of type floating-ip with `neutron:floating_network_id`; an
-  unassociated one has no router, internal IP or port.
+  unassociated one has no router, internal IP or port. Its `status` and the extension
+  attribute `loom:status_reason` tell whether anything translates it (below).
 - security group: a `Security_Profile` (a project's `default` group: `neutron:default=true`);
   a security group rule: a `Security_Rule` in its profile's `rules`.
 - `project_id` and `tenant_id`: the row's `tenant`; `revision_number`: its `revision` (a
@@ -29,11 +30,38 @@ the same id, so what one API writes the other reads.
 
 Neutron-only attributes live in `external_ids` under the `neutron:` prefix, as OVN keeps
 them. Objects made through the native API appear in Neutron with Neutron's defaults.
-Differences from Neutron, each deliberate: a router has one port per network and one
-address per port (the native model's); `allowed_address_pairs` must be empty; ICMP rules
-cannot carry type/code (the native rule model has port ranges for TCP, UDP and SCTP only);
-under `noauth` a create without `project_id` belongs to the native admin tenant ("admin")
-instead of failing.
+Differences from Neutron, each deliberate:
+
+- a router has one port per network and one address per port (the native model's);
+  `allowed_address_pairs` must be empty; ICMP rules cannot carry type/code (the native rule
+  model has port ranges for TCP, UDP and SCTP only); under `noauth` a create without
+  `project_id` belongs to the native admin tenant ("admin") instead of failing.
+- NAT is done by an L3 gateway service, so a floating IP is associated only through a
+  router whose external network is an `l3_ext` network (it has one): through a router on a
+  plain external network the association is refused with `ExternalGatewayForFloatingIPNotFound`
+  (404, what Neutron answers when no router reaches the floating network), as the native
+  API refuses a NAT rule on a router without a gateway service (400). A floating IP's
+  address, and a router gateway's (its SNAT address), must be free on the uplink network
+  behind the service: another router's NAT rule there, any project's, is a 409 `Conflict`.
+- a floating IP's `status` is ACTIVE only while it is translated: associated through a
+  router whose gateway service has an IPv4 uplink, with IPv4 addresses, and no logical
+  controller warning about it (the warnings `/api/v1/status` lists). Otherwise it is DOWN,
+  and the extension attribute `loom:status_reason` (extension `loom-status-reason`) says
+  why ("not associated with a port", the router without a gateway service, the
+  controller's warning); it is null while ACTIVE.
+- input limits: names (and `device_id`, `device_owner`, `binding:host_id`) and
+  descriptions at most 255 characters, tags 1 to 60 (as Neutron), and no control
+  characters in any of them (C0, DEL, C1; a description may hold tab and line breaks); at
+  most 64 tags per object (Neutron sets no count), 16 `fixed_ips` per port, 32
+  `security_groups`, 10 `allowed_address_pairs`, a `binding:profile` of at most 4095
+  characters of JSON, 30 `routes` per router, and per subnet 20 `host_routes`, 5
+  `dns_nameservers` (Neutron's default quotas) and 64 `allocation_pools`.
+- addresses: a fixed IP may not be unspecified, loopback, multicast, 255.255.255.255 or
+  carry a zone index (`fe80::1%eth0`), nor, as in Neutron, be its subnet's network or IPv4
+  broadcast address (`InvalidIpForSubnet`); a subnet may not be a multicast, loopback or
+  0.0.0.0/x prefix; a subnet that would leave the addresses of ports made through the native
+  API outside the network's subnets is refused (409 `Conflict`, naming them); an extra
+  route's destination and next hop must be of one IP version.
 
 Modules: `common` (the generic operations), `errors` (Neutron's error types), one module per
 collection, `interfaces` (add/remove_router_interface).
@@ -78,6 +106,7 @@ EXTENSIONS: list[tuple[str, str, str]] = [
     ("project-id", "project_id field enabled", "project_id beside tenant_id"),
     ("revision-if-match", "If-Match constraints based on revision_number", "If-Match"),
     ("stateful-security-group", "Stateful security group", "stateful"),
+    ("loom-status-reason", "Loom status reason", "loom:status_reason: why a floating IP is DOWN"),
 ]
 
 

@@ -6,6 +6,17 @@ is kept in `neutron:floating_network_id`. An unassociated floating IP has no rou
 internal address and no port. Associating it with a port finds, as Neutron does, the router
 that has an interface on the port's subnet and its gateway on the floating IP's network,
 and sets the rule's router, internal address (the port's fixed IP) and logical port.
+
+As a native NAT rule needs its router's L3 gateway service, association needs one: a
+router whose gateway network has no gateway service (not an `l3_ext` network) does not
+reach the floating network for NAT, and the association is refused with Neutron's
+`ExternalGatewayForFloatingIPNotFound` (404). The floating IP's address must also be free on
+the uplink network behind the service (no other router's NAT rule has it; 409).
+
+`status` says whether the address is translated: ACTIVE only when the floating IP has a
+router whose gateway service has an IPv4 uplink, its addresses are IPv4 (the rules
+translate IPv4), and the logical controllers report no warning about it; otherwise DOWN,
+with the reason in the extension attribute `loom:status_reason` (null when ACTIVE).
 """
 
 from __future__ import annotations
@@ -17,9 +28,10 @@ from typing import Any
 
 from loom_api.neutron import errors
 from loom_api.neutron.common import (
+    Address,
     Body,
     Context,
-    Name,
+    Description,
     NeutronResource,
     Tags,
     bump,
@@ -37,25 +49,32 @@ from loom_api.neutron.networks import NETWORKS, fip_rows, floating_network, is_e
 from loom_api.neutron.ports import PORTS, FixedIp, assign_addresses
 from loom_api.neutron.routers import GATEWAY_OWNER, gateway_port, router_fips
 from loom_api.neutron.subnets import subnet_of
+from loom_api.service.crud import first
+from loom_api.service.gateways import Uplink, check_public_address
 from loom_api.service.types import Uuid
 from loom_api.store import ReadView, WriteView
+
+#: The extension attribute that says why a floating IP is DOWN (null when ACTIVE).
+STATUS_REASON = "loom:status_reason"
 
 
 class FloatingIpBody(Body):
     """A floating IP (create and update)."""
 
     floating_network_id: Uuid | None = None
-    floating_ip_address: str | None = None
+    floating_ip_address: Address | None = None
     subnet_id: Uuid | None = None
     port_id: Uuid | None = None
-    fixed_ip_address: str | None = None
-    description: Name | None = None
+    fixed_ip_address: Address | None = None
+    description: Description | None = None
     tags: Tags | None = None
 
 
 def _router_for(view: ReadView, port: Any, fixed_ip: str, network: Any) -> Any | None:
-    """Return the router joining the subnet of `fixed_ip` to the external `network`."""
+    """Return the router joining the subnet of `fixed_ip` to the external `network` (one
+    with a gateway service, when several do)."""
     address = ipaddress.ip_address(fixed_ip)
+    found = []
     for router_port in view.rows("Logical_Router_Port"):
         if router_port.logical_switch != port.logical_switch:
             continue
@@ -66,8 +85,43 @@ def _router_for(view: ReadView, port: Any, fixed_ip: str, network: Any) -> Any |
         router = router_port.logical_router
         gateway = gateway_port(view, router)
         if gateway is not None and gateway.logical_switch == network:
-            return router
-    return None
+            found.append(router)
+    return min(found, key=lambda r: (not r.gateway_service, str(r.uuid)), default=None)
+
+
+def fip_status(row: Any, warnings: list[str]) -> tuple[str, str | None]:
+    """Return a floating IP's Neutron `status` and the reason it is DOWN (None when ACTIVE).
+
+    Args:
+        row: the floating IP's `NAT_Rule`.
+        warnings: the logical controllers' warnings about it (`Warning` rows' messages).
+    """
+    router = first(row.logical_router)
+    if router is None:
+        return "DOWN", "not associated with a port"
+    service = first(router.gateway_service)
+    if service is None:
+        return "DOWN", (
+            f"router {router.uuid} has no L3 gateway service (its external network is not an "
+            "l3_ext network), so nothing translates the address"
+        )
+    uplink = Uplink.of(service)
+    if service.type != "l3" or uplink.network is None or uplink.network.version != 4:
+        return "DOWN", f"gateway service {service.uuid} of router {router.uuid} has no IPv4 uplink"
+    addresses = [row.external_ip, *row.internal_ip]
+    if any(ipaddress.ip_address(a).version != 4 for a in addresses):
+        return "DOWN", "only IPv4 addresses are translated"
+    if warnings:
+        return "DOWN", "; ".join(sorted(warnings))
+    return "ACTIVE", None
+
+
+def _warnings(view: ReadView) -> dict[str, list[str]]:
+    """Return the logical controllers' warnings by the id of the object they are about."""
+    found: dict[str, list[str]] = {}
+    for warning in view.rows("Warning"):
+        found.setdefault(warning.source, []).append(warning.message)
+    return found
 
 
 def _fixed_ip(port: Any, requested: str | None, version: int) -> str:
@@ -110,8 +164,12 @@ def associate(
     Raises:
         errors.PortNotFound: no such port visible to the caller.
         errors.BadRequest: a port of another project, a router's own port, no such fixed IP.
-        errors.ExternalGatewayForFloatingIPNotFound: no router connects the two.
+        errors.ExternalGatewayForFloatingIPNotFound: no router connects the two, or the
+            router's gateway network has no L3 gateway service (`ExternalGatewayWithoutUplink`).
         errors.FloatingIPPortAlreadyAssociated: the fixed IP has a floating IP already.
+        loom_api.errors.Conflict: another router's NAT rule has the floating IP's address on
+            the uplink network behind the router's gateway service (rendered as Neutron's
+            Conflict, 409).
     """
     port = lookup(view, PORTS, ctx, port_id)
     if port.tenant != fip.tenant:
@@ -127,11 +185,19 @@ def associate(
         )
     fixed_ip = _fixed_ip(port, fixed, ipaddress.ip_address(fip.external_ip).version)
     router = _router_for(view, port, fixed_ip, network)
+    subnet = subnet_of(view, port.logical_switch, fixed_ip)
+    subnet_id = str(subnet.uuid) if subnet else ""
     if router is None:
-        subnet = subnet_of(view, port.logical_switch, fixed_ip)
         raise errors.ExternalGatewayForFloatingIPNotFound(
+            field="port_id", net_id=str(network.uuid), subnet_id=subnet_id, port_id=port_id
+        )
+    service = first(router.gateway_service)
+    if service is None:
+        raise errors.ExternalGatewayWithoutUplink(
+            field="port_id",
             net_id=str(network.uuid),
-            subnet_id=str(subnet.uuid) if subnet else "",
+            subnet_id=subnet_id,
+            router_id=str(router.uuid),
             port_id=port_id,
         )
     for other in router_fips(view, router):
@@ -143,6 +209,10 @@ def associate(
                 fixed_ip=fixed_ip,
                 net_id=str(network.uuid),
             )
+    check_public_address(
+        view, Uplink.of(service), fip.external_ip, router=router, field="floating_ip_address",
+        rule=fip,
+    )  # fmt: skip
     view.update(fip, logical_router=[router], internal_ip=[fixed_ip], logical_port=[port])
 
 
@@ -166,7 +236,21 @@ class FloatingIps(NeutronResource):
         return row if row is not None and row.type == "floating-ip" else None
 
     def to_api(self, view: ReadView, row: Any) -> dict[str, Any]:
-        """Return the floating IP; ACTIVE while associated."""
+        """Return the floating IP, with its status as `fip_status` decides it."""
+        warnings = [w.message for w in view.rows("Warning") if w.source == str(row.uuid)]
+        return self._api(view, row, warnings)
+
+    def represent(self, view: ReadView, ctx: Context) -> list[dict[str, Any]]:
+        """Return every visible floating IP (the warnings read once for all)."""
+        warnings = _warnings(view)
+        return [
+            self._api(view, row, warnings.get(str(row.uuid), []))
+            for row in self.rows(view)
+            if self.visible(ctx, view, row)
+        ]
+
+    def _api(self, view: ReadView, row: Any, warnings: list[str]) -> dict[str, Any]:
+        status, reason = fip_status(row, warnings)
         network = floating_network(view, row)
         router = row.logical_router[0] if row.logical_router else None
         port = row.logical_port[0] if row.logical_port else None
@@ -177,7 +261,8 @@ class FloatingIps(NeutronResource):
             "router_id": str(router.uuid) if router is not None else None,
             "port_id": str(port.uuid) if port is not None else None,
             "fixed_ip_address": row.internal_ip[0] if row.internal_ip else None,
-            "status": "ACTIVE" if router is not None else "DOWN",
+            "status": status,
+            STATUS_REASON: reason,
             "description": ext(row, "description"),
             "port_forwardings": [],
             "tags": sorted(row.tags),

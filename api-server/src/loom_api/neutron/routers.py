@@ -48,9 +48,11 @@ from loom_api.neutron.networks import NETWORKS, fip_rows, is_external, used_addr
 from loom_api.neutron.ports import FixedIp, assign_addresses
 from loom_api.neutron.subnets import subnet_of
 from loom_api.service import crud, keys
+from loom_api.service.crud import first
+from loom_api.service.gateways import Uplink, check_public_address, check_router_addresses
 from loom_api.service.ports import PORT_KEYS, random_mac
 from loom_api.service.router_ports import LogicalRouterPorts
-from loom_api.service.routers import LogicalRouters
+from loom_api.service.routers import LogicalRouters, router_nat_rules
 from loom_api.service.types import PORT_IPS_MAX, Uuid
 from loom_api.store import ReadView, WriteView
 
@@ -206,7 +208,12 @@ def remove_router_port(view: WriteView, router_port: Any) -> None:
 
 
 def sync_snat(view: WriteView, router: Any) -> None:
-    """Make the router's Neutron SNAT rules match its gateway and IPv4 interfaces."""
+    """Make the router's Neutron SNAT rules match its gateway and IPv4 interfaces.
+
+    Raises:
+        loom_api.errors.Conflict: a new rule's address (the gateway's) is another router's
+            NAT address on the uplink network of this router's gateway service.
+    """
     wanted: set[tuple[str, str]] = set()
     gateway = gateway_port(view, router)
     if gateway is not None and flag(router, "enable_snat", True):
@@ -223,7 +230,12 @@ def sync_snat(view: WriteView, router: Any) -> None:
             wanted.discard(key)
         else:
             view.delete(nat)
+    service = first(router.gateway_service)
     for external, internal in sorted(wanted):
+        if service is not None:
+            check_public_address(
+                view, Uplink.of(service), external, router=router, field="external_gateway_info"
+            )
         view.insert(
             "NAT_Rule",
             revision=1,
@@ -293,6 +305,8 @@ def set_gateway(view: WriteView, ctx: Context, router: Any, info: GatewayInfo | 
         errors.ExternalNetworkRequired: the network is not external.
         errors.RouterExternalGatewayInUseByFloatingIp: removing or moving a gateway that
             floating IPs use.
+        loom_api.errors.Conflict: the router's NAT addresses are taken on the uplink network
+            of the new gateway service (Neutron's Conflict, 409).
     """
     current = gateway_port(view, router)
     network = None
@@ -319,8 +333,15 @@ def set_gateway(view: WriteView, ctx: Context, router: Any, info: GatewayInfo | 
         add_router_port(view, router, network, address, prefixlen, GATEWAY_OWNER)
         service = ext(network, "gateway_service")
         row = view.get("Gateway_Service", uuidlib.UUID(service)) if service else None
-        if row is not None:
+        if row is not None and row not in router.gateway_service:
             view.update(router, gateway_service=[row])
+            check_router_addresses(
+                view,
+                router,
+                router_nat_rules(view, router),
+                Uplink.of(row),
+                "external_gateway_info",
+            )
     snat = info.enable_snat is not False
     view.update(router, external_ids=merged_ids(router, enable_snat=None if snat else False))
     sync_snat(view, router)
