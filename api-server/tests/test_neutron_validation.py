@@ -1,0 +1,466 @@
+"""Validation of the Neutron v2.0 API under hostile input, and floating IPs' honest status.
+
+The same checks as the native API's (test_validation.py), in Neutron's error form: each case
+asserts the status, the Neutron error type, and that nothing was written. Floating IPs are
+associated only through a router whose gateway network has an L3 gateway service (as a
+native NAT rule needs one), and their `status` is ACTIVE only while something translates
+them, with `loom:status_reason` saying why not.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from flask import Flask
+from flask.testing import FlaskClient
+from werkzeug.test import TestResponse
+
+from loom_api import create_app
+from loom_api.store import ReadView, Store, WriteView
+
+if TYPE_CHECKING:  # (mypy checks api-server/tests as top-level modules)
+    from loom_api.testing import ApiClient
+
+pytestmark = pytest.mark.ovs
+
+API = "/api/v1"
+V2 = "/v2.0"
+PROJECT = "p-val"
+REASON = "loom:status_reason"
+
+
+class Neutron:
+    """A test client for /v2.0 (noauth: every request acts as the admin)."""
+
+    def __init__(self, client: FlaskClient) -> None:
+        self.client = client
+
+    def send(self, method: str, path: str, body: Any = None) -> TestResponse:
+        return self.client.open(path, method=method, json=body)
+
+    def create(self, collection: str, member: str, body: dict[str, Any]) -> dict[str, Any]:
+        response = self.send("POST", f"{V2}/{collection}", {member: body})
+        assert response.status_code == 201, response.get_json()
+        result: dict[str, Any] = response.get_json()[member]
+        return result
+
+    def get(self, collection: str, ident: str) -> dict[str, Any]:
+        response = self.send("GET", f"{V2}/{collection}/{ident}")
+        assert response.status_code == 200, response.get_json()
+        result: dict[str, Any] = response.get_json()[collection.rstrip("s").replace("-", "_")]
+        return result
+
+
+def neutron_error(response: TestResponse, status: int, kind: str) -> str:
+    """Assert `response` is Neutron error `kind` with `status`; return its message."""
+    body = response.get_json()
+    assert response.status_code == status, body
+    assert body["NeutronError"]["type"] == kind, body
+    message: str = body["NeutronError"]["message"]
+    return message
+
+
+def count(store: Store, table: str) -> int:
+    def read(view: ReadView) -> int:
+        return view.count(table)
+
+    return store.read(read)
+
+
+@pytest.fixture
+def app(app: Flask, store: Store) -> Flask:
+    """The API app with Neutron's `noauth` strategy."""
+    return create_app(store, app.extensions["loom.tokens"], {"LOOM_NEUTRON_AUTH": "noauth"})
+
+
+@pytest.fixture
+def neutron(app: Flask) -> Neutron:
+    return Neutron(app.test_client())
+
+
+@pytest.fixture
+def net(neutron: Neutron) -> dict[str, Any]:
+    return neutron.create("networks", "network", {"name": "n", "project_id": PROJECT})
+
+
+@pytest.fixture
+def subnet(neutron: Neutron, net: dict[str, Any]) -> dict[str, Any]:
+    body = {"network_id": net["id"], "ip_version": 4, "cidr": "10.0.0.0/24"}
+    return neutron.create("subnets", "subnet", body)
+
+
+@pytest.fixture
+def service(admin: ApiClient) -> dict[str, Any]:
+    """An L3 gateway service whose uplink is 198.51.100.0/24 (next hop .1)."""
+    node = admin.create(
+        f"{API}/transport-nodes", {"name": "gw1", "node_type": "gateway", "system_id": "gw1"}
+    )
+    return admin.create(
+        f"{API}/gateway-services",
+        {
+            "name": "uplink",
+            "type": "l3",
+            "gateway_node_ids": [node["id"]],
+            "uplink_ip": "198.51.100.254/24",
+            "uplink_next_hop": "198.51.100.1",
+        },
+    )
+
+
+def external_network(neutron: Neutron, service: dict[str, Any] | None) -> dict[str, Any]:
+    """An external network on 198.51.100.0/24: `l3_ext` on `service`, or a plain one."""
+    body: dict[str, Any] = {"name": "public", "router:external": True}
+    if service is not None:
+        body.update({"provider:network_type": "l3_ext", "provider:physical_network": service["id"]})
+    network = neutron.create("networks", "network", body)
+    neutron.create(
+        "subnets",
+        "subnet",
+        {"network_id": network["id"], "ip_version": 4, "cidr": "198.51.100.0/24"},
+    )
+    return network
+
+
+def routed_port(
+    neutron: Neutron, net: dict[str, Any], subnet: dict[str, Any], public: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A router from `subnet` to `public`, and a port on `net`."""
+    body = {"project_id": PROJECT, "external_gateway_info": {"network_id": public["id"]}}
+    router = neutron.create("routers", "router", body)
+    response = neutron.send(
+        "PUT", f"{V2}/routers/{router['id']}/add_router_interface", {"subnet_id": subnet["id"]}
+    )
+    assert response.status_code == 200, response.get_json()
+    return router, neutron.create("ports", "port", {"network_id": net["id"]})
+
+
+# ---- floating IPs: refused without a gateway service, and an honest status --------------
+
+
+def test_a_floating_ip_without_a_gateway_service_is_refused(
+    neutron: Neutron, net: dict[str, Any], subnet: dict[str, Any], store: Store
+) -> None:
+    public = external_network(neutron, None)
+    router, port = routed_port(neutron, net, subnet, public)
+    body = {"floating_network_id": public["id"], "port_id": port["id"], "project_id": PROJECT}
+    response = neutron.send("POST", f"{V2}/floatingips", {"floatingip": body})
+    message = neutron_error(response, 404, "ExternalGatewayForFloatingIPNotFound")
+    assert router["id"] in message
+    assert "no L3 gateway service" in message
+    assert count(store, "NAT_Rule") == 1  # the router's SNAT rule only: no floating IP
+    # Unassociated, it may exist (Neutron's DOWN); associating it is refused the same way.
+    fip = neutron.create(
+        "floatingips", "floatingip", {"floating_network_id": public["id"], "project_id": PROJECT}
+    )
+    assert (fip["status"], fip[REASON]) == ("DOWN", "not associated with a port")
+    url = f"{V2}/floatingips/{fip['id']}"
+    response = neutron.send("PUT", url, {"floatingip": {"port_id": port["id"]}})
+    neutron_error(response, 404, "ExternalGatewayForFloatingIPNotFound")
+    assert neutron.get("floatingips", fip["id"])["port_id"] is None
+
+
+def test_a_floating_ip_is_active_only_while_something_translates_it(
+    neutron: Neutron,
+    net: dict[str, Any],
+    subnet: dict[str, Any],
+    service: dict[str, Any],
+    store: Store,
+) -> None:
+    public = external_network(neutron, service)
+    router, port = routed_port(neutron, net, subnet, public)
+    body = {"floating_network_id": public["id"], "port_id": port["id"], "project_id": PROJECT}
+    fip = neutron.create("floatingips", "floatingip", body)
+    assert (fip["status"], fip[REASON], fip["router_id"]) == ("ACTIVE", None, router["id"])
+    extensions = neutron.send("GET", f"{V2}/extensions").get_json()["extensions"]
+    assert "loom-status-reason" in {e["alias"] for e in extensions}
+
+    def warn(view: WriteView) -> None:
+        view.insert("Warning", source=fip["id"], kind="nat", message="claimed twice")
+
+    store.write(warn)  # what a logical controller reports about it
+    shown = neutron.get("floatingips", fip["id"])
+    assert (shown["status"], shown[REASON]) == ("DOWN", "claimed twice")
+    listed = neutron.send("GET", f"{V2}/floatingips").get_json()["floatingips"]
+    assert [(f["id"], f["status"], f[REASON]) for f in listed] == [
+        (fip["id"], "DOWN", "claimed twice")
+    ]
+
+    def lose_the_service(view: WriteView) -> None:  # a configuration written past the API
+        for row in list(view.rows("Warning")):
+            view.delete(row)
+        for row in view.rows("Logical_Router"):
+            view.update(row, gateway_service=[])
+
+    store.write(lose_the_service)
+    shown = neutron.get("floatingips", fip["id"])
+    assert shown["status"] == "DOWN"
+    assert f"router {router['id']} has no L3 gateway service" in shown[REASON]
+
+
+def test_a_floating_ip_address_another_router_translates_is_409(
+    neutron: Neutron,
+    net: dict[str, Any],
+    subnet: dict[str, Any],
+    service: dict[str, Any],
+    admin: ApiClient,
+    store: Store,
+) -> None:
+    public = external_network(neutron, service)
+    _, port = routed_port(neutron, net, subnet, public)
+    # A native router of another tenant on the same service DNATs an address of the network.
+    other = admin.create(
+        f"{API}/logical-routers", {"tenant": "other", "gateway_service_id": service["id"]}
+    )
+    taken = admin.create(
+        f"{API}/logical-routers/{other['id']}/nat-rules",
+        {"type": "dnat", "external_ip": "198.51.100.50", "internal_ip": "10.9.0.5"},
+    )
+    body = {
+        "floating_network_id": public["id"],
+        "floating_ip_address": "198.51.100.50",
+        "port_id": port["id"],
+        "project_id": PROJECT,
+    }
+    response = neutron.send("POST", f"{V2}/floatingips", {"floatingip": body})
+    message = neutron_error(response, 409, "Conflict")
+    assert taken["id"] in message
+    assert other["id"] in message
+    assert neutron.send("GET", f"{V2}/floatingips").get_json()["floatingips"] == []
+    # ... and the native API refuses a DNAT of a Neutron floating IP's address.
+    fip = neutron.create("floatingips", "floatingip", {**body, "floating_ip_address": None})
+    response = admin.post(
+        f"{API}/logical-routers/{other['id']}/nat-rules",
+        {"type": "dnat", "external_ip": fip["floating_ip_address"], "internal_ip": "10.9.0.6"},
+    )
+    assert response.status_code == 409, response.get_json()
+    assert fip["id"] in response.get_json()["message"]
+    assert count(store, "NAT_Rule") == 3  # the DNAT, the Neutron router's SNAT, the floating IP
+
+
+def test_a_router_gateway_on_an_address_another_router_translates_is_409(
+    neutron: Neutron, subnet: dict[str, Any], service: dict[str, Any], admin: ApiClient
+) -> None:
+    public = external_network(neutron, service)
+    other = admin.create(
+        f"{API}/logical-routers", {"tenant": "other", "gateway_service_id": service["id"]}
+    )
+    taken = admin.create(
+        f"{API}/logical-routers/{other['id']}/nat-rules",
+        {"type": "snat", "external_ip": "198.51.100.2", "internal_ip": "10.9.0.0/24"},
+    )
+    router = neutron.create("routers", "router", {"project_id": PROJECT})
+    response = neutron.send(
+        "PUT", f"{V2}/routers/{router['id']}/add_router_interface", {"subnet_id": subnet["id"]}
+    )
+    assert response.status_code == 200
+    # The gateway takes 198.51.100.2 (the network's first free address): its SNAT would too.
+    gateway = {"network_id": public["id"]}
+    response = neutron.send(
+        "PUT", f"{V2}/routers/{router['id']}", {"router": {"external_gateway_info": gateway}}
+    )
+    assert taken["id"] in neutron_error(response, 409, "Conflict")
+    assert neutron.get("routers", router["id"])["external_gateway_info"] is None
+
+
+# ---- ports: fixed IPs and MACs no port can have -----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("address", "kind", "kind_in_subnet"),
+    [
+        ("10.0.0.0", "InvalidIpForSubnet", "InvalidIpForSubnet"),
+        ("10.0.0.255", "InvalidIpForSubnet", "InvalidIpForSubnet"),
+        ("10.1.0.5", "InvalidIpForNetwork", "InvalidIpForSubnet"),
+        ("224.0.0.5", "HTTPBadRequest", "HTTPBadRequest"),
+        ("127.0.0.1", "HTTPBadRequest", "HTTPBadRequest"),
+        ("0.0.0.0", "HTTPBadRequest", "HTTPBadRequest"),
+        ("255.255.255.255", "HTTPBadRequest", "HTTPBadRequest"),
+        ("fe80::1%eth0", "HTTPBadRequest", "HTTPBadRequest"),
+    ],
+)
+def test_fixed_ips_no_port_can_have_are_refused(
+    neutron: Neutron,
+    net: dict[str, Any],
+    subnet: dict[str, Any],
+    store: Store,
+    address: str,
+    kind: str,
+    kind_in_subnet: str,
+) -> None:
+    """Without a subnet_id (any subnet of the network), and with one (that subnet)."""
+    before = count(store, "Logical_Switch_Port")
+    body = {"network_id": net["id"], "fixed_ips": [{"ip_address": address}]}
+    neutron_error(neutron.send("POST", f"{V2}/ports", {"port": body}), 400, kind)
+    with_subnet = {"network_id": net["id"],
+                   "fixed_ips": [{"subnet_id": subnet["id"], "ip_address": address}]}  # fmt: skip
+    neutron_error(neutron.send("POST", f"{V2}/ports", {"port": with_subnet}), 400, kind_in_subnet)
+    assert count(store, "Logical_Switch_Port") == before
+
+
+def test_a_port_update_to_a_reserved_address_is_refused(
+    neutron: Neutron, net: dict[str, Any], subnet: dict[str, Any]
+) -> None:
+    port = neutron.create("ports", "port", {"network_id": net["id"]})
+    url = f"{V2}/ports/{port['id']}"
+    body = {"port": {"fixed_ips": [{"ip_address": "10.0.0.255"}]}}
+    neutron_error(neutron.send("PUT", url, body), 400, "InvalidIpForSubnet")
+    assert neutron.get("ports", port["id"])["fixed_ips"] == port["fixed_ips"]
+
+
+@pytest.mark.parametrize("mac", ["00:00:00:00:00:00", "01:00:5e:00:00:01", "ff:ff:ff:ff:ff:ff"])
+def test_the_zero_mac_and_multicast_macs_are_refused(
+    neutron: Neutron, net: dict[str, Any], store: Store, mac: str
+) -> None:
+    body = {"network_id": net["id"], "mac_address": mac}
+    neutron_error(neutron.send("POST", f"{V2}/ports", {"port": body}), 400, "HTTPBadRequest")
+    assert count(store, "Logical_Switch_Port") == 0
+
+
+def test_a_floating_ip_address_that_is_reserved_is_refused(
+    neutron: Neutron, service: dict[str, Any], store: Store
+) -> None:
+    public = external_network(neutron, service)
+    body = {"floating_network_id": public["id"], "floating_ip_address": "198.51.100.255"}
+    response = neutron.send("POST", f"{V2}/floatingips", {"floatingip": body})
+    neutron_error(response, 400, "InvalidIpForSubnet")
+    assert count(store, "NAT_Rule") == 0
+
+
+# ---- subnets and routes ------------------------------------------------------------------
+
+
+def test_a_subnet_that_leaves_native_ports_outside_is_409(
+    neutron: Neutron, net: dict[str, Any], admin: ApiClient, store: Store
+) -> None:
+    port = admin.create(f"{API}/logical-switches/{net['id']}/ports", {"ips": ["10.1.0.5"]})
+    body = {"network_id": net["id"], "ip_version": 4, "cidr": "10.0.0.0/24"}
+    message = neutron_error(
+        neutron.send("POST", f"{V2}/subnets", {"subnet": body}), 409, "Conflict"
+    )
+    assert port["id"] in message
+    assert count(store, "Subnet") == 0
+    # An overlap is still Neutron's 400.
+    neutron.create("subnets", "subnet", {**body, "cidr": "10.1.0.0/24"})
+    response = neutron.send("POST", f"{V2}/subnets", {"subnet": {**body, "cidr": "10.1.0.0/16"}})
+    assert "overlaps" in neutron_error(response, 400, "InvalidInput")
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"cidr": "fe80::%eth0/64", "ip_version": 6},
+        {"cidr": "224.0.0.0/24"},
+        {"host_routes": [{"destination": "10.9.0.0/16", "nexthop": "fe80::1%eth0"}]},
+        {
+            "host_routes": [
+                {"destination": f"10.{i}.0.0/16", "nexthop": "10.0.0.9"} for i in range(21)
+            ]
+        },
+        {"dns_nameservers": [f"192.0.2.{i}" for i in range(1, 7)]},
+        {"allocation_pools": [{"start": "10.0.0.2", "end": "10.0.0.3"}] * 65},
+        {"name": "s\x1b[2J"},
+        {"description": "d" * 256},
+    ],
+)
+def test_bad_subnets_are_400(
+    neutron: Neutron, net: dict[str, Any], store: Store, changes: dict[str, Any]
+) -> None:
+    body = {"network_id": net["id"], "ip_version": 4, "cidr": "10.0.0.0/24", **changes}
+    neutron_error(neutron.send("POST", f"{V2}/subnets", {"subnet": body}), 400, "HTTPBadRequest")
+    assert count(store, "Subnet") == 0
+
+
+def test_bad_router_routes_are_400(neutron: Neutron, subnet: dict[str, Any], store: Store) -> None:
+    router = neutron.create("routers", "router", {"project_id": PROJECT})
+    url = f"{V2}/routers/{router['id']}"
+    neutron.send("PUT", f"{url}/add_router_interface", {"subnet_id": subnet["id"]})
+    for routes, words in (
+        ([{"destination": "fe80::%eth0/64", "nexthop": "10.0.0.9"}], "zone index"),
+        ([{"destination": "2001:db8::/64", "nexthop": "10.0.0.9"}], "IP version"),
+        ([{"destination": f"10.{i}.0.0/16", "nexthop": "10.0.0.9"} for i in range(31)], "30"),
+    ):
+        response = neutron.send("PUT", url, {"router": {"routes": routes}})
+        assert words in neutron_error(response, 400, "HTTPBadRequest")
+    assert count(store, "Static_Route") == 0
+    neutron.send("PUT", url, {"router": {"routes": [{"destination": "10.9.0.0/16",
+                                                     "nexthop": "10.0.0.9"}]}})  # fmt: skip
+    assert count(store, "Static_Route") == 1
+
+
+# ---- names, descriptions, tags, lists ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"name": "n\x1b[31m"},
+        {"name": "n\x9b1m"},
+        {"name": "n" * 256},
+        {"description": "bell\x07"},
+        {"description": "d" * 256},
+        {"tags": ["t" * 61]},
+        {"tags": ["a\x7f"]},
+        {"tags": [f"t{i}" for i in range(65)]},
+        {"device_owner": "compute:\x1b"},
+        {"fixed_ips": [{"ip_address": f"10.0.0.{i}"} for i in range(2, 19)]},
+        {"security_groups": [f"00000000-0000-0000-0000-{i:012d}" for i in range(33)]},
+        {"binding:profile": {"k": "v" * 5000}},
+    ],
+)
+def test_bad_port_attributes_are_400(
+    neutron: Neutron,
+    net: dict[str, Any],
+    subnet: dict[str, Any],
+    store: Store,
+    changes: dict[str, Any],
+) -> None:
+    body = {"network_id": net["id"], **changes}
+    neutron_error(neutron.send("POST", f"{V2}/ports", {"port": body}), 400, "HTTPBadRequest")
+    assert count(store, "Logical_Switch_Port") == 0
+
+
+def test_descriptions_keep_line_breaks_and_limits_hold_at_their_edge(
+    neutron: Neutron, net: dict[str, Any]
+) -> None:
+    port = neutron.create(
+        "ports",
+        "port",
+        {
+            "network_id": net["id"],
+            "name": "n" * 255,
+            "description": "line one\nline two",
+            "tags": ["t" * 60],
+        },
+    )
+    assert (port["description"], port["tags"]) == ("line one\nline two", ["t" * 60])
+
+
+def test_the_tag_routes_hold_the_same_limits(neutron: Neutron, net: dict[str, Any]) -> None:
+    url = f"{V2}/networks/{net['id']}/tags"
+    neutron_error(neutron.send("PUT", f"{url}/{'t' * 61}"), 400, "HTTPBadRequest")
+    neutron_error(neutron.send("PUT", f"{url}/bad%1B%5B2J"), 400, "HTTPBadRequest")
+    many = {"tags": [f"t{i}" for i in range(65)]}
+    neutron_error(neutron.send("PUT", url, many), 400, "HTTPBadRequest")
+    full = {"tags": [f"t{i}" for i in range(64)]}
+    assert neutron.send("PUT", url, full).status_code == 200
+    neutron_error(neutron.send("PUT", f"{url}/one-more"), 400, "HTTPBadRequest")
+    assert len(neutron.get("networks", net["id"])["tags"]) == 64
+
+
+@pytest.mark.parametrize(
+    ("collection", "member", "changes"),
+    [
+        ("networks", "network", {"name": "n\x1b[31m"}),
+        ("routers", "router", {"description": "d\x1b"}),
+        ("security-groups", "security_group", {"name": "g\x85"}),
+    ],
+)
+def test_control_characters_are_refused_everywhere(
+    neutron: Neutron, store: Store, collection: str, member: str, changes: dict[str, Any]
+) -> None:
+    before = {t: count(store, t) for t in ("Logical_Switch", "Logical_Router")}
+    body = {"project_id": PROJECT, **changes}
+    response = neutron.send("POST", f"{V2}/{collection}", {member: body})
+    assert "control character" in neutron_error(response, 400, "HTTPBadRequest")
+    assert {t: count(store, t) for t in before} == before
