@@ -686,15 +686,13 @@ def test_filterable_attributes_cover_what_objects_show(admin: ApiClient) -> None
     subnet = post(
         "subnets", "subnet", {"network_id": network["id"], "cidr": "10.0.0.0/24", "ip_version": 4}
     )
-    port = post("ports", "port", {"network_id": network["id"]})
+    post("ports", "port", {"network_id": network["id"]})
     router = post("routers", "router", {"external_gateway_info": {"network_id": external["id"]}})
     response = admin.put(
         f"{V2}/routers/{router['id']}/add_router_interface", {"subnet_id": subnet["id"]}
     )
     assert response.status_code == 200, response.get_json()
-    post(
-        "floatingips", "floatingip", {"floating_network_id": external["id"], "port_id": port["id"]}
-    )
+    post("floatingips", "floatingip", {"floating_network_id": external["id"]})  # unassociated
     for path, res in neutron.RESOURCES.items():
         items = admin.get(f"{V2}/{path}").get_json()[res.collection]
         assert items, path

@@ -35,7 +35,7 @@ READ_ONLY_ATTRIBUTES: dict[str, frozenset[str]] = {
         "availability_zone_hints", "availability_zones", "distributed", "flavor_id", "ha",
         "status",
     }),
-    "floatingips": frozenset({"port_forwardings", "router_id", "status"}),
+    "floatingips": frozenset({"loom:status_reason", "port_forwardings", "router_id", "status"}),
     "security_groups": frozenset({"security_group_rules", "shared"}),
     "security_group_rules": frozenset({
         "belongs_to_default_sg", "normalized_cidr", "remote_address_group_id",
