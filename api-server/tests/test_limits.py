@@ -342,6 +342,20 @@ def test_server_keeps_answering_while_huge_bodies_arrive(
     assert switch_names(store) == {f"ok-{i}" for i in range(5)}
 
 
+def test_waitress_refusals_are_json_in_the_paths_form(api_process: ApiProcess) -> None:
+    cases = [
+        (request_head("GET", SWITCHES, extra=("X-Big: " + "a" * 300_000,)), 431, None),
+        (request_head("GET", NETWORKS, extra=("Transfer-Encoding: gzip",)), 501, "neutron"),
+        (request_head("POST", SWITCHES, extra=("Content-Length: abc",)), 400, None),
+        (request_head("POST", NETWORKS, extra=("Content-Length: abc",)), 400, "neutron"),
+    ]
+    for raw, status, form in cases:
+        got, headers, body = exchange(api_process.port, raw)
+        assert (got, headers["content-type"]) == (status, "application/json")
+        answer = json.loads(body)
+        assert set(answer) == ({"NeutronError"} if form else {"error", "message", "field"})
+
+
 def test_deep_nesting_is_400_through_the_server(api_process: ApiProcess) -> None:
     raw = ('{"name": ' + nested(100_000) + "}").encode()
     status, _, answer = exchange(

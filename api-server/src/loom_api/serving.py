@@ -18,7 +18,7 @@ from waitress.channel import HTTPChannel
 from waitress.server import BaseWSGIServer
 from waitress.server import create_server as waitress_server
 from waitress.task import ErrorTask
-from waitress.utilities import Error, RequestEntityTooLarge
+from waitress.utilities import Error, RequestEntityTooLarge, RequestHeaderFieldsTooLarge
 
 from loom_api import errors
 from loom_api.neutron import errors as neutron_errors
@@ -30,7 +30,7 @@ def error_body(error: Error, path: str, max_body_bytes: int) -> bytes:
 
     Args:
         error: what waitress refused the request with (413, 400, 431, 501 ...).
-        path: the request's path ("" when waitress could not parse it).
+        path: the request's path ("" when waitress could not parse it: the native form).
         max_body_bytes: the body limit, which a 413 names.
 
     Returns:
@@ -59,6 +59,8 @@ class _JsonErrorTask(ErrorTask):
         request: Any = self.request  # (the stubs call it an Error; it is the parsed request)
         error: Error = request.error
         path = getattr(request, "path", "") or ""
+        if isinstance(error, RequestHeaderFieldsTooLarge):  # waitress stood in "GET /" for it
+            path = ""
         limit = self.channel.server.adj.max_request_body_size - 1  # see create_server
         body = error_body(error, path, limit)
         self.status = f"{error.code} {error.reason}"
