@@ -10,7 +10,7 @@ from types import FrameType
 
 import pytest
 
-from loom_common.runner import run_until_stopped
+from loom_common.runner import run_passes, run_until_stopped
 
 log = logging.getLogger("test-runner")
 
@@ -69,3 +69,26 @@ def test_a_controller_that_cannot_start_gives_exit_code_1(caplog: pytest.LogCapt
 
     assert run_until_stopped(start, log, install=_install({})) == 1
     assert "cannot start: address in use" in caplog.text
+
+
+def test_passes_retry_with_backoff_then_give_up() -> None:
+    calls: list[str] = []
+    waits: list[float] = []
+    reasons: list[str] = []
+
+    class Stopped(threading.Event):
+        def wait(self, timeout: float | None = None) -> bool:
+            waits.append(timeout or 0.0)
+            return False
+
+    def one_pass() -> None:
+        calls.append("pass")
+        passes = calls.count("pass")
+        if passes != 2:  # the second pass works: the count of failures starts again
+            raise RuntimeError(f"pass {passes}")
+
+    run_passes(one_pass, stopped=Stopped(), retry_delays=(0.1, 0.2), give_up=reasons.append,
+               recover=lambda: calls.append("recover"), what="test", log=log)  # fmt: skip
+    assert calls == ["pass", "recover", "pass", "pass", "recover", "pass", "recover", "pass"]
+    assert waits == [0.1, 0.1, 0.2]
+    assert reasons == ["3 passes failed in a row, the last: RuntimeError('pass 5')"]

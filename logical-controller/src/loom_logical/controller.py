@@ -32,7 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from loom_common import heap
+from loom_common import heap, runner
 from loom_common.cluster import membership
 from loom_common.ovsdb import Change, RawConnection, Replica, TransactError
 from loom_common.reconnect import LOST, Link
@@ -360,27 +360,20 @@ class LogicalController:
     # ---- the loop ----
 
     def _loop(self) -> None:
-        """Run passes until `stop()`. No exception ends it: a failed pass is logged and the
-        next retries; when more passes fail in a row than `retry_delays` has waits, it gives
-        up (`_give_up`), and so it does if anything else ends the thread."""
-        failures = 0
-        try:
-            while not self._stop.is_set():
-                try:
-                    self._pass()
-                    failures = 0
-                except Exception as exc:
-                    failures += 1
-                    log.exception("logical controller pass failed (%d in a row)", failures)
-                    if failures > len(self._retry_delays):
-                        self._give_up(f"{failures} passes failed in a row, the last: {exc!r}")
-                        return
-                    self._reconcile_needed = True  # a write may have been cut short
-                    self._stop.wait(self._retry_delays[failures - 1])
-                self._wait()
-        except BaseException as exc:
-            self._give_up(f"its loop ended: {exc!r}")
-            raise
+        """Run passes until `stop()` (`runner.run_passes`: a failed pass is logged and the
+        next retries after a wait; the controller gives up when passes keep failing)."""
+        runner.run_passes(
+            self._pass,
+            stopped=self._stop,
+            retry_delays=self._retry_delays,
+            give_up=self._give_up,
+            recover=self._recover,
+            what="logical controller",
+            log=log,
+        )
+
+    def _recover(self) -> None:
+        self._reconcile_needed = True  # a write may have been cut short: read what is there
 
     def _pass(self) -> None:
         with self._cond:  # waiters see the state between passes, never inside one
@@ -399,6 +392,7 @@ class LogicalController:
         # Outside the lock: a waiter for written universal rows need not wait for the config
         # DB (the report only reads what this thread alone changes).
         self._report_if_due()
+        self._wait()
 
     def _wait(self) -> None:
         """Wait until a database or `_wake` has something, a link is due to reconnect, or
@@ -416,18 +410,12 @@ class LogicalController:
         select.select(waiting, [], [], timeout)
 
     def _give_up(self, reason: str) -> None:
-        """The controller cannot go on: record why, leave the cluster (a standby takes the
-        shards over at once), wake whoever waits."""
+        """The controller cannot go on: record why, leave the cluster, wake the waiters."""
         if self.failure is not None or self._stop.is_set():
             return
-        log.error("logical controller %s cannot continue: %s; leaving the cluster",
-                  self.name, reason)  # fmt: skip
+        log.error("logical controller %s cannot continue: %s", self.name, reason)
         self.failure = reason
-        if self._member is not None:
-            try:
-                self._member.stop()
-            except Exception:
-                log.exception("leaving the cluster failed (the session expires instead)")
+        runner.leave_cluster(self._member, log)
         with self._cond:
             self._cond.notify_all()
 

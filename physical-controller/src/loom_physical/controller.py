@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from loom_common import heap
+from loom_common import heap, runner
 from loom_common.cluster import membership
 from loom_common.ovsdb import OvsdbError, RawConnection, Replica, TransactError
 from loom_common.reconnect import CONNECTION_ERRORS, Link
@@ -378,35 +378,23 @@ class PhysicalController:
     # ---- the loop ----
 
     def _loop(self) -> None:
-        """Run passes until `stop()`. No exception ends it: a failed pass is logged and
-        the controller starts over; when more passes fail in a row than `retry_delays` has
-        waits, it gives up (`_give_up`), and so it does if anything else ends the thread."""
-        failures = 0
-        try:
-            while not self._stop.is_set():
-                try:
-                    self._pass()
-                    failures = 0
-                except Exception as exc:
-                    failures += 1
-                    if failures > len(self._retry_delays):
-                        log.exception("physical controller pass failed (%d in a row)", failures)
-                        self._give_up(f"{failures} passes failed in a row, the last: {exc!r}")
-                        return
-                    log.exception("physical controller pass failed (%d in a row); starting "
-                                  "over", failures)  # fmt: skip
-                    self._stop.wait(self._retry_delays[failures - 1])
-                    try:
-                        with self._cond:
-                            self._start_over()
-                    except Exception:
-                        log.exception("starting over failed; the next pass tries again")
-                with self._cond:
-                    self.passes += 1
-                    self._cond.notify_all()
-        except BaseException as exc:
-            self._give_up(f"its loop ended: {exc!r}")
-            raise
+        """Run passes until `stop()` (`runner.run_passes`: a failed pass is logged, the
+        controller starts over after a wait, and gives up when passes keep failing)."""
+        runner.run_passes(
+            self._pass,
+            stopped=self._stop,
+            retry_delays=self._retry_delays,
+            give_up=self._give_up,
+            recover=self._recover,
+            what="physical controller",
+            log=log,
+        )
+
+    def _recover(self) -> None:
+        with self._cond:
+            self._start_over()
+            self.passes += 1
+            self._cond.notify_all()
 
     def _pass(self) -> None:
         """One pass: poll, compute, push, report; then wait for something to do."""
@@ -429,21 +417,18 @@ class PhysicalController:
         if self._bulk_loaded or time.perf_counter() - began > LONG_PASS:
             self._bulk_loaded = False
             heap.settle()
+        with self._cond:
+            self.passes += 1
+            self._cond.notify_all()
         self._wait()
 
     def _give_up(self, reason: str) -> None:
-        """The controller cannot go on: record why, leave the cluster (a standby takes the
-        nodes over at once, not after a session timeout), wake whoever waits."""
+        """The controller cannot go on: record why, leave the cluster, wake the waiters."""
         if self.failure is not None or self._stop.is_set():
             return
-        log.error("physical controller %s cannot continue: %s; leaving the cluster",
-                  self.name, reason)  # fmt: skip
+        log.error("physical controller %s cannot continue: %s", self.name, reason)
         self.failure = reason
-        if self._member is not None:
-            try:
-                self._member.stop()
-            except Exception:
-                log.exception("leaving the cluster failed (the session expires instead)")
+        runner.leave_cluster(self._member, log)
         with self._cond:
             self._cond.notify_all()
 
