@@ -4,27 +4,22 @@ its figures are consistent, not how fast anything is)."""
 
 from __future__ import annotations
 
-import gzip
-import json
-from pathlib import Path
-
 import pytest
 
-from loom_logical.bench import DEFAULT_WORKLOAD, run
+from loom_common.workload import generate
+from loom_logical.bench import run
 
 pytestmark = [pytest.mark.ovs]
 
 
-def test_benchmark_on_a_slice_of_the_workload(tmp_path: Path) -> None:
-    workload = json.loads(gzip.decompress(DEFAULT_WORKLOAD.read_bytes()))
+def test_benchmark_on_a_slice_of_the_workload() -> None:
+    workload = generate(0.1)
     switches = workload["switches"][:6]
     used = {p["hypervisor"] for s in switches for p in s["ports"]}
     workload["switches"] = switches
     workload["hypervisors"] = [h for h in workload["hypervisors"] if h["name"] in used]
-    path = tmp_path / "slice.json.gz"
-    path.write_bytes(gzip.compress(json.dumps(workload).encode()))
 
-    figures = run(path, changes=5)
+    figures = run(workload, changes=5)
 
     ports = sum(len(s["ports"]) for s in switches)
     assert figures["universal_rows"]["Datapath"] == len(switches)
@@ -43,7 +38,7 @@ def test_benchmark_on_a_slice_of_the_workload(tmp_path: Path) -> None:
     assert 0 < phases["engine"] <= phases["total"] <= figures["cold_start_s"]
     assert figures["baseline_recompute_engine_only_s"] > 0
 
-    raw = run(path, changes=3, raw_changes=True)["port_change_ms"]
+    raw = run(workload, changes=3, raw_changes=True)["port_change_ms"]
     assert raw["via"] == "raw OVSDB transactions"
     assert raw["changes"] == 3
     assert 0 < raw["median"] <= raw["p99"]

@@ -1,10 +1,11 @@
 """API load benchmark: the NVP workload through the native API, against raw OVSDB writes.
 
-Loads the NVP paper's controller workload (`/work/shared/workloads`, or any file of that
-shape) through a real API server process on a real ovsdb-server: one transport zone, the
-hypervisors as transport nodes, the switches, the security profiles (one per ACL'd port with
-its TCP 22/80/443 ingress rules, one isolation profile per isolated switch), then the ports
-with their profiles. One object per request, `--clients` concurrent keep-alive connections.
+Loads the NVP paper's controller workload (`loom_common.workload`, `--scale S`, default
+0.1; or `--workload FILE`) through a real API server process on a real ovsdb-server: one
+transport zone, the hypervisors as transport nodes, the switches, the security profiles (one
+per ACL'd port with its TCP 22/80/443 ingress rules, one isolation profile per isolated
+switch), then the ports with their profiles. One object per request, `--clients` concurrent
+keep-alive connections.
 
 The baseline, run in the same invocation on a fresh ovsdb-server, writes the same rows with
 one OVSDB `transact` per object and no API in between: the ratio says what the API (HTTP,
@@ -18,7 +19,6 @@ instead: create latency quietly and under hostile bodies (`loom_api.bench_hostil
 from __future__ import annotations
 
 import argparse
-import gzip
 import http.client
 import json
 import statistics
@@ -32,7 +32,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-DEFAULT_WORKLOAD = Path("/work/shared/workloads/nvp-scale-0.1.json.gz")
+from loom_common.workload import add_arguments as add_workload_arguments
+from loom_common.workload import from_arguments as workload_from
+
 TENANT = "bench"
 TOKEN = "bench-admin-token"
 PORT_PROFILE_RULES = [22, 80, 443]
@@ -63,14 +65,6 @@ def resolve(value: Any, ids: dict[str, str]) -> Any:
     if isinstance(value, dict):
         return {k: resolve(v, ids) for k, v in value.items()}
     return value
-
-
-def load_workload(path: Path) -> dict[str, Any]:
-    """Read a workload file (`.json` or `.json.gz`)."""
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt") as handle:
-        result: dict[str, Any] = json.load(handle)
-    return result
 
 
 def _isolated(switch: dict[str, Any]) -> bool:
@@ -403,12 +397,11 @@ def _healthy(base: str) -> bool:
         conn.close()
 
 
-def run(workload_path: Path, clients: int) -> dict[str, Any]:
+def run(workload: dict[str, Any], clients: int) -> dict[str, Any]:
     """Run the API load and the baseline; return the figures."""
     from loom_common.ovsdb import OvsdbServer
     from loom_schemas import CONFIG_SCHEMA, schema_path
 
-    workload = load_workload(workload_path)
     plan = phases(workload)
     schema = schema_path(CONFIG_SCHEMA)
     with tempfile.TemporaryDirectory(prefix="loom-api-bench-") as tmp:
@@ -425,7 +418,6 @@ def run(workload_path: Path, clients: int) -> dict[str, Any]:
     baseline = summarize(raw_results, raw_elapsed)
     return {
         "benchmark": "api-load",
-        "workload": workload_path.name,
         "scale": workload.get("scale"),
         "clients": clients,
         "api": api,
@@ -440,7 +432,7 @@ def run(workload_path: Path, clients: int) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     """Parse arguments, run, print the JSON figures."""
     parser = argparse.ArgumentParser(prog="loom-api-bench", description=__doc__)
-    parser.add_argument("--workload", type=Path, default=DEFAULT_WORKLOAD)
+    add_workload_arguments(parser)
     parser.add_argument("--clients", type=int, default=4, help="concurrent API connections")
     parser.add_argument(
         "--hostile",
@@ -457,7 +449,7 @@ def main(argv: list[str] | None = None) -> int:
 
         print(json.dumps(run_hostile(args.creates), indent=2))
         return 0
-    print(json.dumps(run(args.workload, args.clients), indent=2))
+    print(json.dumps(run(workload_from(args), args.clients), indent=2))
     return 0
 
 

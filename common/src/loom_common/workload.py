@@ -60,6 +60,7 @@ import json
 import math
 import random
 import sys
+from pathlib import Path
 from typing import Any
 
 HYPERVISORS = 3000
@@ -239,6 +240,30 @@ def write(doc: dict[str, Any], out: str) -> None:
             data = gzip.compress(data, mtime=0)
         with open(out, "wb") as f:
             f.write(data)
+
+
+def read(path: str | Path) -> dict[str, Any]:
+    """Read a workload file (`.json`, or `.json.gz`)."""
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rt") as handle:
+        doc: dict[str, Any] = json.load(handle)
+    return doc
+
+
+def add_arguments(parser: argparse.ArgumentParser, *, scale: float = 0.1) -> None:
+    """Give a benchmark's command line the workload options: `--scale S` (generated here,
+    seed 1; default `scale`) or `--workload FILE` (one written by `loom-workload`)."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--scale", type=float, default=scale,
+                       help=f"the NVP workload at this scale (default {scale}; 1.0: 3,000 "
+                       "hypervisors, 63,000 ports)")  # fmt: skip
+    group.add_argument("--workload", type=Path, metavar="FILE",
+                       help="a workload file instead (loom-workload's output)")  # fmt: skip
+
+
+def from_arguments(args: argparse.Namespace) -> dict[str, Any]:
+    """The workload `add_arguments`' options name."""
+    return read(args.workload) if args.workload is not None else generate(args.scale)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

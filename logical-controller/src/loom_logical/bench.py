@@ -1,6 +1,6 @@
 """Logical controller benchmark: the NVP workload from a loaded config DB to universal flows.
 
-    loom-logical-bench [--workload nvp-scale-0.1.json.gz] [--changes 100]
+    loom-logical-bench [--scale 0.1 | --workload FILE] [--changes 100]
 
 1. Loads the NVP paper's controller workload into a fresh config DB with raw OVSDB writes
    (`loom_api.bench.drive_raw`: the same rows the API would write; the API's own cost is
@@ -36,12 +36,11 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from loom_common import workload
 from loom_logical import rules
 
 if TYPE_CHECKING:
     from loom_api.bench import HttpClient
-
-DEFAULT_WORKLOAD = Path("/work/shared/workloads/nvp-scale-0.1.json.gz")
 
 
 def _rss_mib(pid: int | None = None) -> float:
@@ -156,16 +155,15 @@ def _raw_port_changes(remote: str, controller: Any, changes: int) -> tuple[list[
 
 
 def run(
-    workload_path: Path, changes: int, workers: int = 2, *, raw_changes: bool = False
+    workload: dict[str, Any], changes: int, workers: int = 2, *, raw_changes: bool = False
 ) -> dict[str, Any]:
-    """Run the benchmark; return its figures."""
-    from loom_api.bench import TOKEN, HttpClient, api_server, drive_raw, load_workload, phases
+    """Run the benchmark on `workload` (`loom_common.workload`); return its figures."""
+    from loom_api.bench import TOKEN, HttpClient, api_server, drive_raw, phases
     from loom_common.ovsdb import OvsdbServer
     from loom_ddlog import Program
     from loom_logical.controller import LogicalController
     from loom_schemas import CONFIG_SCHEMA, UNIVERSAL_SCHEMA, schema_path
 
-    workload = load_workload(workload_path)
     with tempfile.TemporaryDirectory(prefix="loom-logical-bench-") as tmp:
         config = OvsdbServer(Path(tmp) / "config", schema_path(CONFIG_SCHEMA)).start()
         universal = OvsdbServer(
@@ -234,7 +232,6 @@ def run(
     median = statistics.median(latencies)
     return {
         "benchmark": "logical-controller",
-        "workload": workload_path.name,
         "scale": workload.get("scale"),
         "workers": workers,
         "config_rows_loaded_s": round(load_s, 2),
@@ -266,7 +263,7 @@ def run(
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark and print its JSON."""
     parser = argparse.ArgumentParser(prog="loom-logical-bench", description=__doc__)
-    parser.add_argument("--workload", type=Path, default=DEFAULT_WORKLOAD)
+    workload.add_arguments(parser)
     parser.add_argument("--changes", type=int, default=100)
     parser.add_argument("--workers", type=int, default=2, help="the engine's worker threads")
     parser.add_argument(
@@ -280,7 +277,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("loom_logical.controller").setLevel(logging.INFO)
     # SIGTERM (a timeout, Ctrl-C's cousin) unwinds like Ctrl-C: the daemons started are stopped.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
-    figures = run(args.workload, args.changes, args.workers, raw_changes=args.raw_changes)
+    figures = run(workload.from_arguments(args), args.changes, args.workers,
+                  raw_changes=args.raw_changes)  # fmt: skip
     print(json.dumps(figures, indent=2))
     return 0
 

@@ -4,7 +4,7 @@ A node's `Open_vSwitch.manager_options` names the physical controllers (`tcp:IP:
 `max_backoff` 1000 ms); its ovsdb-server connects to each and serves its database over that
 connection. `Manager` listens, accepts, and wraps every accepted socket in a
 `loom_common.ovsdb.RawConnection` (python-ovs's `Idl` serves one connection per passive
-remote: a second node replaces the first, `../shared/notes`, section 3); a `NodeSession`
+remote: a second node replaces the first, as measured when Loom began); a `NodeSession`
 keeps a replica of the node's switch tables by `monitor` on it and writes by `transact`.
 
 What a session learns (`NodeSession`): the node's `system-id`; its VIFs (interfaces of

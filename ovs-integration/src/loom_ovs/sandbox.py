@@ -1,7 +1,7 @@
 """Simulated transport nodes: real ovsdb-server + ovs-vswitchd instances, each in its own
 run directory, for tests and `loom up`.
 
-Two kinds of node (`../shared/notes/ovs-zookeeper-ovn.md`, sections 1-2):
+Two kinds of node:
 
 - **dummy** (default; no root, no namespaces): ovs-vswitchd runs `--enable-dummy=system`
   (not `=override`, which turns tunnels into dummy devices). Every node has a bridge

@@ -1,6 +1,6 @@
 """Physical controller benchmark: from an API change to flows installed on the hypervisor.
 
-    loom-physical-bench [--workload nvp-scale-0.1.json.gz] [--nodes 20] [--changes 100]
+    loom-physical-bench [--scale 0.1 | --workload FILE] [--nodes 20] [--changes 100]
 
 Unlike the daemons, this composes the whole system in one process (the API server is a
 real process over HTTP; the logical and physical controllers run in-process so that their
@@ -47,7 +47,6 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-DEFAULT_WORKLOAD = Path("/work/shared/workloads/nvp-scale-0.1.json.gz")
 L2_LOOKUP_TABLE = 15
 """`ls_in_l2_lkup`'s table (rules/physical/stages.dl)."""
 
@@ -125,9 +124,9 @@ def _quiesce(logical: Any, physical: Any, port: str, node: str | None) -> None:
     assert physical.wait_pass(lambda c: _all_pushed(c) and c.settled(), 60, wake=False)
 
 
-def run(workload_path: Path, nodes: int, changes: int) -> dict[str, Any]:
-    """Run the benchmark; return its figures."""
-    from loom_api.bench import TOKEN, HttpClient, api_server, drive_raw, load_workload, phases
+def run(workload: dict[str, Any], nodes: int, changes: int) -> dict[str, Any]:
+    """Run the benchmark on `workload` (`loom_common.workload`); return its figures."""
+    from loom_api.bench import TOKEN, HttpClient, api_server, drive_raw, phases
     from loom_common.heap import GcWatch
     from loom_common.ovsdb import OvsdbServer, tool
     from loom_ddlog import Program
@@ -138,7 +137,6 @@ def run(workload_path: Path, nodes: int, changes: int) -> dict[str, Any]:
     from loom_physical.rules import main_file
     from loom_schemas import CONFIG_SCHEMA, UNIVERSAL_SCHEMA, schema_path
 
-    workload = load_workload(workload_path)
     placement = fold_hypervisors(workload, nodes)
     macs = {p["name"]: p["mac"] for sw in workload["switches"] for p in sw["ports"]}
     with tempfile.TemporaryDirectory(prefix="loom-physical-bench-") as tmp:
@@ -214,7 +212,6 @@ def run(workload_path: Path, nodes: int, changes: int) -> dict[str, Any]:
     median = statistics.median(latencies)
     return {
         "benchmark": "physical-controller",
-        "workload": workload_path.name,
         "scale": workload.get("scale"),
         "nodes": nodes,
         "vifs": total_ports,
@@ -368,14 +365,17 @@ def main(argv: list[str] | None = None) -> int:
     """Run the benchmark and print its JSON."""
     import json
 
+    from loom_common.workload import add_arguments as add_workload_arguments
+    from loom_common.workload import from_arguments as workload_from
+
     parser = argparse.ArgumentParser(prog="loom-physical-bench", description=__doc__)
-    parser.add_argument("--workload", type=Path, default=DEFAULT_WORKLOAD)
+    add_workload_arguments(parser)
     parser.add_argument("--nodes", type=int, default=20)
     parser.add_argument("--changes", type=int, default=100)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
-    print(json.dumps(run(args.workload, args.nodes, args.changes), indent=2))
+    print(json.dumps(run(workload_from(args), args.nodes, args.changes), indent=2))
     return 0
 
 
