@@ -353,23 +353,6 @@ def test_stt_node_is_reported(loom: Loom) -> None:
     assert any("output:" in f.actions and "TUN_ID" in f.actions for f in flows)
 
 
-def test_stage_tables_match_the_logical_pipeline() -> None:
-    """rules/physical/stages.dl restates loom_logical.pipeline's table numbers."""
-    from loom_ddlog import Program
-    from loom_logical import pipeline
-    from loom_physical.rules import rules_dir
-
-    program = Program.load([rules_dir() / "stages.dl"], workers=1, internal=True)
-    program.transaction().commit()  # facts are derived by the first commit
-    rows = {name: (table, nxt) for name, table, nxt in program.dump("Stage")}
-    expected = {}
-    for stages in pipeline.PIPELINES.values():
-        for i, stage in enumerate(stages):
-            nxt = pipeline.TABLES[stages[i + 1]] if i + 1 < len(stages) else 0
-            expected[stage] = (pipeline.TABLES[stage], nxt)
-    assert rows == expected
-
-
 def test_node_connection_status(loom: Loom) -> None:
     node = loom.add_node("hv1")
 

@@ -39,7 +39,8 @@ def test_flows_group_by_object_and_one_object_wants_a_flow_once(tmp_path: Path) 
     """`common.dl`: an object's flows are one `Flow_Group` row, each flow once however
     many rules want it; the same flow wanted for two objects is in both rows (the physical
     controller merges them), and a row goes when its last flow does."""
-    shutil.copy(main_file().parent / "common.dl", tmp_path / "common.dl")
+    for name in ("common.dl", "pipeline.dl"):
+        shutil.copy(main_file().parent / name, tmp_path / name)
     (tmp_path / "wishes.dl").write_text(
         "import common\n"
         "input relation Wish(dp: bit<64>, m: string, a: string, s: string)\n"
