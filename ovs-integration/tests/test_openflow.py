@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from loom_common.testing import wait_for
-from loom_ovs.channel import Deposed
+from loom_ovs.channel import ChannelError, Deposed
 from loom_ovs.openflow import (
     MARK,
     Flow,
@@ -258,3 +258,46 @@ def test_a_newer_master_fences_the_old_one(tmp_path: Path) -> None:
         finally:
             old.close()
             new.close()
+
+
+@pytest.mark.ovs
+def test_the_flow_count_and_the_tlv_map_are_asked_on_the_channel(tmp_path: Path) -> None:
+    """No `ovs-ofctl` run for either: the aggregate statistics' flow count is what
+    `ovs-ofctl dump-aggregate` says, and the TLV map (a flow using tun_metadata0 is taken
+    after it) is fenced like a bundle."""
+    with Sandbox(tmp_path) as sandbox:
+        node = sandbox.add_node("hv1")
+        node.vsctl(*BR_INT)
+
+        def ofctl_count() -> int:
+            return int(node.ofctl("dump-aggregate").split("flow_count=")[1].split()[0])
+
+        switch, other = Switch(node.openflow), Switch(node.openflow)
+        try:
+            assert switch.flow_count() == 0 == ofctl_count()
+            assert "tun_metadata0" not in node.ofctl("dump-tlv-map")
+            switch.ensure_tlv_map()
+            switch.ensure_tlv_map()  # mapped already, the same: nothing to do
+            assert "0x102" in node.ofctl("dump-tlv-map")
+            flows = [
+                Flow(0, 100, "in_port=1,tun_metadata0=0x10002", "resubmit(,8)", cookie(1)),
+                *(Flow(8, 10, f"metadata={i:#x}", "drop", cookie(2)) for i in range(5)),
+            ]
+            switch.apply([("add", flow) for flow in flows])
+            assert switch.flow_count() == len(flows) == ofctl_count()
+            # index 0 means another option: refused, and the error names what it maps
+            with pytest.raises(ChannelError, match=r"tun_metadata0 is not.*switch maps"):
+                switch.channel.map_tlv((0x102, 0x81, 4, 0))
+            # the same option on another index: refused (OVS: a duplicate entry)
+            with pytest.raises(ChannelError, match="tun_metadata1 is not"):
+                switch.channel.map_tlv((0x102, 0x80, 4, 1))
+            # a deposed master may read the count, not write the map
+            switch.channel.claim(5)
+            other.channel.claim(6)
+            assert switch.flow_count() == len(flows)
+            with pytest.raises(OpenFlowError, match="bad request"):
+                switch.ensure_tlv_map()
+            other.ensure_tlv_map()
+        finally:
+            switch.close()
+            other.close()

@@ -9,6 +9,12 @@ sends after the flows are in its tables. A refused message raises `BundleRefused
 (nothing of the bundle is applied); a broken connection raises `ChannelError`, and the next
 call connects again.
 
+Two questions a controller asks every bridge it connects to go on the channel too (no
+`ovs-ofctl` run for either): `flow_count()` (an OpenFlow 1.5 aggregate statistics request:
+is the bridge empty?) and `map_tlv()` (Nicira's TLV table mod: which Geneve option a
+`tun_metadata<n>` field means; a mapping already there, the same, is success, as
+`ovs-ofctl add-tlv-map` cannot say). Both, like bundles, are refused to a slave.
+
 The switch's echo requests are answered whenever the channel reads (before each bundle too):
 an idle channel can outlive the switch's inactivity probe only by being read, and a channel
 the switch closed meanwhile is noticed before a bundle is sent into it.
@@ -190,6 +196,68 @@ class Channel:
         except ChannelError:
             self._connect()
 
+    # ---- questions ----
+
+    def _ask(self, message: bytes, xid: int) -> tuple[int, bytes]:
+        """Send `message` (with `xid`) and read until the switch answers it: (the answer's
+        type, its body); an error about it is returned as its answer."""
+        self._drain()
+        self._send(message)
+        while True:
+            _, msg_type, got, body = self._read()
+            if got == xid:
+                return msg_type, body
+
+    def flow_count(self) -> int:
+        """How many flows the bridge holds, in every table (what `ovs-ofctl
+        dump-aggregate` prints as `flow_count`: OVS counts no hidden flow)."""
+        xid = self._next_xid()
+        msg_type, body = self._ask(ofp.flow_stats_request(ofp.OFPMP_AGGREGATE_STATS, xid), xid)
+        if msg_type == ofp.OFPT_ERROR:
+            raise ChannelError(remote=self.remote, detail=_error_text(body, "aggregate stats"))
+        if msg_type != ofp.OFPT_MULTIPART_REPLY or len(body) < 8:
+            raise ChannelError(remote=self.remote, detail=f"aggregate stats: answered {msg_type}")
+        try:
+            count = ofp.parse_oxs_flow_count(body[8:])
+        except ValueError as exc:
+            raise ChannelError(remote=self.remote, detail=f"aggregate stats: {exc}") from exc
+        if count is None:
+            raise ChannelError(remote=self.remote, detail="aggregate stats: no flow count")
+        return count
+
+    def map_tlv(self, entry: ofp.TlvMap) -> None:
+        """Map a tunnel option to a `tun_metadata<n>` field: `entry` is (option class,
+        type, length, n). OVS refuses to map an index mapped already (to anything) and an
+        option mapped to another index; then the switch's table is read, and the mapping
+        being `entry` already is success."""
+        xid, barrier = self._next_xid(), self._next_xid()
+        self._drain()
+        self._send(ofp.tlv_table_mod(ofp.NXTTMC_ADD, [entry], xid)
+                   + ofp.header(ofp.OFPT_BARRIER_REQUEST, 8, barrier))  # fmt: skip
+        refusal = None  # (a mod that succeeds has no answer: the barrier's says it is done)
+        while True:
+            _, msg_type, got, body = self._read()
+            if got == xid and msg_type == ofp.OFPT_ERROR:
+                refusal = body
+            elif got == barrier:
+                break
+        if refusal is None:
+            return
+        err_type, code = struct.unpack_from("!HH", refusal)
+        taken = (ofp.NXTTMFC_ALREADY_MAPPED, ofp.NXTTMFC_DUP_ENTRY)
+        if err_type != ofp.OFPET_EXPERIMENTER or code not in taken:
+            raise ChannelError(remote=self.remote, detail=_error_text(refusal, "TLV table mod"))
+        xid = self._next_xid()
+        msg_type, body = self._ask(ofp.tlv_table_request(xid), xid)
+        if msg_type != ofp.OFPT_EXPERIMENTER:
+            raise ChannelError(remote=self.remote, detail=_error_text(body, "TLV table request"))
+        maps = ofp.parse_tlv_maps(body, 8 + 16)  # (experimenter header, nx_tlv_table_reply)
+        if entry not in maps:
+            raise ChannelError(
+                remote=self.remote,
+                detail=f"tun_metadata{entry[3]} is not {entry[:3]}: the switch maps {maps}",
+            )
+
     # ---- bundles ----
 
     def packet_out(self, data: bytes, actions: str) -> None:
@@ -247,7 +315,7 @@ def _error_text(body: bytes, what: str) -> str:
     if len(body) < 4:
         return f"{what}: error"
     err_type, code = struct.unpack_from("!HH", body)
-    if err_type == 0xFFFF and len(body) >= 8:  # experimenter error
-        code = struct.unpack_from("!I", body, 4)[0]
-        return f"{what}: experimenter error {code:#x}"
+    if err_type == ofp.OFPET_EXPERIMENTER and len(body) >= 8:  # (type, code, experimenter)
+        vendor = struct.unpack_from("!I", body, 4)[0]
+        return f"{what}: experimenter {vendor:#x} error {code}"
     return f"{what}: {_ERROR_TYPES.get(err_type, f'type {err_type}')} (code {code})"

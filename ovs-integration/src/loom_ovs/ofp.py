@@ -25,8 +25,14 @@ prerequisites entry by entry. Which bytes OVS would send is checked by the tests
 flow of the snapshot scenarios, encoded here, installed on a real `ovs-vswitchd` and dumped,
 equals the same flow installed by `ovs-ofctl`.
 
+The other messages Loom exchanges with a switch are here too, both ways (the channel
+sends requests; the stand-in nodes of `loom_ovs.standin` answer them): HELLO, roles,
+bundles, barriers, errors, the aggregate and flow statistics of OpenFlow 1.5 (OXS), and
+Nicira's TLV table messages (`NXT_TLV_TABLE_MOD`/`REQUEST`/`REPLY`).
+
 Numbers are the ones OVS documents (`ovs-fields(7)`: OXM/NXM code points; the Nicira
-extension structures of `nicira-ext.h` and `ofp-actions.c`).
+extension structures of `nicira-ext.h` and `ofp-actions.c`; message layouts of
+`openflow-1.5.h`, error codes of `ofp-errors.h`, OXS of `ox-stat.c`).
 """
 
 from __future__ import annotations
@@ -47,23 +53,52 @@ TUN_METADATA_BYTES = 4
 
 # message types
 OFPT_HELLO, OFPT_ERROR, OFPT_ECHO_REQUEST, OFPT_ECHO_REPLY = 0, 1, 2, 3
+OFPT_EXPERIMENTER, OFPT_FEATURES_REQUEST, OFPT_FEATURES_REPLY = 4, 5, 6
+OFPT_GET_CONFIG_REQUEST, OFPT_GET_CONFIG_REPLY, OFPT_SET_CONFIG = 7, 8, 9
 OFPT_PACKET_OUT, OFPT_FLOW_MOD = 13, 14
+OFPT_MULTIPART_REQUEST, OFPT_MULTIPART_REPLY = 18, 19
 OFPT_BARRIER_REQUEST, OFPT_BARRIER_REPLY = 20, 21
 OFPT_ROLE_REQUEST, OFPT_ROLE_REPLY = 24, 25
-OFPCR_ROLE_MASTER = 2
-OFPET_ROLE_REQUEST_FAILED, OFPRRFC_STALE = 11, 0
+OFPT_ROLE_STATUS = 30
+OFPCR_ROLE_NOCHANGE, OFPCR_ROLE_EQUAL, OFPCR_ROLE_MASTER, OFPCR_ROLE_SLAVE = 0, 1, 2, 3
 OFPT_BUNDLE_CONTROL, OFPT_BUNDLE_ADD_MESSAGE = 33, 34
+# error types and codes (openflow-1.5.h; Nicira's in nicira-ext.h / ofp-errors.h)
+OFPET_HELLO_FAILED, OFPHFC_INCOMPATIBLE = 0, 0
+OFPET_BAD_REQUEST = 1
+OFPBRC_BAD_TYPE, OFPBRC_BAD_MULTIPART, OFPBRC_BAD_EXPERIMENTER = 1, 2, 3
+OFPBRC_BAD_EXP_TYPE, OFPBRC_BAD_LEN, OFPBRC_IS_SLAVE = 4, 6, 10
+OFPET_FLOW_MOD_FAILED, OFPFMFC_BAD_TABLE_ID, OFPFMFC_BAD_COMMAND = 5, 2, 6
+OFPET_ROLE_REQUEST_FAILED, OFPRRFC_STALE, OFPRRFC_BAD_ROLE = 11, 0, 2
+OFPET_BUNDLE_FAILED = 17
+OFPBFC_BAD_ID, OFPBFC_BUNDLE_CLOSED, OFPBFC_BAD_TYPE, OFPBFC_BAD_FLAGS = 2, 4, 6, 7
+OFPBFC_MSG_BAD_LEN, OFPBFC_MSG_BAD_XID, OFPBFC_MSG_UNSUP, OFPBFC_MSG_FAILED = 8, 9, 10, 13
+OFPET_EXPERIMENTER = 0xFFFF
+NXTTMFC_ALREADY_MAPPED, NXTTMFC_DUP_ENTRY = 20, 21
+"""Nicira experimenter error codes of a TLV table mod (NX1.2+ numbering): the index is
+mapped already (to anything), the option is mapped to another index."""
+NXBFC_BAD_VERSION = 22
+"""Nicira's error for a bundled message whose version differs from the bundle's."""
 # flow_mod commands
-OFPFC_ADD, OFPFC_MODIFY_STRICT, OFPFC_DELETE_STRICT = 0, 2, 4
+OFPFC_ADD, OFPFC_MODIFY, OFPFC_MODIFY_STRICT, OFPFC_DELETE, OFPFC_DELETE_STRICT = 0, 1, 2, 3, 4
 # bundle control types and flags
 OFPBCT_OPEN_REQUEST, OFPBCT_OPEN_REPLY = 0, 1
+OFPBCT_CLOSE_REQUEST, OFPBCT_CLOSE_REPLY = 2, 3
 OFPBCT_COMMIT_REQUEST, OFPBCT_COMMIT_REPLY = 4, 5
-OFPBCT_DISCARD_REQUEST = 6
+OFPBCT_DISCARD_REQUEST, OFPBCT_DISCARD_REPLY = 6, 7
 OFPBF_ATOMIC, OFPBF_ORDERED = 1, 2
+# multipart types and flags
+OFPMP_DESC, OFPMP_FLOW_DESC, OFPMP_AGGREGATE_STATS = 0, 1, 2
+OFPMPF_REPLY_MORE = 1
+OFPTT_ALL = 0xFF
+# Nicira extension messages (an OFPT_EXPERIMENTER with NX_VENDOR and a subtype)
+NX_VENDOR = 0x00002320
+NXT_TLV_TABLE_MOD, NXT_TLV_TABLE_REQUEST, NXT_TLV_TABLE_REPLY = 24, 25, 26
+NXTTMC_ADD = 0
+# OXS statistics (OpenFlow 1.5 aggregate and flow replies): class 0x8002, field, length
+OXS_PACKET_COUNT, OXS_BYTE_COUNT, OXS_FLOW_COUNT = 0x80020808, 0x80020A08, 0x80020604
 
 _NO_BUFFER = 0xFFFFFFFF
 _ANY = 0xFFFFFFFF
-_NX_VENDOR = 0x00002320
 _NXM_OF_IN_PORT = 0x00000002
 """NXM_OF_IN_PORT's header: what `bundle` names its members by ("ofport")."""
 _PORTS = {"in_port": 0xFFFFFFF8, "local": 0xFFFFFFFE, "controller": 0xFFFFFFFD,
@@ -354,7 +389,7 @@ def _nx(subtype: int, body: bytes) -> bytes:
     """A Nicira vendor action: header, subtype, `body`, padded to 8 bytes."""
     length = 10 + len(body)
     pad = -length % 8
-    return struct.pack("!HHIH", 0xFFFF, length + pad, _NX_VENDOR, subtype) + body + b"\0" * pad
+    return struct.pack("!HHIH", 0xFFFF, length + pad, NX_VENDOR, subtype) + body + b"\0" * pad
 
 
 def _subfield(text: str, what: str) -> tuple[Field, int, int]:
@@ -635,3 +670,125 @@ def role_request(role: int, generation_id: int, xid: int) -> bytes:
 def hello(xid: int = 0) -> bytes:
     """HELLO offering OpenFlow 1.5 only (a version bitmap element)."""
     return header(OFPT_HELLO, 16, xid) + struct.pack("!HHI", 1, 8, 1 << VERSION)
+
+
+# ---- requests and replies besides flow changes ----
+
+
+def error(err_type: int, code: int, xid: int, data: bytes = b"") -> bytes:
+    """An `OFPT_ERROR` of `err_type`/`code` about the message `data` (its first bytes, as
+    OVS quotes the request it refuses)."""
+    body = struct.pack("!HH", err_type, code) + data
+    return header(OFPT_ERROR, 8 + len(body), xid) + body
+
+
+def experimenter_error(code: int, xid: int, data: bytes = b"", vendor: int = NX_VENDOR) -> bytes:
+    """An OpenFlow 1.2+ experimenter `OFPT_ERROR` (how OVS sends Nicira errors)."""
+    body = struct.pack("!HHI", OFPET_EXPERIMENTER, code, vendor) + data
+    return header(OFPT_ERROR, 8 + len(body), xid) + body
+
+
+def nx_message(subtype: int, body: bytes, xid: int) -> bytes:
+    """A Nicira extension message: `OFPT_EXPERIMENTER`, NX_VENDOR, `subtype`, `body`."""
+    return (
+        header(OFPT_EXPERIMENTER, 16 + len(body), xid)
+        + struct.pack("!II", NX_VENDOR, subtype)
+        + body
+    )
+
+
+TlvMap = tuple[int, int, int, int]
+"""A TLV table entry: (option class, option type, option length, tun_metadata index)."""
+
+
+def tlv_table_mod(command: int, maps: list[TlvMap], xid: int) -> bytes:
+    """An `NXT_TLV_TABLE_MOD` (`command`: NXTTMC_ADD, ...) of `maps`."""
+    body = struct.pack("!H6x", command) + b"".join(
+        struct.pack("!HBBH2x", cls, kind, length, index) for cls, kind, length, index in maps
+    )
+    return nx_message(NXT_TLV_TABLE_MOD, body, xid)
+
+
+def tlv_table_request(xid: int) -> bytes:
+    """An `NXT_TLV_TABLE_REQUEST` (the switch answers with its TLV table)."""
+    return nx_message(NXT_TLV_TABLE_REQUEST, b"", xid)
+
+
+def tlv_table_reply(
+    maps: list[TlvMap], xid: int, max_space: int = 256, max_fields: int = 64
+) -> bytes:
+    """An `NXT_TLV_TABLE_REPLY` listing `maps` (OVS: 256 bytes of option space, 64 fields)."""
+    body = struct.pack("!IH10x", max_space, max_fields) + b"".join(
+        struct.pack("!HBBH2x", cls, kind, length, index) for cls, kind, length, index in maps
+    )
+    return nx_message(NXT_TLV_TABLE_REPLY, body, xid)
+
+
+def parse_tlv_maps(body: bytes, offset: int) -> list[TlvMap]:
+    """The `nx_tlv_map` entries of a TLV table mod or reply from `offset` of `body`."""
+    return [struct.unpack_from("!HBBH", body, at) for at in range(offset, len(body) - 7, 8)]
+
+
+def multipart_request(mp_type: int, body: bytes, xid: int) -> bytes:
+    """An `OFPT_MULTIPART_REQUEST` of `mp_type` (OFPMP_*)."""
+    return (
+        header(OFPT_MULTIPART_REQUEST, 16 + len(body), xid)
+        + struct.pack("!HH4x", mp_type, 0)
+        + body
+    )
+
+
+def multipart_reply(mp_type: int, body: bytes, xid: int, *, more: bool = False) -> bytes:
+    """An `OFPT_MULTIPART_REPLY` of `mp_type`; `more`: another part follows."""
+    flags = OFPMPF_REPLY_MORE if more else 0
+    return (
+        header(OFPT_MULTIPART_REPLY, 16 + len(body), xid)
+        + struct.pack("!HH4x", mp_type, flags)
+        + body
+    )
+
+
+_CATCHALL = struct.pack("!HH4x", 1, 4)
+"""An empty OXM match (`ofp_match` type 1, length 4, padded)."""
+
+
+def flow_stats_request(mp_type: int, xid: int, table: int = OFPTT_ALL) -> bytes:
+    """An `OFPMP_FLOW_DESC` or `OFPMP_AGGREGATE_STATS` request for every flow of `table`
+    (all tables by default), as `ovs-ofctl dump-flows` / `dump-aggregate` send it."""
+    body = struct.pack("!B3xII4xQQ", table, _ANY, _ANY, 0, 0) + _CATCHALL
+    return multipart_request(mp_type, body, xid)
+
+
+def oxs_stats(packets: int, nbytes: int, flows: int | None = None) -> bytes:
+    """An `ofp_oxs_stat` block (padded to 8 bytes): packet and byte counts, and a flow
+    count if given (OVS's aggregate reply carries all three, a flow's the first two)."""
+    entries = struct.pack("!IQIQ", OXS_PACKET_COUNT, packets, OXS_BYTE_COUNT, nbytes)
+    if flows is not None:
+        entries += struct.pack("!II", OXS_FLOW_COUNT, flows)
+    length = 4 + len(entries)
+    return struct.pack("!HH", 0, length) + entries + b"\0" * (-length % 8)
+
+
+def parse_oxs_flow_count(block: bytes) -> int | None:
+    """The flow count of an `ofp_oxs_stat` block (an aggregate reply's body), if it has one.
+
+    Raises:
+        ValueError: the block is malformed.
+    """
+    if len(block) < 4:
+        raise ValueError("an OXS block has a 4-byte header")
+    length = struct.unpack_from("!H", block, 2)[0]
+    if length < 4 or length > len(block):
+        raise ValueError(f"OXS block length {length} of {len(block)} bytes")
+    at = 4
+    while at + 4 <= length:
+        oxs = struct.unpack_from("!I", block, at)[0]
+        size = oxs & 0xFF
+        if oxs >> 16 == 0xFFFF:  # experimenter: its id counts in the length
+            at += 4 + size
+            continue
+        if oxs == OXS_FLOW_COUNT:
+            count: int = struct.unpack_from("!I", block, at + 4)[0]
+            return count
+        at += 4 + size
+    return None

@@ -14,8 +14,9 @@ packet sees the table before or after it, never half of it.
   and `delete` (strict) in one bundle, encoded here (`loom_ovs.ofp`) and sent on a kept
   connection (`loom_ovs.channel`). A flow the encoder does not know goes by `ovs-ofctl
   bundle` instead (logged once per construct): slower, never wrong.
-- `replace(flows)` on (re)connect and on taking a node over: `ovs-ofctl diff-flows` reads
-  the switch's table and compares it with `flows` (both parsed by OVS: a flow written
+- `replace(flows)` on (re)connect and on taking a node over: an empty bridge (the flow
+  count asked on the channel) gets `flows` in one bundle; otherwise `ovs-ofctl diff-flows`
+  reads the switch's table and compares it with `flows` (both parsed by OVS: a flow written
   differently but meaning the same is no difference), and the difference goes in one
   bundle on the kept connection, like `apply`'s: flows whose actions differ are modified
   in place (`modify_strict`: their age and counters stay), whose cookie differs replaced
@@ -36,7 +37,6 @@ the low 16 bits `MARK`, Loom's.
 from __future__ import annotations
 
 import logging
-import re
 import subprocess
 import tempfile
 from collections import defaultdict
@@ -56,6 +56,8 @@ MARK = 0x4C4D
 """The low 16 bits of every Loom flow's cookie ("LM")."""
 GENEVE_TLV = "{class=0x102,type=0x80,len=4}->tun_metadata0"
 """The Geneve option that carries the logical ingress and egress port keys."""
+GENEVE_OPTION: ofp.TlvMap = (0x102, 0x80, ofp.TUN_METADATA_BYTES, 0)
+"""`GENEVE_TLV` as the TLV table entry the channel sends: (class, type, length, index)."""
 
 Key = tuple[int, int, str]
 """(table, priority, match): what identifies a flow in OpenFlow."""
@@ -230,14 +232,6 @@ def encode(mod: Mod) -> bytes:
                         flow.cookie, 0)  # fmt: skip
 
 
-def _flow_count(aggregate: str) -> int:
-    """The flow count in `ovs-ofctl dump-aggregate` output."""
-    found = re.search(r"flow_count=(\d+)", aggregate)
-    if found is None:
-        raise OpenFlowError(detail=f"dump-aggregate: no flow count in {aggregate!r}")
-    return int(found.group(1))
-
-
 def parse_diff(text: str) -> list[Mod]:
     """The changes that turn a table into another, from `ovs-ofctl diff-flows TABLE OTHER`
     output: a `+` line whose key also has a `-` line with the same cookie is a flow to
@@ -293,7 +287,8 @@ _ATTRIBUTES = ("cookie=", "idle_timeout=", "hard_timeout=", "importance=")
 
 class Switch:
     """One bridge's OpenFlow at `remote` (`unix:...mgmt`, `tcp:IP:PORT`): a kept channel for
-    incremental bundles, `ovs-ofctl` for the rest. `close()` when done."""
+    bundles, the TLV map and the flow count; `ovs-ofctl` to compare a non-empty table with
+    the desired one (and for flows the encoder does not know). `close()` when done."""
 
     _unencodable: ClassVar[set[str]] = set()
     """Constructs already logged as pushed with ovs-ofctl (class-wide: logged once)."""
@@ -325,10 +320,27 @@ class Switch:
         return done.stdout
 
     def ensure_tlv_map(self) -> None:
-        """Map the Geneve option Loom uses to `tun_metadata0` (once per bridge)."""
-        if "tun_metadata0" in self._ofctl("dump-tlv-map", self.remote):
-            return
-        self._ofctl("add-tlv-map", self.remote, GENEVE_TLV)
+        """Map the Geneve option Loom uses to `tun_metadata0`, on the channel (fenced by
+        its role like a bundle; mapped already the same: nothing to do).
+
+        Raises:
+            OpenFlowError: the switch refused (a slave; `tun_metadata0` means another option).
+        """
+        try:
+            self.channel.map_tlv(GENEVE_OPTION)
+        except ChannelError as exc:
+            raise OpenFlowError(detail=str(exc)) from exc
+
+    def flow_count(self) -> int:
+        """How many flows the bridge holds (asked on the channel).
+
+        Raises:
+            OpenFlowError: the channel failed.
+        """
+        try:
+            return self.channel.flow_count()
+        except ChannelError as exc:
+            raise OpenFlowError(detail=str(exc)) from exc
 
     def apply(self, mods: list[Mod]) -> None:
         """Apply `mods` in one atomic bundle."""
@@ -369,7 +381,7 @@ class Switch:
         """Make the bridge's table exactly `flows`, changing only what differs, atomically,
         in one bundle like `apply`'s (fenced by the channel's master role); returns the
         changes made."""
-        if _flow_count(self._ofctl("dump-aggregate", self.remote)) == 0:
+        if self.flow_count() == 0:
             # A new bridge (or one a node emptied): nothing to compare with.
             mods: list[Mod] = [("add", flow) for flow in flows]
             self.apply(mods)
