@@ -101,6 +101,27 @@ def test_delete_strict_carries_the_key_only() -> None:
     assert len(message) % 8 == 0
 
 
+def test_a_match_is_the_same_bytes_in_any_order() -> None:
+    """Fields sorted after their prerequisites: the rules' text and OVS's printing of it
+    (`diff-flows`) encode alike (stand-in nodes keep flows by their bytes)."""
+    pairs = [
+        ("in_port=1,reg0=5", "reg0=0x5,in_port=1"),
+        (
+            "metadata=0x1,ip,nw_src=10.0.0.0/8,reg14=0x2",
+            "reg14=0x2,ip,metadata=0x1,nw_src=10.0.0.0/8",
+        ),
+        (
+            "tcp6,tp_dst=80,metadata=0x3,ct_state=+trk-est",
+            "ct_state=-est+trk,tcp6,metadata=0x3,tp_dst=80",
+        ),
+    ]
+    for rules, printed in pairs:
+        assert ofp.encode_match(rules) == ofp.encode_match(printed)
+    # prerequisites still first: the EtherType, then the IP protocol, then the rest
+    body = ofp.encode_match("tp_dst=80,reg0=1,tcp")[4:]
+    assert [struct.unpack_from("!I", body, at)[0] >> 9 & 0x7F for at in (0, 6)] == [5, 10]
+
+
 @pytest.mark.parametrize(
     ("match", "actions", "named"),
     [

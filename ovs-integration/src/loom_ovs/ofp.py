@@ -21,7 +21,8 @@ vocabulary the rules use:
 Anything else raises `FlowSyntaxError`: the caller pushes that flow with `ovs-ofctl`
 instead, so an unknown construct costs speed, never correctness. Match fields are emitted
 in prerequisite order (EtherType, IP protocol, ICMP type, then the rest), as OVS checks
-prerequisites entry by entry. Which bytes OVS would send is checked by the tests: every
+prerequisites entry by entry, and within each rank by code point: the same match written
+in another order is the same bytes. Which bytes OVS would send is checked by the tests: every
 flow of the snapshot scenarios, encoded here, installed on a real `ovs-vswitchd` and dumped,
 equals the same flow installed by `ovs-ofctl`.
 
@@ -336,7 +337,11 @@ def encode_match(match: str) -> bytes:
     if proto is not None:
         entries.append((1, _oxm(FIELDS["ip_proto"], proto.to_bytes(1, "big"), None)))
     entries += [_match_entry(name, value, eth_type, proto) for name, value in items]
-    body = b"".join(entry for _, entry in sorted(entries, key=lambda e: e[0]))
+    # Prerequisites first; then by field (the OXM header): a match's bytes do not depend on
+    # the order its text names the fields in, so a flow is the same bytes whether written by
+    # the rules or printed by OVS (`ovs-ofctl diff-flows`), which stand-in nodes, keeping
+    # flows by their bytes, rely on.
+    body = b"".join(entry for _, entry in sorted(entries, key=lambda e: (e[0], e[1][:4])))
     length = 4 + len(body)
     return struct.pack("!HH", 1, length) + body + b"\0" * (-length % 8)
 
