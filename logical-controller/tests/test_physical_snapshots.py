@@ -1,8 +1,10 @@
 """Snapshot tests of one hypervisor's OpenFlow table per scenario: each scenario of
 tests/snapshots/ (the logical snapshot tests' steps, their universal DB) is localized by the
 physical rules (`rules/physical`, in the engine) for node `hv1` — its VIFs are the ports the
-scenario locates there, its tunnels the universal `Tunnel` rows from it, every node live —
-and the table is compared with `NAME.hv1.golden` (`pytest --update-snapshots` rewrites them).
+scenario locates there, its tunnels the universal `Tunnel` rows from it, its conntrack zones
+numbered by datapath and port key, every node live — and the table is compared with
+`NAME.hv1.golden` (`pytest --update-snapshots` rewrites them). Every scenario puts what it is
+about on hv1 (a VIF of the ports whose flows it tests), so that its table pins those flows.
 The table is also installed on a real ovs-vswitchd, which must accept every flow, and
 installed again through the native OpenFlow encoder, which must leave the same table.
 
@@ -25,12 +27,17 @@ from loom_ddlog import Program
 from loom_ovs.openflow import Flow, FlowTable, Switch, cookie
 from loom_physical import inputs
 from loom_physical.rules import main_file
+from loom_schemas.pipeline import STAGES
 
 SNAPSHOTS = Path(__file__).resolve().parents[2] / "tests" / "snapshots"
 SCENARIOS = sorted(SNAPSHOTS.glob("*.yaml"))
 NODE = "hv1"
 UPLINK = 9
 NEXT_HOP_MAC = "00:00:00:00:00:fe"
+# Scenarios whose hv1 table is rightly empty: what they test is that nothing is left.
+EMPTY_BY_DESIGN = {"24_everything_deleted"}
+LOGICAL_TABLES = {stage.table for stage in STAGES.values()}
+FLOW_COOKIE = re.compile(r"table=(\d+),priority=\d+,cookie=<([^>]+)>")
 TABLES = ["Datapath", "Port_Binding", "Universal_Flow", "Gateway_Assignment",
           "Replication_Set", "Tunnel"]  # fmt: skip
 
@@ -82,7 +89,12 @@ def localize(remote: str, node: str = NODE) -> list[Flow]:
             for row in tuples:
                 txn.insert(relation, row)
         delta = txn.commit()
-    zones = sorted(owner for w, (n, owner) in delta.get("NeedZone", []) if w > 0 and n == node)
+    # Zones in an order that does not vary between runs (not by uuid): by datapath and port
+    # key, a router (its datapath's config id) before its ports.
+    rank = {r["config_id"]: (r["key"], 0) for r in rows["Datapath"]}
+    rank |= {r["logical_port"]: (r["datapath"], r["port_key"]) for r in rows["Port_Binding"]}
+    needed = {owner for w, (n, owner) in delta.get("NeedZone", []) if w > 0 and n == node}
+    zones = sorted(needed, key=lambda owner: (rank.get(owner, (0, 0)), owner))
     with program.transaction() as txn:
         for i, owner in enumerate(zones, start=1):
             txn.insert("Zone", (node, owner, i))
@@ -123,6 +135,34 @@ def test_there_is_a_table_per_scenario() -> None:
     assert goldens == {p.stem for p in SCENARIOS}
 
 
+def _ports(steps: list[dict[str, Any]]) -> set[str]:
+    """The names a scenario gives the logical ports it creates (switch and router ports)."""
+    return {s["as"] for s in steps if "as" in s and s.get("create", "").endswith("/ports")}
+
+
+@pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
+def test_hypervisor_table_pins_the_scenario(path: Path) -> None:
+    """hv1's golden has flows of the scenario's own ports in the logical stages' tables, not
+    only the node's fixed flows (or nothing): the scenario puts what it tests on hv1."""
+    table = path.with_suffix(".hv1.golden")
+    golden = table.read_text()
+    if path.stem in EMPTY_BY_DESIGN:
+        assert golden == "", f"{path.stem} leaves nothing, on hv1 too"
+        return
+    ports = _ports(yaml.safe_load(path.read_text())["steps"])
+    ours = [
+        line
+        for line in golden.splitlines()
+        if (m := FLOW_COOKIE.match(line))
+        and int(m.group(1)) in LOGICAL_TABLES
+        and m.group(2).removesuffix(".peer") in ports
+    ]
+    assert ours, (
+        f"{table.name} has no logical flow of the ports {sorted(ports)}: "
+        "locate the ones the scenario tests on hv1"
+    )
+
+
 @pytest.mark.ovs
 @pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
 def test_hypervisor_openflow_snapshot(
@@ -135,7 +175,11 @@ def test_hypervisor_openflow_snapshot(
     run = scenario(doc["steps"])
     flows = localize(run.universal.remote)
     # A real ovs-vswitchd accepts the table (with the Geneve option Loom maps).
-    Switch(f"unix:{dummy_switch.mgmt}").ensure_tlv_map()
+    mapper = Switch(f"unix:{dummy_switch.mgmt}")
+    try:
+        mapper.ensure_tlv_map()
+    finally:
+        mapper.close()
     table = FlowTable()  # one flow per match, as the controller installs it
     for flow in flows:
         table.add(flow)
