@@ -6,4 +6,6 @@
   reported) and its push with `ovs-ofctl` bundles (atomic; only differences).
 - `loom_ovs.sandbox`: simulated transport nodes (real ovsdb-server + ovs-vswitchd) for
   tests and `loom up`.
+- `loom_ovs.standin`: stand-in transport nodes, thousands in one process, that dial the
+  controllers as real nodes do (OVSDB served, OpenFlow bundles applied), for benchmarks.
 """

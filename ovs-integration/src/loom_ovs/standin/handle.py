@@ -1,0 +1,221 @@
+"""Starting, driving and measuring a fleet of stand-in nodes from another process.
+
+`Fleet(run_dir, nodes, managers).start()` writes the nodes file and runs
+`python -m loom_ovs.standin` as a supervised child (`loom_common.procs.Daemon`: stopped by
+PID with `stop()`, its log in `run_dir/standin.log`); ready once its control socket
+answers (every node's rows written, its OpenFlow socket listening, its managers being
+dialled). The methods are the control requests of `loom_ovs.standin.fleet`, and the
+process's CPU seconds and memory read from `/proc`, apart from the controllers'.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from loom_common.errors import LoomError
+from loom_common.procs import Daemon
+from loom_ovs.standin.fleet import NodeSpec
+
+
+class StandinError(LoomError):
+    """The stand-in fleet refused a request or did not answer."""
+
+    message = "stand-in fleet: %(detail)s"
+
+
+class Fleet:
+    """A handle on a stand-in fleet process (see the module docstring)."""
+
+    def __init__(
+        self,
+        run_dir: Path,
+        nodes: Iterable[NodeSpec],
+        managers: Iterable[str] = (),
+        *,
+        probe: float = 5.0,
+    ) -> None:
+        """Describe the fleet; `start()` runs it.
+
+        Args:
+            run_dir: its sockets (`<system-id>.mgmt`, `control.sock`), nodes file and log.
+            nodes: the nodes and their VIFs at start.
+            managers: the targets every node dials (`tcp:IP:PORT`, `unix:PATH`).
+            probe: the manager connections' inactivity probe, seconds (the Manager rows
+                say 5).
+        """
+        self.run_dir = run_dir.resolve()
+        self.nodes = {spec.system_id: spec for spec in nodes}
+        self.managers = list(managers)
+        self.control_path = self.run_dir / "control.sock"
+        self._daemon = Daemon(
+            "standin",
+            [sys.executable, "-m", "loom_ovs.standin", "--dir", str(self.run_dir),
+             "--nodes-file", str(self.run_dir / "nodes.json"),
+             "--managers", ",".join(self.managers), "--probe", str(probe)],
+            self.run_dir,
+        )  # fmt: skip
+        self._sock: socket.socket | None = None
+        self._reader: Any = None
+        self._lock = threading.Lock()
+
+    @property
+    def pid(self) -> int | None:
+        """The fleet process's PID while it runs."""
+        return self._daemon.pid
+
+    @property
+    def log_path(self) -> Path:
+        """The fleet process's log."""
+        return self._daemon.log_path
+
+    def openflow(self, node: str) -> str:
+        """Where node `node` takes OpenFlow (its `external_ids:loom-openflow`)."""
+        return f"unix:{self.run_dir / f'{node}.mgmt'}"
+
+    def start(self, timeout: float = 120.0) -> Fleet:
+        """Run the fleet; return once its control socket answers.
+
+        Raises:
+            loom_common.procs.DaemonError: it exited or did not answer within `timeout`.
+        """
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        (self.run_dir / "nodes.json").write_text(
+            json.dumps([spec.to_json() for spec in self.nodes.values()])
+        )
+        self._daemon.start(ready=self._answers, timeout=timeout)
+        return self
+
+    def _answers(self) -> bool:
+        if not self.control_path.exists():
+            return False
+        try:
+            self.request({"ping": True})
+        except (OSError, StandinError):
+            self._disconnect()
+            return False
+        return True
+
+    def stop(self) -> None:
+        """Stop the fleet process (SIGTERM, then SIGKILL)."""
+        self._disconnect()
+        self._daemon.stop()
+
+    def _disconnect(self) -> None:
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+            self._reader = None
+
+    def request(self, message: dict[str, Any], timeout: float = 60.0) -> dict[str, Any]:
+        """Send one control request; its answer.
+
+        Raises:
+            StandinError: the fleet answered an error, or the connection failed.
+        """
+        with self._lock:
+            try:
+                if self._sock is None:
+                    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                    sock.settimeout(timeout)
+                    sock.connect(str(self.control_path))
+                    self._sock, self._reader = sock, sock.makefile("rb")
+                assert self._sock is not None
+                assert self._reader is not None
+                self._sock.sendall(json.dumps(message).encode() + b"\n")
+                line = self._reader.readline()
+            except OSError as exc:
+                self._disconnect()
+                raise StandinError(detail=f"control socket: {exc}") from exc
+        if not line:
+            self._disconnect()
+            raise StandinError(detail="the control socket closed")
+        answer: dict[str, Any] = json.loads(line)
+        if "error" in answer:
+            raise StandinError(detail=str(answer["error"]))
+        return answer
+
+    def add_vif(self, node: str, name: str, iface_id: str, mac: str,
+                ofport_request: int | None = None) -> int | None:  # fmt: skip
+        """Plug a VIF into node `node`'s br-int; its ofport. The node's managers have the
+        new rows when this returns."""
+        vif: dict[str, Any] = {"name": name, "iface_id": iface_id, "mac": mac}
+        if ofport_request is not None:
+            vif["ofport_request"] = ofport_request
+        ofport: int | None = self.request({"node": node, "add_vif": vif})["ofport"]
+        return ofport
+
+    def remove_vif(self, node: str, name: str) -> bool:
+        """Unplug VIF `name` from node `node`; False if it was not plugged."""
+        removed: bool = self.request({"node": node, "remove_vif": {"name": name}})["removed"]
+        return removed
+
+    def stats(self, node: str | None = None) -> dict[str, Any]:
+        """Node `node`'s counters, or (None) the fleet's sums and its process's CPU."""
+        return self.request({"stats": node})
+
+    def digest(self, node: str) -> str:
+        """The digest of node `node`'s flow table (`flows.expected_digest` to compare)."""
+        digest: str = self.request({"digest": node})["digest"]
+        return digest
+
+    def rows(self, node: str, table: str) -> dict[str, dict[str, Any]]:
+        """Node `node`'s rows of `table` (uuid -> the columns that are not default)."""
+        rows: dict[str, dict[str, Any]] = self.request({"rows": {"node": node, "table": table}})[
+            "rows"
+        ]
+        return rows
+
+    def flows(self, node: str) -> list[list[Any]]:
+        """Node `node`'s flows: [table, priority, match hex, cookie, instructions hex]."""
+        flows: list[list[Any]] = self.request({"flows": node})["flows"]
+        return flows
+
+    def set_managers(self, managers: Iterable[str]) -> None:
+        """Point every node at `managers` (their Manager rows replaced, dialled anew)."""
+        self.managers = list(managers)
+        self.request({"set_managers": self.managers})
+
+    def cpu_seconds(self) -> float:
+        """The fleet process's CPU time so far (user and system), from `/proc`.
+
+        Raises:
+            StandinError: it is not running.
+        """
+        pid = self.pid
+        if pid is None:
+            raise StandinError(detail="not running")
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def rss_bytes(self) -> int:
+        """The fleet process's resident memory now (`VmRSS`).
+
+        Raises:
+            StandinError: it is not running.
+        """
+        pid = self.pid
+        if pid is None:
+            raise StandinError(detail="not running")
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+        return 0
+
+    def __enter__(self) -> Fleet:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
