@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from loom_common.statedir import LOCK_NAME, StateDirInUse, claim, release, running_daemons
+from loom_common.testing import wait_for
 
 
 def test_a_second_claim_names_the_holder_and_touches_nothing(tmp_path: Path) -> None:
@@ -36,6 +37,9 @@ def test_daemons_left_running_hold_the_directory(tmp_path: Path) -> None:
         [sys.executable, "-c", "import time; time.sleep(60)", str(tmp_path / "db" / "x.sock")]
     )
     try:
+        # (until the child has exec'd, its command line is still ours)
+        wait_for(lambda: str(tmp_path) in Path(f"/proc/{left.pid}/cmdline").read_text(), 10,
+                 "the child to run")  # fmt: skip
         (tmp_path / "db").mkdir()
         (tmp_path / "db" / "config-ovsdb-server.pid").write_text(f"{left.pid}\n")
         (tmp_path / "stale.pid").write_text("999999999\n")  # a process long gone
