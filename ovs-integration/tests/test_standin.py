@@ -24,6 +24,7 @@ from loom_ovs.openflow import Flow, Mod, OpenFlowError, Switch, cookie, encode
 from loom_ovs.sandbox import VSWITCH_SCHEMA, Sandbox
 from loom_ovs.standin import Fleet, NodeSpec, VifSpec, expected_digest, table_digest
 from loom_ovs.standin.db import Database, Monitor
+from loom_ovs.standin.fleet import FleetServer
 from loom_ovs.standin.flows import split
 from loom_ovs.standin.schema import Schema
 from loom_ovs.standin.switch import Bridge, Connection
@@ -866,3 +867,10 @@ def test_a_silent_manager_connection_is_probed_and_dialled_again(tmp_path: Path)
             second.close()
     finally:
         listener.close()
+
+
+def test_nodes_can_be_brought_up_at_a_rate(tmp_path: Path) -> None:
+    at_once = FleetServer(tmp_path, SCHEMA, [])
+    paced = FleetServer(tmp_path, SCHEMA, [], dial_rate=4.0)
+    assert [at_once._dial_delay(i) for i in range(3)] == [0.0, 0.0, 0.0]
+    assert [paced._dial_delay(i) for i in range(3)] == [0.0, 0.25, 0.5]

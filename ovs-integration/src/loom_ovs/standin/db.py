@@ -41,7 +41,6 @@ durability.
 from __future__ import annotations
 
 import json
-import uuid as uuidlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -55,6 +54,7 @@ from loom_ovs.standin.schema import (
     Schema,
     TableSchema,
     atom_key,
+    new_uuid,
     syntax_error,
     value_of,
 )
@@ -183,6 +183,12 @@ class Database:
         self.rows: dict[str, dict[str, Row]] = {name: {} for name in schema.tables}
         self.refs: dict[str, int] = {}
         """Row uuid -> the strong references to it (rows not referenced are absent)."""
+        self.unique: dict[tuple[str, tuple[str, ...]], tuple[dict[Any, str], dict[str, Any]]] = {
+            (name, index): ({}, {})
+            for name, table in schema.tables.items()
+            for index in table.indexes
+        }
+        """(table, index columns) -> (the index's values -> the row that has them, and back)."""
 
     def get(self, table: str, uuid: str, column: str) -> Any:
         """A column of a row (which must exist)."""
@@ -207,7 +213,7 @@ class Database:
                     name = op["uuid-name"]
                     if not isinstance(name, str) or name in txn.names:
                         raise syntax_error(f"duplicate or invalid uuid-name {name!r}")
-                    txn.names[name] = str(uuidlib.uuid4())
+                    txn.names[name] = new_uuid()
             for op in ops:
                 results.append(self._execute(txn, op))
         except OvsdbFailure as failure:
@@ -270,7 +276,7 @@ class Database:
         elif isinstance(op.get("uuid"), str):
             uuid = op["uuid"]
         else:
-            uuid = str(uuidlib.uuid4())
+            uuid = new_uuid()
         if txn.row(table.name, uuid) is not None:
             raise OvsdbFailure("duplicate uuid", f"row {uuid} exists in table {table.name}")
         txn.put(table.name, uuid, _with(table, {}, self._values(txn, table, op.get("row", {}))))
@@ -431,6 +437,9 @@ class Database:
                 else:
                     stored[uuid] = new
                 changes.append((table, uuid, old, new))
+            spec = self.schema.tables[table]
+            for index in spec.indexes:
+                self._reindex(spec, index, changed)
         for uuid, change in delta.items():
             count = self.refs.get(uuid, 0) + change
             if count:
@@ -438,6 +447,22 @@ class Database:
             else:
                 self.refs.pop(uuid, None)
         return changes
+
+    def _reindex(self, spec: TableSchema, index: tuple[str, ...],
+                 changed: dict[str, Row | None]) -> None:  # fmt: skip
+        """Keep an index's values in step with the rows just stored (`_check_index` made
+        sure they are unique)."""
+        by_key, by_row = self.unique[(spec.name, index)]
+        for uuid in changed:  # (all taken out first: two rows may swap their values)
+            old = by_row.pop(uuid, None)
+            if old is not None and by_key.get(old) == uuid:
+                del by_key[old]
+        stored = self.rows[spec.name]
+        for uuid in changed:
+            row = stored.get(uuid)
+            if row is not None:
+                key = _index_key(spec, index, row)
+                by_key[key], by_row[uuid] = uuid, key
 
     def _collect_garbage(self, txn: _Txn, delta: dict[str, int], where: dict[str, str]) -> None:
         """Delete the rows of non-root tables that nothing references any more, among the
@@ -494,39 +519,48 @@ class Database:
                 if fixed != row:
                     txn.put(table, uuid, _with(spec, fixed, {}))
 
-    @staticmethod
-    def _check_index(txn: _Txn, spec: TableSchema, index: tuple[str, ...],
+    def _check_index(self, txn: _Txn, spec: TableSchema, index: tuple[str, ...],
                      changed: dict[str, Row | None]) -> None:  # fmt: skip
-        def key(row: Row) -> str:
-            return json.dumps([value_of(spec, row, column) for column in index])
-
-        stored = txn.db.rows[spec.name]
-        wanted = set()
+        """Fail if the transaction leaves two rows with the same values of `index`."""
+        held = self.unique[(spec.name, index)][0]
+        stored = self.rows[spec.name]
+        claims: dict[Any, str] = {}
         for uuid, row in changed.items():
-            if row is not None:
-                old = stored.get(uuid)
-                if old is None or key(old) != key(row):  # (new, or its index columns changed)
-                    wanted.add(key(row))
-        if not wanted:
-            return
-        seen: dict[str, str] = {}
-        for uuid, row in txn.rows(spec.name):
-            found = key(row)
-            if found in wanted:
-                if found in seen:
-                    raise OvsdbFailure(
-                        "constraint violation",
-                        f'Transaction causes multiple rows in "{spec.name}" table'
-                        f" to have identical values ({found}) for index on"
-                        f" columns {list(index)}: rows {seen[found]} and {uuid}",
-                    )
-                seen[found] = uuid
+            if row is None:
+                continue
+            key = _index_key(spec, index, row)
+            old = stored.get(uuid)
+            if old is not None and _index_key(spec, index, old) == key:
+                continue  # (its values stay: another row claiming them is caught as that row)
+            rival = claims.get(key)
+            holder = held.get(key)
+            if rival is None and holder is not None and holder != uuid:
+                still = changed.get(holder, stored.get(holder))
+                if holder not in changed or (
+                    still is not None and _index_key(spec, index, still) == key
+                ):
+                    rival = holder
+            if rival is not None:
+                values = ", ".join(map(str, key))
+                raise OvsdbFailure("constraint violation",
+                                   f'Transaction causes multiple rows in "{spec.name}" table to'
+                                   f" have identical values ({values}) for index on columns"
+                                   f" {list(index)}: rows {rival} and {uuid}")  # fmt: skip
+            claims[key] = uuid
 
 
 Database._on_rows = {
     "select": Database._select, "update": Database._update, "mutate": Database._mutate,
     "delete": Database._delete, "wait": Database._wait,
 }  # fmt: skip
+
+
+def _index_key(spec: TableSchema, index: tuple[str, ...], row: Row) -> Any:
+    """A row's values of an index, hashable (most indexes are of names: strings as they are)."""
+    return tuple(
+        json.dumps(v) if isinstance(v, list) else v
+        for v in (value_of(spec, row, column) for column in index)
+    )
 
 
 def _weak_target_exists(txn: _Txn, ctype: ColumnType, element: Any) -> bool:

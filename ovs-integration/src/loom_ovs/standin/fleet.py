@@ -16,6 +16,11 @@ commit each monitoring connection gets its `update` before the reply to the tran
 transaction of their own once the loop has sent the reply. The node takes OpenFlow on
 `D/<system-id>.mgmt` (its `external_ids:loom-openflow`) from the start.
 
+Every node dials at once unless `--dial-rate R` spreads the first dials (at start and at
+`set_managers`) over time, R nodes a second. The loop logs when it falls more than a
+second behind (`stalls` in the counters): a fleet that cannot keep up would slow the
+controllers down, and must say so.
+
 The control socket `D/control.sock` takes one JSON object a line and answers one:
 
 - `{"ping": true}` -> `{"ok": true, "nodes": N}`;
@@ -30,7 +35,9 @@ The control socket `D/control.sock` takes one JSON object a line and answers one
 - `{"flows": ID}` -> `{"flows": [[table, priority, match hex, cookie, instructions hex]]}`;
 - `{"set_managers": [TARGET, ...]}` -> every node's Manager rows replaced, dialled anew.
 
-An error is answered `{"error": "..."}`.
+An error is answered `{"error": "..."}`. With `LOOM_STANDIN_PROFILE=FILE` in its
+environment the process runs under cProfile and writes its statistics to FILE when it
+stops.
 """
 
 from __future__ import annotations
@@ -38,8 +45,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import cProfile
 import json
 import logging
+import os
 import resource
 import signal
 import socket
@@ -67,6 +76,8 @@ SCHEMA = VSWITCH_SCHEMA
 RECONNECT = 1.0
 """Seconds between a lost or refused manager connection and the next try (a node's
 Manager rows say `max_backoff` 1000 ms)."""
+TICK = 1.0
+"""Seconds between the fleet's checks of its connections."""
 PROBE = 5.0
 """A manager connection's inactivity probe (the Manager rows' `inactivity_probe`, 5000 ms):
 after this long with nothing received the node sends an `echo`, and after as long again
@@ -378,8 +389,9 @@ class Node:
         """Where the node's br-int takes OpenFlow (`external_ids:loom-openflow`)."""
         return f"unix:{self.socket_path}"
 
-    async def start(self, managers: list[str]) -> None:
-        """Write the node's own rows and VIFs, take OpenFlow, dial the managers."""
+    async def start(self, managers: list[str], delay: float = 0.0) -> None:
+        """Write the node's own rows and VIFs, take OpenFlow, dial the managers (after
+        `delay` seconds)."""
         spec = self.spec
         self._local(vswitch.node_ops(spec.system_id, spec.encap_ip, self.openflow, managers))
         for vif in spec.vifs:
@@ -389,7 +401,13 @@ class Node:
         loop = asyncio.get_running_loop()
         self._server = await loop.create_unix_server(lambda: OpenFlowSession(self),
                                                      str(self.socket_path))  # fmt: skip
-        self.dial(managers)
+        self._dial_later(managers, delay)
+
+    def _dial_later(self, managers: list[str], delay: float) -> None:
+        if delay > 0:
+            asyncio.get_running_loop().call_later(delay, self.dial, managers)
+        else:
+            self.dial(managers)
 
     def dial(self, managers: Iterable[str]) -> None:
         """Dial `managers` (closing the links to the previous ones)."""
@@ -399,10 +417,13 @@ class Node:
         for link in self.links:
             link.dial()
 
-    def set_managers(self, managers: list[str]) -> None:
-        """Replace the node's Manager rows and dial the new targets."""
+    def set_managers(self, managers: list[str], delay: float = 0.0) -> None:
+        """Replace the node's Manager rows and dial the new targets (after `delay`)."""
         self._local(vswitch.set_managers_ops(self.db, managers))
-        self.dial(managers)
+        for link in self.links:
+            link.close()
+        self.links = []
+        self._dial_later(managers, delay)
 
     def close(self) -> None:
         """Stop dialling, close every connection, stop taking OpenFlow."""
@@ -491,24 +512,40 @@ class FleetServer:
     intern: dict[bytes, bytes] = field(default_factory=dict)
     probe: float = PROBE
     """The manager connections' inactivity probe, in seconds."""
+    dial_rate: float = 0.0
+    """Nodes per second dialling at start and at `set_managers` (0: all at once, as
+    hypervisors pointed at new controllers do)."""
+    stalls: int = 0
+    """Times the loop was more than a second late (`_probe`)."""
+    _ticked: float = 0.0
     cpu: dict[str, float] = field(default_factory=lambda: {"ovsdb": 0.0, "openflow": 0.0})
     """CPU seconds spent serving the managers (vswitchd's writes included) and OpenFlow; the
     rest of the process's is the event loop's (reading sockets) and the control socket's."""
 
     async def start(self, specs: Iterable[NodeSpec]) -> None:
         """Start every node; probe idle manager connections from now on."""
-        for spec in specs:
+        for i, spec in enumerate(specs):
             node = Node(self, spec)
             self.nodes[spec.system_id] = node
-            await node.start(self.managers)
-        asyncio.get_running_loop().call_later(1.0, self._probe)
+            await node.start(self.managers, self._dial_delay(i))
+        self._ticked = time.monotonic()
+        asyncio.get_running_loop().call_later(TICK, self._probe)
 
     def _probe(self) -> None:
+        """Every second: the inactivity probes; and a word in the log when the loop fell
+        behind (a fleet that cannot keep up would slow the controllers down: it must
+        say so)."""
         now = time.monotonic()
+        late = now - self._ticked - TICK
+        if late > 1.0:
+            self.stalls += 1
+            log.warning("the fleet's loop was %.1f s late (CPU %.1f s so far)", late,
+                        time.process_time())  # fmt: skip
+        self._ticked = now
         for node in self.nodes.values():
             for session in list(node.sessions):
                 session.probe(now)
-        asyncio.get_running_loop().call_later(1.0, self._probe)
+        asyncio.get_running_loop().call_later(TICK, self._probe)
 
     def close(self) -> None:
         """Close every node."""
@@ -561,9 +598,13 @@ class FleetServer:
 
     def _set_managers(self, request: dict[str, Any]) -> dict[str, Any]:
         self.managers = list(request["set_managers"])
-        for node in self.nodes.values():
-            node.set_managers(self.managers)
+        for i, node in enumerate(self.nodes.values()):
+            node.set_managers(self.managers, self._dial_delay(i))
         return {"ok": True}
+
+    def _dial_delay(self, index: int) -> float:
+        """When node number `index` first dials (`dial_rate`; 0: every node at once)."""
+        return index / self.dial_rate if self.dial_rate > 0 else 0.0
 
     _answers: ClassVar[dict[str, Callable[[FleetServer, dict[str, Any]], dict[str, Any]]]] = {
         "ping": lambda fleet, _request: {"ok": True, "nodes": len(fleet.nodes)},
@@ -583,6 +624,7 @@ class FleetServer:
         totals["cpu_ovsdb_seconds"] = self.cpu["ovsdb"]
         totals["cpu_openflow_seconds"] = self.cpu["openflow"]
         totals["interned"] = len(self.intern)
+        totals["stalls"] = self.stalls
         return totals
 
 
@@ -626,9 +668,10 @@ def _raise_file_limit() -> None:
 
 
 async def serve(run_dir: Path, specs: list[NodeSpec], managers: list[str],
-                probe: float = PROBE) -> None:  # fmt: skip
+                probe: float = PROBE, dial_rate: float = 0.0) -> None:  # fmt: skip
     """Run a fleet until SIGTERM or SIGINT."""
-    fleet = FleetServer(run_dir, Schema.load(SCHEMA), managers, probe=probe)
+    fleet = FleetServer(run_dir, Schema.load(SCHEMA), managers, probe=probe,
+                        dial_rate=dial_rate)  # fmt: skip
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -675,6 +718,12 @@ def main(argv: list[str] | None = None) -> int:
         default=PROBE,
         help="the manager connections' inactivity probe, seconds (default 5)",
     )
+    parser.add_argument(
+        "--dial-rate",
+        type=float,
+        default=0.0,
+        help="nodes per second that first dial their managers (default 0: all at once)",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")  # fmt: skip
@@ -685,5 +734,14 @@ def main(argv: list[str] | None = None) -> int:
     too_long = [s.system_id for s in specs if len(str(args.dir / f"{s.system_id}.mgmt")) > 107]
     if too_long:
         parser.error(f"socket paths too long under {args.dir} (unix sockets: 107 bytes)")
-    asyncio.run(serve(args.dir, specs, managers, args.probe))
+    profile = os.environ.get("LOOM_STANDIN_PROFILE")
+    if not profile:
+        asyncio.run(serve(args.dir, specs, managers, args.probe, args.dial_rate))
+        return 0
+    profiler = cProfile.Profile()  # where the fleet's own CPU goes (for its authors)
+    try:
+        fleet = serve(args.dir, specs, managers, args.probe, args.dial_rate)
+        profiler.runcall(asyncio.run, fleet)
+    finally:
+        profiler.dump_stats(profile)
     return 0

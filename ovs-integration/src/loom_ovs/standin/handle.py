@@ -41,6 +41,7 @@ class Fleet:
         managers: Iterable[str] = (),
         *,
         probe: float = 5.0,
+        dial_rate: float = 0.0,
     ) -> None:
         """Describe the fleet; `start()` runs it.
 
@@ -50,6 +51,8 @@ class Fleet:
             managers: the targets every node dials (`tcp:IP:PORT`, `unix:PATH`).
             probe: the manager connections' inactivity probe, seconds (the Manager rows
                 say 5).
+            dial_rate: nodes per second that first dial their managers, at start and at
+                `set_managers` (0: all at once).
         """
         self.run_dir = run_dir.resolve()
         self.nodes = {spec.system_id: spec for spec in nodes}
@@ -59,7 +62,8 @@ class Fleet:
             "standin",
             [sys.executable, "-m", "loom_ovs.standin", "--dir", str(self.run_dir),
              "--nodes-file", str(self.run_dir / "nodes.json"),
-             "--managers", ",".join(self.managers), "--probe", str(probe)],
+             "--managers", ",".join(self.managers), "--probe", str(probe),
+             "--dial-rate", str(dial_rate)],
             self.run_dir,
         )  # fmt: skip
         self._sock: socket.socket | None = None

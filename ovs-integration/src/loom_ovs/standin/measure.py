@@ -45,7 +45,7 @@ def _flows(node: int, count: int, base: int = 0) -> list[Flow]:
         dp = 1 + i % 21
         kind = i % 4
         if kind == 0:
-            out.append(Flow(0, 100, f"in_port={1 + i % 200},reg0={node}",
+            out.append(Flow(0, 100, f"in_port={1 + i % 200},reg0={node},reg13={i:#x}",
                             f"set_field:{dp:#x}->metadata,set_field:{i:#x}->reg14,resubmit(,8)",
                             cookie(i)))  # fmt: skip
         elif kind == 1:
@@ -94,13 +94,14 @@ def run(args: argparse.Namespace, run_dir: Path) -> dict[str, Any]:
 
         # 2. connect: read, claim, tunnels with BFD, until every ofport is there
         def accepted() -> bool:
-            sessions.extend(manager.accept())
+            for session in manager.accept():  # read at once: a silent manager is dropped
+                session.start()
+                sessions.append(session)
             return len(sessions) >= int(args.nodes)
 
         wait_for(accepted, 600, "every node's connection")
         names = [s.system_id for s in specs]
         for session in sessions:
-            session.start()
             session.claim(1)
             assert session.system_id is not None
             peers = [p for p in names if p != session.system_id][: args.tunnels]

@@ -27,7 +27,9 @@ Per connection:
   PACKET_OUTs: checked when added (inner xid, version, length, type, command, table id,
   flags), applied all at once at commit (so a commit never fails half-way), replies and
   errors as OVS's (a bundle opened twice, unknown, closed, or with other flags is
-  refused and dropped);
+  refused and dropped). An add or strict modify added to an open bundle, most of a cold
+  start's bytes, takes a fast path in `receive` with the same checks (~1.2 us, and
+  ~0.8 us more at commit: 2-2.7 us a flow mod in all);
 - PACKET_OUT: counted, not executed;
 - MULTIPART: DESC; FLOW_DESC (every flow, from the bytes kept: so `ovs-ofctl dump-flows`
   and `diff-flows` read a stand-in's table, in parts of at most 64 kB; match filters are
@@ -173,6 +175,8 @@ class Connection:
         buf = self._buf + data if self._buf else data
         at, size = 0, len(buf)
         handlers = self._handlers
+        bundles = self.bundles
+        fast = self.version == ofp.VERSION and self.role != ofp.OFPCR_ROLE_SLAVE
         while size - at >= 8:
             length = buf[at + 2] << 8 | buf[at + 3]
             if length < 8:
@@ -180,6 +184,27 @@ class Connection:
                 return
             if size - at < length:
                 break
+            if fast and buf[at + 1] == ofp.OFPT_BUNDLE_ADD_MESSAGE and length >= 16 + MATCH_AT + 8:
+                # The common case, most of a cold start's bytes: a flow add (or strict
+                # modify) added to an open bundle, all of it as `_bundle_add` would check.
+                inner_length = buf[at + 18] << 8 | buf[at + 19]
+                command, table = buf[at + 41], buf[at + 40]
+                bundle = bundles.get(int.from_bytes(buf[at + 8 : at + 12], "big"))
+                if (
+                    bundle is not None
+                    and not bundle.closed
+                    and bundle.flags == buf[at + 14] << 8 | buf[at + 15]
+                    and buf[at + 17] == ofp.OFPT_FLOW_MOD
+                    and buf[at + 16] == ofp.VERSION == buf[at]
+                    and MATCH_AT + 8 <= inner_length <= length - 16
+                    and buf[at + 20 : at + 24] == buf[at + 4 : at + 8]
+                    and (command == ofp.OFPFC_ADD or command == ofp.OFPFC_MODIFY_STRICT)
+                    and table != ofp.OFPTT_ALL
+                    and MATCH_AT + ((buf[at + 66] << 8 | buf[at + 67]) + 7 & -8) <= inner_length
+                ):
+                    bundle.messages.append(buf[at + 16 : at + 16 + inner_length])
+                    at += length
+                    continue
             message = buf[at : at + length] if at or length != size else buf
             at += length
             msg_type = message[1]
