@@ -24,7 +24,7 @@ import re
 import subprocess
 import uuid as uuid_module
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -39,10 +39,11 @@ from loom_common.ovsdb import OvsdbServer, tool
 from loom_common.procs import Daemon
 from loom_common.testing import serve_db
 from loom_ddlog import Program
-from loom_logical import pipeline
 from loom_logical.controller import LogicalController
 from loom_logical.outputs import parse_flow
+from loom_physical.translate import UniversalFlow, physical
 from loom_schemas import UNIVERSAL_SCHEMA
+from loom_schemas.pipeline import STAGES
 
 ADMIN_TOKEN = "admin-secret"
 WAIT = 30.0
@@ -93,12 +94,14 @@ def dump_universal(remote: str) -> dict[str, list[dict[str, Any]]]:
     tables = dump_universal_rows(remote)
     flows = []
     for group in tables.get("Universal_Flow", []):
-        texts = group["flows"] if isinstance(group["flows"], list) else [group["flows"]]
-        for text in texts:
-            flows.append({
-                "datapath": group["datapath"], "source": group["source"],
-                "cookie": group["cookie"], **parse_flow(text),
-            })  # fmt: skip
+        for column in ("flows", "local_flows"):
+            texts = group.get(column, [])
+            for text in texts if isinstance(texts, list) else [texts]:
+                flows.append({
+                    "datapath": group["datapath"], "source": group["source"],
+                    "cookie": group["cookie"], "local": column == "local_flows",
+                    **parse_flow(text),
+                })  # fmt: skip
     tables["Universal_Flow"] = flows
     return tables
 
@@ -276,7 +279,7 @@ class Scenario:
         }
 
         def dp(key: int) -> str:
-            return dp_name.get(key, str(key))
+            return dp_name.get(key, "switches" if key == 0 else str(key))
 
         def ranked(nodes: Any) -> list[str]:  # weights are hashes of ids: show the set
             return sorted(nodes.values()) if isinstance(nodes, dict) else []
@@ -285,7 +288,7 @@ class Scenario:
             "Datapath": lambda r: (
                 f"{dp(r['key'])} key={r['key']} shard={r['shard']} "
                 f"mode={r['replication_mode']} zone={r['transport_zone']} "
-                f"tenant={r['tenant']} config={r['config_id']}"
+                f"encap={r['encap']} tenant={r['tenant']} config={r['config_id']}"
             ),
             "Port_Binding": lambda r: (
                 f"{dp(r['datapath'])} {r['name']} key={r['port_key']} {r['type']} "
@@ -294,8 +297,8 @@ class Scenario:
                 f"vlan={r['vlan']} stateful={r['stateful']}"
             ),
             "Universal_Flow": lambda r: (
-                f"{dp(r['datapath'])} {r['pipeline']} {r['stage']} {r['priority']:5d} "
-                f"[{r['match']}] {r['actions']}"
+                f"{dp(r['datapath'])}{' local:' + r['source'] if r['local'] else ''} "
+                f"{r['pipeline']} {r['stage']} {r['priority']:5d} [{r['match']}] {r['actions']}"
             ),
             "Replication_Set": lambda r: (
                 f"{dp(r['datapath'])} {r['mode']} nodes={ranked(r['service_nodes'])}"
@@ -303,6 +306,7 @@ class Scenario:
             "Tunnel": lambda r: (
                 f"{r['from_node']} -> {r['to_node']} {r['encap']} {r['remote_ip']} bfd={r['bfd']}"
             ),
+            "Node_Endpoint": lambda r: f"{r['node']} {r['encap']} {r['ip']}",
             "Gateway_Assignment": lambda r: (
                 f"{r['name']} {r['kind']} service={r['service']} nodes={ranked(r['nodes'])} "
                 f"ip={r['uplink_ip']} next_hop={r['uplink_next_hop']} "
@@ -310,16 +314,19 @@ class Scenario:
             ),
             "Warning": lambda r: f"{r['kind']} {r['source']}: {r['message']}",
         }
+
+        def named(line: str) -> str:  # sorted after naming: ids differ between runs
+            for number, name in conj.items():
+                line = re.sub(rf"\b{number}\b", f"<conj:{name}>", line)
+            for mac, name in macs.items():
+                line = line.replace(mac, name)
+            return UUID_RE.sub(lambda m: f"<{self.name(m.group(0))}>", line)
+
         lines: list[str] = []
         for table, fmt in formats.items():
             lines.append(f"## {table}")
-            lines.extend(sorted(fmt(r) for r in tables.get(table, [])))
-        text = "\n".join(lines) + "\n"
-        for number, name in conj.items():
-            text = re.sub(rf"\b{number}\b", f"<conj:{name}>", text)
-        for mac, name in macs.items():
-            text = text.replace(mac, name)
-        return UUID_RE.sub(lambda m: f"<{self.name(m.group(0))}>", text)
+            lines.extend(sorted(named(fmt(r)) for r in tables.get(table, [])))
+        return "\n".join(lines) + "\n"
 
     def normalize_openflow(self, text: str) -> str:
         """OpenFlow text (localized flows) with what differs between runs named: cookies
@@ -507,36 +514,35 @@ def dummy_switch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DummySwit
         switch.stop()
 
 
-DUMMY_BINDINGS = {
-    "vif": "output:1",
-    "egress": "set_field:0x5->tun_id,output:2",
-    "flood": "output:3",
-    "zone": "7",
-    "nexthop_mac": "00:00:00:00:00:fe",
-}
-"""What a localizer could bind each abstract identifier to on some node."""
+NEXTHOP_MAC = "00:00:00:00:00:fe"
+"""The MAC every L3 service's next hop has in these tests."""
 
 
-def localize(row: dict[str, Any], bind: Callable[[str, str], str]) -> str:
-    """One universal flow as an ovs-ofctl flow: each abstract identifier `${kind:arg}`
-    replaced by `bind(kind, arg)`, `@next` and `@stage:NAME` by their tables."""
-    stage = row["stage"]
-    text = re.sub(r"\$\{(\w+):([^}]*)\}", lambda m: bind(m.group(1), m.group(2)), row["actions"])
-    if "@next" in text:
-        text = text.replace("@next", str(pipeline.next_table(stage)))
-    text = re.sub(r"@stage:(\w+)", lambda m: str(pipeline.table(m.group(1))), text)
-    match = ",".join(p for p in (f"metadata={row['datapath']:#x}", row["match"]) if p)
-    return f"table={pipeline.table(stage)},priority={row['priority']},{match} actions={text}"
+class AnyNextHop(dict[str, str]):
+    """Identifier values for `localize`: every `${nexthop_mac:G}` is `NEXTHOP_MAC`."""
+
+    def __missing__(self, ident: str) -> str:
+        if ident.startswith("nexthop_mac:"):
+            return NEXTHOP_MAC
+        raise KeyError(ident)
+
+
+def localize(row: dict[str, Any], bindings: Mapping[str, str] | None = None) -> str:
+    """One universal flow (a `dump_universal` row) as an ovs-ofctl flow, as the physical
+    controller translates it (`loom_physical.translate`: the same on every node)."""
+    flow = UniversalFlow(STAGES[row["stage"]], row["priority"], row["match"], row["actions"])
+    out = physical(row["datapath"], flow, row["cookie"], bindings or AnyNextHop())
+    return out.text()
 
 
 def localize_for_check(row: dict[str, Any]) -> str:
-    """One universal flow as an ovs-ofctl flow, with dummy bindings for the identifiers."""
-    return localize(row, lambda kind, _arg: DUMMY_BINDINGS[kind])
+    """One universal flow as an ovs-ofctl flow."""
+    return localize(row)
 
 
 @pytest.fixture
-def localizer() -> Callable[[dict[str, Any], Callable[[str, str], str]], str]:
-    """`localize`, for tests that bind the identifiers themselves."""
+def localizer() -> Callable[[dict[str, Any]], str]:
+    """`localize`, for tests that install universal flows on a switch."""
     return localize
 
 
@@ -549,7 +555,10 @@ def openflow_check(dummy_switch: DummySwitch) -> Callable[[str], int]:
 
     def check(remote: str) -> int:
         rows = dump_universal(remote).get("Universal_Flow", [])
-        flows = sorted({localize_for_check(r) for r in rows})
+        # one flow per match (the same flow may be in two objects' rows, with their cookies)
+        by_match = {re.sub(r",cookie=0x[0-9a-f]+", "", f): f
+                    for f in sorted(localize_for_check(r) for r in rows)}  # fmt: skip
+        flows = sorted(by_match.values())
         result = dummy_switch.replace_flows(flows)
         assert result.returncode == 0, f"ovs-ofctl rejected the flows: {result.stderr}"
         dumped = subprocess.run(

@@ -34,6 +34,7 @@ import pytest
 
 from loom_common.ovsdb import tool
 from loom_logical import pipeline
+from loom_schemas.pipeline import Table
 
 PORTS = {
     "a": ("00:00:00:00:00:0a", "10.0.0.10", True, ["web"]),
@@ -130,27 +131,33 @@ def _routed_steps(*, gateway: bool = False) -> list[dict[str, Any]]:
     return steps
 
 
-def node_bindings(ofports: dict[str, int]) -> Callable[[str, str], str]:
-    """The identifiers' bindings on a node that has every port: VIFs are their dummy ports,
-    egress runs here, the flood group is one dummy port, each port its own zone. (OpenFlow
-    never outputs to the input port: `in_port` is cleared first, as a localizer must for
-    an answer that goes back out of the asking port.)"""
-    zones = {uuid: str(100 + i) for i, uuid in enumerate(sorted(ofports))}
-
-    def bind(kind: str, arg: str) -> str:
-        if kind == "vif":  # a responder's answer leaves by the port it came in by
-            return f"load:0->NXM_OF_IN_PORT[],output:{ofports[arg]}"
-        if kind == "egress":
-            return f"resubmit(,{pipeline.EGRESS_BASE})"
-        if kind == "flood":
-            return f"output:{FLOOD_OFPORT}"
-        if kind == "zone":
-            return zones.get(arg, "1")
-        if kind == "nexthop_mac":
-            return NEXTHOP_MAC
-        raise AssertionError(f"no binding for ${{{kind}:{arg}}}")
-
-    return bind
+def node_part(bindings: list[dict[str, Any]], ofports: dict[str, int],
+              routers: list[int]) -> list[str]:  # fmt: skip
+    """What a physical controller gives a node that has every port of `ofports` (its own
+    part of the table, which the universal flows reach through placeholders): each port's
+    packets enter with its key and its own zone, a packet for a port here runs its egress
+    pipeline in its zone and leaves by its dummy port, the flood group is one dummy port,
+    each router has a zone. (OpenFlow never outputs to the input port: `in_port` is cleared
+    first, as the physical controller does for an answer that goes back out of the asking
+    port.)"""
+    here = [b for b in bindings if b["logical_port"] in ofports]
+    zones = {b["logical_port"]: 100 + i for i, b in enumerate(sorted(here, key=str))}
+    flows = [f"table={Table.FLOOD},priority=0 actions=output:{FLOOD_OFPORT}"]
+    for b in here:
+        port, dp, key = b["logical_port"], b["datapath"], b["port_key"]
+        on_port = f"metadata={dp:#x},reg15={key:#x}"
+        flows += [
+            f"table={Table.CLASSIFIER},priority=100,in_port={ofports[port]} "
+            f"actions=set_field:{dp:#x}->metadata,set_field:{key:#x}->reg14,"
+            f"set_field:{zones[port]}->reg13,resubmit(,{pipeline.INGRESS_BASE})",
+            f"table={Table.OUTPUT},priority=110,{on_port} "
+            f"actions=set_field:{zones[port]}->reg13,resubmit(,{pipeline.EGRESS_BASE})",
+            f"table={Table.DELIVER},priority=100,{on_port} "
+            f"actions=load:0->NXM_OF_IN_PORT[],output:{ofports[port]}",
+        ]  # fmt: skip
+    flows += [f"table={Table.ZONE},priority=100,metadata={dp:#x} actions=set_field:{50 + i}->reg13"
+              for i, dp in enumerate(sorted(routers))]  # fmt: skip
+    return flows
 
 
 @dataclass
@@ -209,7 +216,7 @@ def install(
     scenario: Callable[[list[dict[str, Any]]], Any],
     traced_switch: Any,
     dump: Callable[[str], dict[str, list[dict[str, Any]]]],
-    localizer: Callable[[dict[str, Any], Callable[[str, str], str]], str],
+    localizer: Callable[[dict[str, Any]], str],
 ) -> Install:
     """`install(steps, names)`: run the scenario `steps`, localize its universal flows for
     one node that has the ports `names` (each the dummy port `OFPORT[name]`; "uplink" is
@@ -223,16 +230,10 @@ def install(
             f"{ids['r1']}-uplink" if name == "uplink" else ids[name]: OFPORT[name] for name in names
         }
         tables = dump(scenario_run.universal.remote)
-        classifier = [
-            f"table=0,priority=100,in_port={ofports[b['logical_port']]} "
-            f"actions=set_field:{b['datapath']:#x}->metadata,"
-            f"set_field:{b['port_key']:#x}->reg14,resubmit(,{pipeline.INGRESS_BASE})"
-            for b in tables["Port_Binding"]
-            if b["logical_port"] in ofports
-        ]
-        bind = node_bindings(ofports)
-        flows = sorted({localizer(r, bind) for r in tables["Universal_Flow"]})
-        done = traced_switch.replace_flows(classifier + flows)
+        routers = [d["key"] for d in tables["Datapath"] if d["kind"] == "router"]
+        part = node_part(tables["Port_Binding"], ofports, routers)
+        flows = sorted({localizer(r) for r in tables["Universal_Flow"]})
+        done = traced_switch.replace_flows(part + flows)
         assert done.returncode == 0, done.stderr
         show = subprocess.run(
             [tool("ovs-appctl"), "-t", str(traced_switch.ctl), "dpif/show"],

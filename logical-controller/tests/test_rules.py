@@ -54,7 +54,7 @@ def test_flows_group_by_object_and_one_object_wants_a_flow_once(tmp_path: Path) 
         with program.transaction() as txn:
             getattr(txn, op)("Wish", wish)
             delta = txn.commit()
-        for weight, (dp, source, texts) in sorted(delta.get("Flow_Group", [])):
+        for weight, (dp, source, texts, _local) in sorted(delta.get("Flow_Group", [])):
             if weight > 0:
                 flows[(dp, source)] = list(texts)
             else:

@@ -17,6 +17,12 @@ pytestmark = [pytest.mark.ovs]
 
 DB = "Loom_Universal"
 STAMP = [{"op": "insert", "table": "Universal_Global", "row": {"generation": 7}}]
+Group = tuple[int, str, list[str], list[str]]
+"""A `Flow_Group` row: datapath, source, flows, local flows."""
+
+
+def _group(dp: int, source: str, *flows: str) -> Group:
+    return (dp, source, list(flows), [])
 
 
 def _select(conn: RawConnection, table: str) -> list[dict[str, Any]]:
@@ -31,7 +37,7 @@ def test_a_failed_chunk_leaves_the_generation_unstamped(
     monkeypatch.setattr(writer_module, "CHUNK", 1)  # one operation per transaction
     writer = Writer(owns=lambda shard: True)
     writer.apply(
-        {"Flow_Group": [(1, (1, f"src-{i}", [f"ingress\tt\t{i}\t\tdrop"])) for i in range(6)]}
+        {"Flow_Group": [(1, _group(1, f"src-{i}", f"ingress\tt\t{i}\t\tdrop")) for i in range(6)]}
     )
     (shard,) = writer.owned_dirty_shards()
     order = list(writer.dirty[shard]["Universal_Flow"])  # the order the flush writes them in
@@ -64,14 +70,16 @@ def test_a_large_write_in_chunks_writes_every_row_once(
 ) -> None:
     monkeypatch.setattr(writer_module, "CHUNK", 7)
     writer = Writer(owns=lambda shard: True)
-    groups = [(dp, f"src-{i}", [f"ingress\tt\t{i}\t\tdrop"]) for dp in (1, 2) for i in range(40)]
+    groups = [
+        _group(dp, f"src-{i}", f"ingress\tt\t{i}\t\tdrop") for dp in (1, 2) for i in range(40)
+    ]
     writer.apply({"Flow_Group": [(1, g) for g in groups]})
     conn = RawConnection(universal_db.remote)
     try:
         assert writer.flush(conn, lambda shards: [], STAMP) is True
         rows = _select(conn, "Universal_Flow")
         assert sorted((r["datapath"], r["source"]) for r in rows) == sorted(
-            (dp, s) for dp, s, _ in groups
+            (dp, s) for dp, s, _, _ in groups
         )
         assert [r["generation"] for r in _select(conn, "Universal_Global")] == [7]
         assert not writer.pending()
@@ -92,8 +100,10 @@ def test_a_streamed_delta_is_written_as_it_is_folded_and_the_flush_writes_the_re
     monkeypatch.setattr(writer_module, "CHUNK", 5)
     owned = {datapath_shard(1), GLOBAL_SHARD}
     writer = Writer(owns=owned.__contains__)
-    groups = [(dp, f"src-{i}", [f"ingress\tt\t{i}\t\tdrop"]) for dp in (1, 2) for i in range(12)]
-    again = (1, "src-3", ["ingress\tt\t3\t\tdrop", "egress\tt\t3\t\tdrop"])
+    groups = [
+        _group(dp, f"src-{i}", f"ingress\tt\t{i}\t\tdrop") for dp in (1, 2) for i in range(12)
+    ]
+    again = _group(1, "src-3", "ingress\tt\t3\t\tdrop", "egress\tt\t3\t\tdrop")
     chunks = [{"Flow_Group": [(1, g) for g in groups[i : i + 4]]} for i in range(0, 24, 4)]
     chunks.append({"Flow_Group": [(1, again)]})  # the same identity as groups[3]
     conn = RawConnection(universal_db.remote)
@@ -110,7 +120,7 @@ def test_a_streamed_delta_is_written_as_it_is_folded_and_the_flush_writes_the_re
         assert writer.flush(conn, lambda shards: [], STAMP) is True
         assert not writer.pending()
         rows = {(r["datapath"], r["source"]): r for r in _select(conn, "Universal_Flow")}
-        assert set(rows) == {(dp, s) for dp, s, _ in groups}
+        assert set(rows) == {(dp, s) for dp, s, _, _ in groups}
         assert sorted(rows[(1, "src-3")]["flows"][1]) == sorted(again[2])
         assert [r["generation"] for r in _select(conn, "Universal_Global")] == [7]
     finally:
@@ -124,7 +134,7 @@ def test_a_failed_stream_still_folds_every_chunk(
     a reconcile the flush writes all of it."""
     monkeypatch.setattr(writer_module, "CHUNK", 2)
     writer = Writer(owns=lambda shard: True)
-    groups = [(1, f"src-{i}", [f"ingress\tt\t{i}\t\tdrop"]) for i in range(10)]
+    groups = [_group(1, f"src-{i}", f"ingress\tt\t{i}\t\tdrop") for i in range(10)]
     conn = RawConnection(universal_db.remote)
     try:
         # Another writer's row takes the identity of the third insert: its chunk fails.
@@ -136,7 +146,7 @@ def test_a_failed_stream_still_folds_every_chunk(
         writer.load_actual(conn)
         assert writer.flush(conn, lambda shards: [], STAMP) is True
         rows = _select(conn, "Universal_Flow")
-        assert sorted(r["source"] for r in rows) == sorted(s for _, s, _ in groups)
+        assert sorted(r["source"] for r in rows) == sorted(s for _, s, _, _ in groups)
         assert all(r["flows"] != ["set", []] for r in rows)
     finally:
         conn.close()
@@ -151,7 +161,7 @@ def test_a_stream_writes_the_shards_owned_when_it_started(
     monkeypatch.setattr(writer_module, "CHUNK", 3)
     claimed = {datapath_shard(1)}
     writer = Writer(owns=lambda shard: shard in claimed)
-    groups = [(1, f"src-{i}", [f"ingress\tt\t{i}\t\tdrop"]) for i in range(9)]
+    groups = [_group(1, f"src-{i}", f"ingress\tt\t{i}\t\tdrop") for i in range(9)]
 
     def chunks() -> Iterator[dict[str, list[tuple[int, tuple[Any, ...]]]]]:
         for i, group in enumerate(groups):

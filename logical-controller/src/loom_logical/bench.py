@@ -187,7 +187,8 @@ def run(
             assert written >= 0, "the cold start did not finish"
             rows = {t: len(d) for t, d in controller.writer.desired.items()}
             flows = sum(
-                len(c["flows"]) for _, c in controller.writer.desired["Universal_Flow"].values()
+                len(c["flows"]) + len(c["local_flows"])
+                for _, c in controller.writer.desired["Universal_Flow"].values()
             )
             rss_controller = _rss_mib()
             rss_universal = _rss_mib(universal.pid)

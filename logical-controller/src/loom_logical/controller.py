@@ -414,8 +414,8 @@ class LogicalController:
         if self.failure is not None or self._stop.is_set():
             return
         log.error("logical controller %s cannot continue: %s", self.name, reason)
-        self.failure = reason
         runner.leave_cluster(self._member, log)
+        self.failure = reason  # once it has left: whoever sees the failure sees it gone
         with self._cond:
             self._cond.notify_all()
 

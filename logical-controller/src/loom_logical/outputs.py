@@ -7,8 +7,9 @@ object, whatever their other columns become), else the whole row (a `Warning`). 
 keys everything by (table, identity).
 
 Shards: per-datapath rows (flows, bindings, replication sets, datapaths) belong to shard
-`sNN` = datapath key mod `DATAPATH_SHARDS`; the rest (tunnels, gateway assignments,
-warnings) to `GLOBAL_SHARD`. One controller masters each shard and writes only its rows.
+`sNN` = datapath key mod `DATAPATH_SHARDS` (the flows every switch shares, of datapath 0,
+to `s00`); the rest (tunnels, node endpoints, gateway assignments, warnings) to
+`GLOBAL_SHARD`. One controller masters each shard and writes only its rows.
 """
 
 from __future__ import annotations
@@ -78,11 +79,12 @@ class OutputTable:
 
 
 def _flow_group_columns(r: tuple[Any, ...]) -> Columns:
-    dp, source, flows = r
+    dp, source, flows, local_flows = r
     return {
         "datapath": dp,
         "source": source,
         "flows": list(flows),
+        "local_flows": list(local_flows),
         "cookie": zlib.crc32(source.encode()),
     }
 
@@ -120,7 +122,7 @@ def _binding_columns(r: tuple[Any, ...]) -> Columns:
 
 
 def _datapath_columns(r: tuple[Any, ...]) -> Columns:
-    key, kind, config_id, tenant, name, mode, zone = r
+    key, kind, config_id, tenant, name, mode, zone, encap = r
     return {
         "key": key,
         "kind": kind,
@@ -130,6 +132,7 @@ def _datapath_columns(r: tuple[Any, ...]) -> Columns:
         "shard": datapath_shard(key),
         "replication_mode": _opt(mode),
         "transport_zone": _opt(zone),
+        "encap": _opt(encap),
     }
 
 
@@ -141,6 +144,11 @@ def _replication_columns(r: tuple[Any, ...]) -> Columns:
 def _tunnel_columns(r: tuple[Any, ...]) -> Columns:
     a, b, encap, ip, bfd = r
     return {"from_node": a, "to_node": b, "encap": encap, "remote_ip": ip, "bfd": bfd}
+
+
+def _endpoint_columns(r: tuple[Any, ...]) -> Columns:
+    node, encap, ip = r
+    return {"node": node, "encap": encap, "ip": ip}
 
 
 def _gateway_columns(r: tuple[Any, ...]) -> Columns:
@@ -176,6 +184,7 @@ OUTPUTS: Mapping[str, OutputTable] = {
             "Replication_Set", "Replication_Set", _replication_columns, ("datapath",), "datapath"
         ),
         OutputTable("Tunnel", "Tunnel", _tunnel_columns, ("from_node", "to_node", "encap"), None),
+        OutputTable("Node_Endpoint", "Node_Endpoint", _endpoint_columns, ("node", "encap"), None),
         OutputTable(
             "Gateway_Assignment", "Gateway_Assignment", _gateway_columns, ("service",), None
         ),

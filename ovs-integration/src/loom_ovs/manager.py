@@ -99,20 +99,33 @@ def _map(items: dict[str, str]) -> list[Any]:
     return ["map", sorted(items.items())]
 
 
+FLOW = "flow"
+"""A tunnel port's `remote_ip` (and `key`) when flows set them per packet."""
+
+
 @dataclass(frozen=True, order=True)
 class TunnelSpec:
-    """One tunnel port a node should have."""
+    """One tunnel port a node should have: to one peer (where BFD watches it), or
+    flow-based (`remote_ip` "flow", `peer` ""): the node's one port per encapsulation for
+    every other destination, which a flow names by setting `tun_dst`."""
 
     peer: str
-    """The remote node's system-id."""
+    """The remote node's system-id ("" for a flow-based port)."""
     encap: str
     """`geneve`, `vxlan` or `stt`."""
     remote_ip: str
     bfd: bool = False
 
+    @classmethod
+    def flow_based(cls, encap: str) -> TunnelSpec:
+        """The node's flow-based port for `encap`."""
+        return cls("", encap, FLOW)
+
     @property
     def port_name(self) -> str:
         """The port's name: short (15 characters fit a kernel device), stable per peer."""
+        if self.remote_ip == FLOW:
+            return f"loom-{self.encap}"
         return f"lt{zlib.crc32(f'{self.peer}/{self.encap}'.encode()):08x}"
 
 

@@ -7,7 +7,8 @@ This module turns a flow's text into the `OFPT_FLOW_MOD` OVS would build from it
 vocabulary the rules use:
 
 - match fields: `in_port`, `metadata`, `reg0`..`reg15`, `xreg0`..`xreg7`,
-  `xxreg0`..`xxreg3`, `tun_id`, `tun_metadata0` (mapped to `TUN_METADATA_BYTES` bytes by
+  `xxreg0`..`xxreg3`, `tun_id`, `tun_src`, `tun_dst`, `tun_ipv6_src`, `tun_ipv6_dst`,
+  `tun_metadata0` (mapped to `TUN_METADATA_BYTES` bytes by
   the TLV map Loom installs),
   `dl_src`/`dl_dst`/`dl_type`, `vlan_tci`, `dl_vlan`, `ip_dscp`, `nw_src`/`nw_dst` (ARP's SPA/TPA in
   an ARP flow), `nw_proto`, `nw_ttl`, `ipv6_src`/`ipv6_dst`, `tp_src`/`tp_dst` (TCP, UDP
@@ -184,6 +185,10 @@ def _fields() -> dict[str, Field]:
         Field("nd_sll", _OXM, 32, 6, "mac", nx_name="NXM_NX_ND_SLL"),
         Field("nd_tll", _OXM, 33, 6, "mac", nx_name="NXM_NX_ND_TLL"),
         Field("tun_id", _OXM, 38, 8, nx_name="NXM_NX_TUN_ID"),
+        Field("tun_src", _NXM1, 31, 4, "ipv4", nx_name="NXM_NX_TUN_IPV4_SRC"),
+        Field("tun_dst", _NXM1, 32, 4, "ipv4", nx_name="NXM_NX_TUN_IPV4_DST"),
+        Field("tun_ipv6_src", _NXM1, 109, 16, "ipv6", nx_name="NXM_NX_TUN_IPV6_SRC"),
+        Field("tun_ipv6_dst", _NXM1, 110, 16, "ipv6", nx_name="NXM_NX_TUN_IPV6_DST"),
         Field("vlan_tci", _NXM0, 4, 2, nx_name="NXM_OF_VLAN_TCI"),
         Field("nw_ttl", _NXM1, 29, 1, nx_name="NXM_NX_IP_TTL"),
         Field("conj_id", _NXM1, 37, 4, nx_name="NXM_NX_CONJ_ID"),

@@ -153,6 +153,10 @@ class FlowTable:
         chosen_cookie, actions = min(wanted)
         return Flow(*key, actions, chosen_cookie)
 
+    def candidates(self, key: Key) -> list[tuple[int, str]]:
+        """Every (cookie, actions) wanted for `key`, sorted (the first is installed)."""
+        return sorted(self._candidates.get(key, {}))
+
     def __len__(self) -> int:
         return len(self._candidates)
 

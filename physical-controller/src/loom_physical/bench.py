@@ -96,17 +96,17 @@ def _phase_sums(
 
 def _installed(physical: Any, node: str, keys: list[tuple[int, int, str]]) -> bool:
     state = physical.nodes.get(node)
-    return state is not None and all(key in state.installed for key in keys)
+    return state is not None and set(keys) <= physical.installed(node)
 
 
 def _all_pushed(physical: Any) -> bool:
     """No node has flow changes left to push."""
-    return not any(state.table.has_dirty() for state in physical.nodes.values())
+    return not physical.pushes_due()
 
 
 def _absent(physical: Any, node: str, keys: list[tuple[int, int, str]]) -> bool:
     state = physical.nodes.get(node)
-    return state is not None and not any(key in state.installed for key in keys)
+    return state is not None and physical.installed(node).isdisjoint(keys)
 
 
 def _vif_fed(physical: Any, node: str, iface_id: str) -> bool:
@@ -167,7 +167,7 @@ def run(workload: dict[str, Any], nodes: int, changes: int) -> dict[str, Any]:
 
             assert physical.wait_pass(cold_done, 3600, wake=False), "cold start did not finish"
             cold_s = time.perf_counter() - began
-            per_node = [len(s.installed) for s in physical.nodes.values()]
+            per_node = [physical.images.size(s.parts) for s in physical.nodes.values()]
             _progress(f"cold start {cold_s:.1f}s, {sum(per_node)} flows on {nodes} nodes")
             rss_physical = _rss_mib()
 
@@ -190,12 +190,13 @@ def run(workload: dict[str, Any], nodes: int, changes: int) -> dict[str, Any]:
                         txn.insert(relation, row)
                 txn.commit()
             recompute_s = time.perf_counter() - began
-            biggest = max(physical.nodes, key=lambda n: len(physical.nodes[n].installed))
+            biggest = max(physical.nodes,
+                          key=lambda n: physical.images.size(physical.nodes[n].parts))  # fmt: skip
             node_state = physical.nodes[biggest]
             began = time.perf_counter()
             remote = node_state.session.openflow_remote
             assert remote is not None
-            Switch(remote).replace(node_state.table)
+            Switch(remote).replace(physical.images.flows(node_state.parts))
             replace_s = time.perf_counter() - began
             ofctl = subprocess.run([tool("ovs-ofctl"), "--version"], capture_output=True, text=True)
             assert ofctl.returncode == 0

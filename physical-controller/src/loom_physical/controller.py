@@ -6,12 +6,15 @@ One thread runs the loop. Each pass:
 1. accepts nodes that dialled in (`loom_ovs.manager.Manager`) and polls their replicas;
 2. polls the universal DB (`UniversalReplica`: small tables whole, `Universal_Flow` only for
    the datapaths the nodes need);
-3. turns what changed into one engine transaction of the physical rules (`Node`, `Iface`,
-   `TunnelPort`, `Zone`, `Datapath`, `Binding`, `UFlow`) and folds its output into each
-   node's `FlowTable`; a new set of needed datapaths changes the flow monitor's condition,
-   new `NeedZone` rows get zones, and the pass computes again until nothing is left (a new
-   universal flow's zones are given beforehand, in its own transaction, where the rules
-   will ask for them: `_speculate_zones`);
+3. places the universal flows that changed (`loom_physical.images`: each translated and
+   encoded once, into its datapath's or port's part, the same on every node), turns what
+   changed of the nodes and the small universal tables into one engine transaction of the
+   physical rules (`Node`, `Iface`, `FlowTunnel`, `TunnelPort`, `Zone`, `Datapath`,
+   `Binding`, `Endpoint`, ...) and folds its output: the nodes' own flows and the
+   datapaths' `DpFlow`s into their parts, which datapaths and ports each node has; a new
+   set of needed datapaths changes the flow monitor's condition, new `NeedZone` rows get
+   zones, and the pass computes again until nothing is left (a new VIF's zone is given
+   beforehand, where the rules will ask for it: `_speculate_zones`);
 4. for the nodes it masters: writes `br-int` and the tunnel ports the universal `Tunnel`
    rows ask for, pushes the flow changes in one bundle per node (a node that (re)connected
    or was just taken over is reconciled (`Switch.replace`: the table read and compared by
@@ -37,7 +40,6 @@ import concurrent.futures
 import contextlib
 import logging
 import os
-import re
 import select
 import threading
 import time
@@ -53,8 +55,9 @@ from loom_common.reconnect import CONNECTION_ERRORS, Link
 from loom_ddlog import Program
 from loom_ovs import packets
 from loom_ovs.manager import Manager, NodeSession, TunnelSpec, omap
-from loom_ovs.openflow import Flow, FlowTable, Key, Switch, cookie
+from loom_ovs.openflow import MARK, Flow, Key, Switch
 from loom_physical import inputs
+from loom_physical.images import Images, PartKey, node_parts, to_row
 from loom_physical.rules import main_file
 from loom_physical.universal import UniversalReplica
 
@@ -64,8 +67,6 @@ POLL_MS = 1000
 MAX_ROUNDS = 8
 """Engine rounds per pass (zones and new datapaths feed back into the rules)."""
 ZONES = (1, 65535)
-ZONE_IDENT = re.compile(r"\$\{zone:([^}]*)\}")
-"""A conntrack zone's identifier in a universal flow's actions (rules/physical)."""
 HANDOFF = 0.05
 """Seconds the loop waits at most, after a pass's first pushes, for `wait_pass` callers to
 look (`_let_waiters_look`)."""
@@ -90,8 +91,12 @@ class NodeState:
     """What the controller holds for one connected node."""
 
     session: NodeSession
-    table: FlowTable = field(default_factory=FlowTable)
-    installed: dict[Key, Flow] = field(default_factory=dict)
+    datapaths: set[int] = field(default_factory=set)
+    """The datapaths it has (`NodeDatapath`): their parts are in its table."""
+    bound: set[str] = field(default_factory=set)
+    """The ports bound on it (`Bound`): their parts are in its table."""
+    parts: set[PartKey] = field(default_factory=set)
+    """The parts its table holds as of the last push (`images.Images.settle`)."""
     full_sync: bool = True
     """The next push replaces the whole table (connected, reconnected or taken over)."""
     zones: dict[str, int] = field(default_factory=dict)
@@ -108,6 +113,9 @@ class NodeState:
     """Owners whose zones are no longer needed and still recorded on the node."""
     speculative_zones: set[str] = field(default_factory=set)
     """Owners given a zone before the engine asked (`_speculate_zones`), not yet asked."""
+    pushed: bool = False
+    """Pushed in the current pass (a node that holds a changed part and was not must be
+    pushed whole next time: the change is forgotten at the pass's end)."""
     located: set[str] = field(default_factory=set)
     realized: int = 0
     message: str = ""
@@ -209,8 +217,17 @@ class PhysicalController:
         self._pending: list[NodeSession] = []
         """Sessions whose node has not said its system-id yet."""
         self._fed_global: dict[str, set[tuple[Any, ...]]] = {}
-        self._fed_flows: dict[str, set[tuple[Any, ...]]] = {}
-        """Universal_Flow row uuid -> the UFlow rows fed for it."""
+        self.images = Images()
+        """Every datapath's, port's and node's part of the nodes' tables (`images`)."""
+        self._by_node: dict[str, dict[str, set[str]]] = {"Tunnel": {}, "Node_Endpoint": {}}
+        """Universal table -> node (`from_node`, `node`) -> its rows' uuids."""
+        self._row_node: dict[str, str] = {}
+        """Tunnel or Node_Endpoint row uuid -> its node (`_by_node`)."""
+        self._vif_ports: dict[str, str] = {}
+        self._vif_node: dict[str, str] = {}
+        """VIF id -> the node it was last seen on (`_speculate_zones`)."""
+        """VIF id -> its logical port (Port_Binding `vif_id`), to give a new VIF its zone
+        before the rules ask (`_speculate_zones`)."""
         self._fed_nodes: dict[str, dict[str, set[tuple[Any, ...]]]] = {}
         """Node -> input relation -> the rows fed for it (until it disconnects): its OVSDB's
         (`_node_inputs`) and its zones."""
@@ -411,6 +428,7 @@ class PhysicalController:
             with self._cond:
                 if self._push_others(masters):
                     self._report(masters)
+                self._settle_images()
                 self._cond.notify_all()
         # Whole tables are in, or a long pass made many objects (the status of thousands
         # of ports): out of the collector's sight (`loom_common.heap`).
@@ -422,13 +440,24 @@ class PhysicalController:
             self._cond.notify_all()
         self._wait()
 
+    def _settle_images(self) -> None:
+        """The pass's pushes are done: a node that holds a part that changed and was not
+        pushed (its push failed, or it was not ours to push) gets its whole table next time;
+        then the parts' changes are forgotten (`Images.settle`)."""
+        changed = self.images.changed()
+        for state in self.nodes.values():
+            if not state.pushed and not state.parts.isdisjoint(changed):
+                state.full_sync = True
+            state.pushed = False
+        self.images.settle()
+
     def _give_up(self, reason: str) -> None:
         """The controller cannot go on: record why, leave the cluster, wake the waiters."""
         if self.failure is not None or self._stop.is_set():
             return
         log.error("physical controller %s cannot continue: %s", self.name, reason)
-        self.failure = reason
         runner.leave_cluster(self._member, log)
+        self.failure = reason  # once it has left: whoever sees the failure sees it gone
         with self._cond:
             self._cond.notify_all()
 
@@ -437,13 +466,14 @@ class PhysicalController:
         the databases and the nodes (as a restarted controller would), and push each node's
         table whole once it is computed again (`Switch.replace` changes only what differs)."""
         self.program = Program.load([self._rules], workers=self._workers, internal=False)
-        self._fed_nodes, self._fed_global, self._fed_binding, self._fed_flows = {}, {}, {}, {}
+        self._fed_nodes, self._fed_global, self._fed_binding = {}, {}, {}
+        self.images = Images()
         self._fed_marking = {}
         self._fed_live, self._fed_neighbours, self._zone_changes = set(), set(), []
         self._fed_bfd = set()
         self._node_dps = {}
         self._bindings, self._binding_port, self._dirty_universal = {}, {}, {}
-        self._with_qos = set()
+        self._with_qos, self._vif_ports = set(), {}
         # The replicas are kept by their links (what failed is the engine's state): every
         # row held is fed again.
         for table, rows in self.universal.rows.items():
@@ -451,7 +481,7 @@ class PhysicalController:
         self._reported_masters = set()  # report everything again
         self._report_due = True
         for system_id, state in self.nodes.items():
-            state.table = FlowTable()
+            state.parts = set()
             state.full_sync = state.dirty = state.reconfigure = True
             for owner, zone in state.zones.items():
                 self._zone_changes.append((1, (system_id, owner, zone)))
@@ -576,29 +606,54 @@ class PhysicalController:
         self._mark_universal(self._universal_link.sync())
 
     def _mark_universal(self, changes: list[tuple[str, str, Any]]) -> None:
+        """Note what changed of the universal DB, for the next computation."""
         for table, uuid, row in changes:
             self._dirty_universal.setdefault(table, set()).add(uuid)
-            if table == "Port_Binding":
-                port = self._binding_port.pop(uuid, None)
-                if port is not None:
-                    self._bindings.pop(port, None)
-                    self._with_qos.discard(port)
-                if row is not None:
-                    port = row["logical_port"]
-                    self._binding_port[uuid] = port
-                    self._bindings[port] = row
-                    if omap(row["qos"]):
-                        self._with_qos.add(port)
-                    else:
-                        self._with_qos.discard(port)
-                if port is not None:
-                    self._recheck.add(port)
-                    self._qos_ports.add(port)
+            if table in self._by_node:
+                self._index_row(table, uuid, row)
+            elif table == "Port_Binding":
+                self._mark_binding(uuid, row)
             if table in ("Port_Binding", "Universal_Global"):
                 self._report_due = True
-        if "Tunnel" in self._dirty_universal:  # the nodes' tunnel ports follow
-            for state in self.nodes.values():
+
+    def _index_row(self, table: str, uuid: str, row: dict[str, Any] | None) -> None:
+        """Keep `_by_node` of a `Tunnel` or `Node_Endpoint` row; its node's (old and new)
+        tunnel ports follow."""
+        index = self._by_node[table]
+        touched = set()
+        if (old_node := self._row_node.pop(uuid, None)) is not None:
+            index.get(old_node, set()).discard(uuid)
+            touched.add(old_node)
+        if row is not None:
+            node = str(row["from_node" if table == "Tunnel" else "node"])
+            index.setdefault(node, set()).add(uuid)
+            self._row_node[uuid] = node
+            touched.add(node)
+        for node in touched:
+            if (state := self.nodes.get(node)) is not None:
                 state.dirty = state.reconfigure = True
+
+    def _mark_binding(self, uuid: str, row: dict[str, Any] | None) -> None:
+        """Keep the bindings' indexes (by port, by VIF, with QoS) of a `Port_Binding` row."""
+        port = self._binding_port.pop(uuid, None)
+        if port is not None:
+            old = self._bindings.pop(port, None)
+            self._with_qos.discard(port)
+            if old is not None and self._vif_ports.get(inputs.opt(old["vif_id"])) == port:
+                del self._vif_ports[inputs.opt(old["vif_id"])]
+        if row is not None:
+            port = row["logical_port"]
+            self._binding_port[uuid] = port
+            self._bindings[port] = row
+            if vif := inputs.opt(row["vif_id"]):
+                self._vif_ports[vif] = port
+            if omap(row["qos"]):
+                self._with_qos.add(port)
+            else:
+                self._with_qos.discard(port)
+        if port is not None:
+            self._recheck.add(port)
+            self._qos_ports.add(port)
 
     def _poll_nodes(self) -> None:
         for system_id, state in list(self.nodes.items()):
@@ -626,15 +681,20 @@ class PhysicalController:
         are allocated: a node has thousands, and rebuilding them per change cost more than
         the engine; see `_fold_nodes`)."""
         rows: dict[str, set[tuple[Any, ...]]] = {
-            "Node": {(system_id,)}, "Iface": set(), "TunnelPort": set(),
+            "Node": {(system_id,)}, "Iface": set(), "TunnelPort": set(), "FlowTunnel": set(),
             "Uplink": {(system_id, of) for of in state.session.uplinks()[:1]},
         }  # fmt: skip
         for iface_id, vif in state.session.vifs().items():
             rows["Iface"].add((system_id, iface_id, vif.ofport))
-        encaps = {t.port_name: t.encap for t in self._tunnel_specs(system_id)}
+        specs = {t.port_name: t for t in self._tunnel_specs(system_id)}
         for name, (peer, ofport, _) in state.session.tunnels().items():
-            if ofport is not None and name in encaps:
-                rows["TunnelPort"].add((system_id, peer, encaps[name], ofport))
+            spec = specs.get(name)
+            if ofport is None or spec is None:
+                continue
+            if spec.peer:
+                rows["TunnelPort"].add((system_id, peer, spec.encap, ofport))
+            else:
+                rows["FlowTunnel"].add((system_id, spec.encap, ofport))
         return rows
 
     def _universal_inputs(self, dirty: dict[str, set[str]]) -> dict[str, set[tuple[Any, ...]]]:
@@ -642,6 +702,8 @@ class PhysicalController:
         rows: dict[str, set[tuple[Any, ...]]] = {}
         if "Datapath" in dirty:
             rows["Datapath"] = inputs.datapaths(self.universal.rows["Datapath"].values())
+        if "Node_Endpoint" in dirty:
+            rows["Endpoint"] = inputs.endpoints(self.universal.rows["Node_Endpoint"].values())
         if "Gateway_Assignment" in dirty:
             gateway_rows = self.universal.rows["Gateway_Assignment"].values()
             rows["Gateway"], rows["GatewayNode"] = inputs.gateways(gateway_rows)
@@ -690,8 +752,8 @@ class PhysicalController:
                 feed(relation, old, set())
             self._fed_nodes.pop(system_id, None)
             self._disconnected.discard(system_id)
-        if self._dirty_universal.get("Flow"):
-            self._speculate_zones(self._dirty_universal["Flow"], computed)
+        self._place_flows(self._dirty_universal.pop("Flow", set()))
+        self._speculate_zones(computed)
         changed = self._feed_zones(txn) or changed
         for system_id, state in self.nodes.items():
             fed = self._fed_nodes.get(system_id, {})
@@ -734,33 +796,39 @@ class PhysicalController:
         self._release_unasked_zones()
         return True
 
-    def _speculate_zones(self, flow_uuids: set[str], computed: set[str]) -> None:
-        """Give the zones the new universal flows name (`${zone:X}`) where the rules will
-        ask for them (`_zone_nodes`), before they ask (`NeedZone`): so they go in the same
-        transaction as the flows, and a new port's flows need no second round for its
-        zones (a round of every port creation, 1-2.5 ms of the engine on the benchmark)."""
-        for uuid in flow_uuids:
-            row = self.universal.rows["Flow"].get(uuid)
-            nodes = self._node_dps.get(row["datapath"]) if row is not None else None
-            if row is None or not nodes:
-                continue
-            owners = {o for text in row["flows"] if "${zone:" in text
-                      for o in ZONE_IDENT.findall(text)}  # fmt: skip
-            for owner in owners:
-                for node in self._zone_nodes(owner, nodes & computed):
-                    state = self.nodes[node]
-                    if owner not in state.zones:
-                        self._zone_needed(node, state, owner)
-                        state.speculative_zones.add(owner)
+    def _place_flows(self, uuids: set[str]) -> None:
+        """Put the universal flows of the rows that changed into their parts (`images`:
+        translated once, whatever the nodes that have them)."""
+        rows = self.universal.rows["Flow"]
+        for uuid in uuids:
+            row = rows.get(uuid)
+            self.images.set_row(uuid, to_row(row) if row is not None else None)
 
-    def _zone_nodes(self, owner: str, nodes: set[str]) -> set[str]:
-        """Which of `nodes` (those with the datapath) the rules give `owner` a zone on: a
-        VIF port's where its VIF is, anything else's (a router's) on all (`NeedZone`)."""
-        binding = self._bindings.get(owner)
-        if binding is None or binding["type"] != "vif":
-            return {n for n in nodes if n in self.nodes}
-        vif = inputs.opt(binding["vif_id"])
-        return {n for n in nodes if n in self.nodes and vif in self.nodes[n].session.vifs()}
+    def _speculate_zones(self, computed: set[str]) -> None:
+        """Give the ports of new VIFs (a VIF plugged, or the port of a VIF that waited for
+        it) their zones before the rules ask for them (`NeedZone`): so they go in the same
+        transaction as the VIF or the port, and its flows need no second round for its
+        zone."""
+        found: list[tuple[str, str]] = []
+        for system_id in computed:
+            state = self.nodes[system_id]
+            if state.dirty:
+                for iface_id in state.session.vifs():
+                    self._vif_node[iface_id] = system_id
+                    if (port := self._vif_ports.get(iface_id)) is not None:
+                        found.append((system_id, port))
+        for uuid in self._dirty_universal.get("Port_Binding", ()):
+            port = self._binding_port.get(uuid)
+            row = self._bindings.get(port) if port is not None else None
+            node = self._vif_node.get(inputs.opt(row["vif_id"])) if row is not None else None
+            if port is not None and node in computed:
+                found.append((node, port))
+        for system_id, port in found:
+            state = self.nodes[system_id]
+            vif = self._bindings.get(port, {}).get("vif_id")
+            if port not in state.zones and inputs.opt(vif) in state.session.vifs():
+                self._zone_needed(system_id, state, port)
+                state.speculative_zones.add(port)
 
     def _release_unasked_zones(self) -> None:
         """Release the zones given beforehand that the engine did not ask for (the flows
@@ -823,28 +891,35 @@ class PhysicalController:
             feed("Marking", {old_mark} if old_mark else set(), {new_mark} if new_mark else set())
             if new_mark is not None:
                 self._fed_marking[uuid] = new_mark
-        for uuid in dirty.get("Flow", ()):
-            flow_row = self.universal.rows["Flow"].get(uuid)
-            flows = inputs.uflows(flow_row) if flow_row is not None else set()
-            feed("UFlow", self._fed_flows.get(uuid, set()), flows)
-            if flows:
-                self._fed_flows[uuid] = flows
-            else:
-                self._fed_flows.pop(uuid, None)
 
     def _fold(self, delta: dict[str, list[tuple[int, tuple[Any, ...]]]]) -> None:
-        """Fold an engine delta into the nodes' tables and the controller's needs."""
-        for weight, (node, table, priority, match, actions, object_cookie) in delta.get(
-            "OpenFlow", []
-        ):
-            state = self.nodes.get(node)
-            if state is None:
-                continue
-            flow = Flow(table, priority, match, actions, cookie(object_cookie))
-            if weight > 0:
-                state.table.add(flow)
-            else:
-                state.table.remove(flow)
+        """Fold an engine delta into the parts, the nodes' datapaths and ports, and the
+        controller's needs."""
+        self._fold_parts(delta)
+        self._fold_placement(delta)
+        self._fold_nodes(delta)
+        needed = set(self._node_dps) | {0}  # (datapath 0: what every switch shares)
+        if needed != self.universal.datapaths:  # the flows read follow
+            try:
+                self.universal.set_datapaths(needed)
+            except CONNECTION_ERRORS as exc:
+                self._universal_link.lost(exc)  # (it asks for them when it reconnects)
+            self._poll_universal()
+
+    def _fold_parts(self, delta: dict[str, list[tuple[int, tuple[Any, ...]]]]) -> None:
+        """The nodes' own flows and the datapaths' `DpFlow`s into their parts; the values
+        of the universal flows' identifiers."""
+        for weight, (node, table, priority, match, actions) in delta.get("NodeFlow", []):
+            flow = Flow(table, priority, match, actions, MARK)
+            (self.images.add if weight > 0 else self.images.remove)(("node", node), flow)
+        for weight, (dp, table, priority, match, actions) in delta.get("DpFlow", []):
+            flow = Flow(table, priority, f"metadata={dp:#x},{match}", actions, MARK)
+            (self.images.add if weight > 0 else self.images.remove)(("dp", dp), flow)
+        for weight, (ident, text) in sorted(delta.get("GlobalBind", []), key=lambda d: d[0]):
+            self.images.set_binding(ident, text if weight > 0 else None)
+
+    def _fold_placement(self, delta: dict[str, list[tuple[int, tuple[Any, ...]]]]) -> None:
+        """Which datapaths (`NodeDatapath`) and ports (`Bound`) each node has."""
         for weight, (node, dp) in delta.get("NodeDatapath", []):
             if weight > 0:
                 self._node_dps.setdefault(dp, set()).add(node)
@@ -852,13 +927,11 @@ class PhysicalController:
                 nodes.discard(node)
                 if not nodes:
                     del self._node_dps[dp]
-        self._fold_nodes(delta)
-        if self._node_dps.keys() != self.universal.datapaths:  # the flows read follow
-            try:
-                self.universal.set_datapaths(self._node_dps)
-            except CONNECTION_ERRORS as exc:
-                self._universal_link.lost(exc)  # (it asks for them when it reconnects)
-            self._poll_universal()
+            if (state := self.nodes.get(node)) is not None:
+                (state.datapaths.add if weight > 0 else state.datapaths.discard)(dp)
+        for weight, (node, port) in delta.get("Bound", []):
+            if (state := self.nodes.get(node)) is not None:
+                (state.bound.add if weight > 0 else state.bound.discard)(port)
 
     def _fold_nodes(self, delta: dict[str, list[tuple[int, tuple[Any, ...]]]]) -> None:
         """Fold where VIFs are and which zones nodes need."""
@@ -936,9 +1009,15 @@ class PhysicalController:
     # ---- writing to the nodes ----
 
     def _tunnel_specs(self, system_id: str) -> list[TunnelSpec]:
-        specs = []
-        for row in self.universal.rows["Tunnel"].values():
-            if row["from_node"] == system_id:
+        """The tunnel ports node `system_id` needs: one flow-based port per encapsulation
+        it has an endpoint for, and a per-peer port for each `Tunnel` row from it (BFD)."""
+        rows = self.universal.rows
+        encaps = {rows["Node_Endpoint"][u]["encap"] for u in self._by_node["Node_Endpoint"]
+                  .get(system_id, ()) if u in rows["Node_Endpoint"]}  # fmt: skip
+        specs = [TunnelSpec.flow_based(encap) for encap in sorted(encaps)]
+        for uuid in self._by_node["Tunnel"].get(system_id, ()):
+            row = rows["Tunnel"].get(uuid)
+            if row is not None:
                 specs.append(TunnelSpec(row["to_node"], row["encap"], row["remote_ip"],
                                         bool(row["bfd"])))  # fmt: skip
         return specs
@@ -960,7 +1039,7 @@ class PhysicalController:
             if first and not state.ports_changed:
                 continue
             state.ports_changed = False
-            if (state.reconfigure or state.full_sync or state.table.has_dirty()
+            if (state.reconfigure or state.full_sync or self._flows_due(system_id, state)
                     or state.unsaved_zones or state.released_zones or state.qos_dirty
                     or state.unconfirmed is not None or self._probes_due(state)):  # fmt: skip
                 busy.append(system_id)
@@ -986,13 +1065,12 @@ class PhysicalController:
                 # Fencing of the node's OVSDB: its writes carry the assignment's zxid
                 # (`NodeSession.claim`), as its OpenFlow does (`_push_flows`).
                 state.session.claim(self._member.view.zxid)
-            if specs is not None and self._configure(state, specs):
-                return True  # the node's answer (new ofports) comes in the next pass
+            configured = specs is not None and self._configure(state, specs)
             steps["config"] = time.perf_counter() - began
             remote = self._openflow_remote(state)
             if remote is None:
                 return False
-            sent = self._send(state, remote)
+            sent = self._send(state, remote) or configured
         except Exception as exc:  # any failure: this node is pushed whole next time
             log.warning("node %s: %s", system_id, exc)
             if state.switch is not None:
@@ -1018,8 +1096,39 @@ class PhysicalController:
             self._report_due = True
         state.message, state.realized = message, generation
         if sent:
-            self.conflicts[system_id] = state.table.conflict_count()
+            self.conflicts[system_id] = sum(
+                self.images.parts[key].table.conflict_count()
+                for key in state.parts
+                if key in self.images.parts
+            )
         return sent
+
+    def desired_parts(self, system_id: str) -> set[PartKey]:
+        """The parts of node `system_id`'s table as the rules have it now."""
+        state = self.nodes[system_id]
+        return node_parts(system_id, state.datapaths, state.bound)
+
+    def installed(self, system_id: str) -> set[Key]:
+        """The keys of the flows node `system_id` holds as of its last push (between
+        passes: every change pushed is settled)."""
+        state = self.nodes.get(system_id)
+        if state is None:
+            return set()
+        return {flow.key for flow in self.images.flows(state.parts)}
+
+    def pushes_due(self) -> bool:
+        """Some node mastered here has flows to push."""
+        return any(self._flows_due(n, self.nodes[n]) for n in self.masters())
+
+    def _flows_due(self, system_id: str, state: NodeState) -> bool:
+        """Node `system_id`'s table has changed since its last push."""
+        desired = self.desired_parts(system_id)
+        if desired != state.parts:
+            return True
+        if state.pushed:  # in this pass: it has the parts as they are
+            return False
+        parts = self.images.parts
+        return any(key in parts and parts[key].before for key in desired)
 
     def _openflow_remote(self, state: NodeState) -> str | None:
         """Where the node's br-int takes OpenFlow, if it does yet (else its status says
@@ -1139,19 +1248,19 @@ class PhysicalController:
             generation = self._member.view.zxid
             if generation >= 0 and state.switch.channel.generation != generation:
                 state.switch.channel.claim(generation)
+        desired = self.desired_parts(state.session.system_id or "")
         if state.full_sync:
             state.switch.ensure_tlv_map()
-            state.table.take_dirty()
-            state.switch.replace(state.table)
-            state.installed = {flow.key: flow for flow in state.table}
+            state.switch.replace(self.images.flows(desired))
+            state.parts, state.pushed = desired, True
             state.full_sync = False
             self._bulk_loaded = True
             self._recheck |= state.located  # their status waited for this
             return True
-        if not state.table.has_dirty():
-            return False
-        mods = state.table.mods(state.table.take_dirty(), state.installed)
-        state.switch.apply(mods)
+        mods = self.images.mods(state.parts, desired, settled=not state.pushed)
+        if mods:
+            state.switch.apply(mods)
+        state.parts, state.pushed = desired, True
         return bool(mods)
 
     # ---- status ----
@@ -1312,7 +1421,7 @@ class PhysicalController:
         bindings = {r["logical_port"]: r for r in self.universal.rows["Port_Binding"].values()}
         for system_id in self.masters():
             state = self.nodes[system_id]
-            if state.full_sync or state.table.has_dirty():
+            if state.full_sync or self._flows_due(system_id, state):
                 return False
             tunnels = {name for name, (_, ofport, _) in state.session.tunnels().items() if ofport}
             if any(spec.port_name not in tunnels for spec in self._tunnel_specs(system_id)):
@@ -1333,7 +1442,9 @@ class PhysicalController:
     def flows(self, system_id: str) -> list[Flow]:
         """Node `system_id`'s desired table."""
         state = self.nodes.get(system_id)
-        return list(state.table) if state is not None else []
+        if state is None:
+            return []
+        return sorted(self.images.flows(self.desired_parts(system_id)))
 
     def universal_conn(self) -> RawConnection:
         """The universal DB connection (for tests)."""

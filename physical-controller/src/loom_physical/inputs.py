@@ -36,7 +36,13 @@ def marking(row: Mapping[str, Any]) -> Row | None:
 
 def datapaths(rows: Iterable[Mapping[str, Any]]) -> set[Row]:
     """The `Datapath` rows of the `Datapath` table."""
-    return {(row["key"], row["kind"], row["config_id"]) for row in rows}
+    return {(row["key"], row["kind"], row["config_id"], opt(row.get("encap", ["set", []])))
+            for row in rows}  # fmt: skip
+
+
+def endpoints(rows: Iterable[Mapping[str, Any]]) -> set[Row]:
+    """The `Endpoint` rows of the `Node_Endpoint` table."""
+    return {(row["node"], row["encap"], row["ip"]) for row in rows}
 
 
 def gateways(rows: Iterable[Mapping[str, Any]]) -> tuple[set[Row], set[Row]]:
@@ -58,11 +64,3 @@ def service_nodes(rows: Iterable[Mapping[str, Any]]) -> set[Row]:
             for weight, node in omap(row["service_nodes"]).items():
                 found.add((row["datapath"], int(weight), node))
     return found
-
-
-def uflows(row: Mapping[str, Any]) -> set[Row]:
-    """The `UFlow` rows of one `Universal_Flow` row (`flows` as a set of strings)."""
-    flows = row["flows"]
-    if not isinstance(flows, set):
-        flows = set(atoms(flows)) - {"set"} if flows != ["set", []] else set()
-    return {(row["datapath"], row["source"], row["cookie"], text) for text in flows}

@@ -26,7 +26,7 @@ from loom_common.ovsdb import KEEPALIVE_IDLE, RawConnection
 
 DB = "Loom_Universal"
 TABLES: dict[str, list[str]] = {
-    "Datapath": ["key", "kind", "config_id"],
+    "Datapath": ["key", "kind", "config_id", "encap"],
     "Port_Binding": ["logical_port", "datapath", "port_key", "type", "vif_id", "peer",
                      "chassis", "up", "gateway_service", "vlan", "qos"],
     "Tunnel": ["from_node", "to_node", "encap", "remote_ip", "bfd"],
@@ -34,8 +34,11 @@ TABLES: dict[str, list[str]] = {
                            "uplink_ip"],
     "Replication_Set": ["datapath", "mode", "service_nodes"],
     "Universal_Global": ["generation", "realized_generation"],
+    "Node_Endpoint": ["node", "encap", "ip"],
 }  # fmt: skip
-FLOW_COLUMNS = ["datapath", "source", "flows", "cookie"]
+FLOW_COLUMNS = ["datapath", "source", "flows", "local_flows", "cookie"]
+FLOW_SETS = ("flows", "local_flows")
+"""The set columns of `Universal_Flow` rows, kept as Python sets."""
 MONITOR_ID = "loom-physical"
 SCALAR_DEFAULTS: dict[str, Any] = {
     "integer": 0, "real": 0.0, "boolean": False, "string": "",
@@ -59,7 +62,8 @@ FLOW_DEFAULTS: dict[str, Any] = {"datapath": 0, "source": "", "cookie": 0}
 
 def _flow_row(columns: dict[str, Any]) -> dict[str, Any]:
     row = {**FLOW_DEFAULTS, **columns}
-    row["flows"] = _flows(columns.get("flows"))
+    for column in FLOW_SETS:
+        row[column] = _flows(columns.get(column))
     return row
 
 
@@ -238,8 +242,8 @@ class UniversalReplica:
             return row
         row = dict(rows.get(uuid, {}))
         for column, value in update["modify"].items():
-            if column == "flows":  # a set's diff: the elements added or removed
-                row["flows"] = set(row.get("flows", set())) ^ _flows(value)
+            if column in FLOW_SETS:  # a set's diff: the elements added or removed
+                row[column] = set(row.get(column, set())) ^ _flows(value)
             else:
                 row[column] = value
         rows[uuid] = row

@@ -263,6 +263,8 @@ def dl_text() -> str:
         f'function no_flag(bit: bit<64>): string = "{FLAGS.name}=0/0{bit}"',
         "/* Action: set flag `bit`. */",
         f'function set_flag(bit: bit<64>): string = "set_field:0{bit}/0{bit}->{FLAGS.name}"',
+        "/* Action: clear flag `bit`. */",
+        f'function clear_flag(bit: bit<64>): string = "set_field:0/0{bit}->{FLAGS.name}"',
     ]
     lines += [
         "",

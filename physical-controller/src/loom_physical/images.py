@@ -1,0 +1,263 @@
+"""The nodes' desired OpenFlow tables, as parts that nodes share (pure: no I/O).
+
+NVP computes "a single image for a single ideal transport node"; Loom keeps that below
+the logical tier. A node's table is the disjoint union of its parts:
+
+- `("dp", D)`: datapath D's flows, the same bytes on every node that has D — its
+  universal `flows` (every `Universal_Flow` row of D, translated once by
+  `loom_physical.translate`) and the rules' `DpFlow`s (the way to each port of D on
+  another node). Datapath 0 (`translate.ALL_SWITCHES`) holds what every switch shares.
+- `("port", P)`: port P's universal `local_flows` (its own stages), on the node P is
+  bound on.
+- `("node", N)`: node N's own flows (`NodeFlow`: classifier, flood, output, delivery,
+  zones, tunnels).
+
+So a datapath's flows are computed and encoded once whatever the number of nodes that
+have it, and the work of a change grows with the flows it changes times the nodes that
+have them, never with the nodes' whole tables. Parts never share a key (the rules match
+a datapath in every flow of `dp` and `port` parts, a port's key in its `port` part's, and
+keep the node's own flows in tables of their own), so the union needs no merging.
+
+`Images` holds every part and what changed in it since the last `settle()`; a node's push
+is `mods(installed_parts, desired_parts)`: the changes of its kept parts, the whole of its
+new ones, the removal of those it lost.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from loom_ovs.openflow import Flow, FlowTable, Key, Mod
+from loom_physical.translate import Unbound, UniversalFlow, physical
+
+log = logging.getLogger(__name__)
+
+PartKey = tuple[str, Any]
+"""("dp", datapath key), ("port", logical port), ("node", system-id)."""
+
+
+@dataclass
+class Part:
+    """The flows of one part, and the keys changed since the last `Images.settle()`."""
+
+    table: FlowTable = field(default_factory=FlowTable)
+    before: dict[Key, Flow | None] = field(default_factory=dict)
+    """Key -> the flow it had at the last settle (None: none), for each key changed since:
+    what the nodes that have the part hold."""
+
+    def add(self, flow: Flow) -> None:
+        """Want `flow` (once more) in this part."""
+        self._remember(flow.key)
+        self.table.add(flow)
+
+    def remove(self, flow: Flow) -> None:
+        """Want `flow` once less."""
+        self._remember(flow.key)
+        self.table.remove(flow)
+
+    def _remember(self, key: Key) -> None:
+        if key not in self.before:
+            self.before[key] = self.table.get(key)
+
+    def held(self) -> Iterator[Flow]:
+        """The flows as nodes that have the part hold them (as of the last settle)."""
+        for flow in self.table:
+            if flow.key not in self.before:
+                yield flow
+        for old in self.before.values():
+            if old is not None:
+                yield old
+
+    def changes(self) -> list[Mod]:
+        """What nodes that keep the part must change: its flows since the last settle."""
+        mods: list[Mod] = []
+        for key in sorted(self.before):
+            old, new = self.before[key], self.table.get(key)
+            if new == old:
+                continue
+            if new is None:
+                assert old is not None
+                mods.append(("delete", old))
+            else:
+                mods.append(("add", new))
+        return mods
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+
+@dataclass(frozen=True)
+class Row:
+    """One `Universal_Flow` row, parsed: its datapath, object cookie and flows."""
+
+    dp: int
+    source: str
+    cookie: int
+    flows: frozenset[str]
+    local_flows: frozenset[str]
+
+
+class Images:
+    """Every part of every node's table (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.parts: dict[PartKey, Part] = {}
+        self.bindings: dict[str, str] = {}
+        """`${ident}` -> its value on every node (`GlobalBind`)."""
+        self._rows: dict[str, Row] = {}
+        """Universal_Flow uuid -> the row as placed."""
+        self._placed: dict[str, list[tuple[PartKey, Flow]]] = {}
+        """Universal_Flow uuid -> the flows it put into parts."""
+        self._waiting: dict[str, set[str]] = defaultdict(set)
+        """Identifier -> the rows with a flow that names it (translated again when its
+        value changes)."""
+        self.malformed = 0
+        """Universal flows that could not be translated (logged once each)."""
+
+    # ---- inputs ----
+
+    def set_row(self, uuid: str, row: Row | None) -> None:
+        """A `Universal_Flow` row was inserted or changed (`row`), or deleted (None)."""
+        self._unplace(uuid)
+        if row is None:
+            self._rows.pop(uuid, None)
+            return
+        self._rows[uuid] = row
+        self._place(uuid, row)
+
+    def set_binding(self, ident: str, text: str | None) -> None:
+        """Identifier `ident` now means `text` everywhere (None: nothing)."""
+        if self.bindings.get(ident) == text:
+            return
+        if text is None:
+            self.bindings.pop(ident, None)
+        else:
+            self.bindings[ident] = text
+        for uuid in sorted(self._waiting.get(ident, ())):
+            self.set_row(uuid, self._rows[uuid])
+
+    def add(self, key: PartKey, flow: Flow) -> None:
+        """Want `flow` in part `key` (the rules' `DpFlow` and `NodeFlow` rows)."""
+        self.part(key).add(flow)
+
+    def remove(self, key: PartKey, flow: Flow) -> None:
+        """Want `flow` in part `key` once less."""
+        part = self.parts.get(key)
+        if part is not None:
+            part.remove(flow)
+
+    def part(self, key: PartKey) -> Part:
+        """Part `key`, made empty if it did not exist."""
+        part = self.parts.get(key)
+        if part is None:
+            part = self.parts[key] = Part()
+        return part
+
+    # ---- a node's table ----
+
+    def flows(self, keys: Iterable[PartKey]) -> Iterator[Flow]:
+        """Every flow of the parts `keys`, as they are now (a whole-table push)."""
+        for key in keys:
+            part = self.parts.get(key)
+            if part is not None:
+                yield from part.table
+
+    def size(self, keys: Iterable[PartKey]) -> int:
+        """How many flows the parts `keys` hold."""
+        return sum(len(self.parts[k]) for k in keys if k in self.parts)
+
+    def mods(
+        self, installed: set[PartKey], desired: set[PartKey], *, settled: bool = True
+    ) -> list[Mod]:
+        """What turns a node that holds parts `installed` into one that holds `desired` as
+        they are now: `installed` as of the last settle, or (`settled` False: the node was
+        pushed since) as they are now."""
+        mods: list[Mod] = []
+        for key in sorted(installed - desired, key=repr):
+            part = self.parts.get(key)
+            if part is not None:
+                held = part.held() if settled else iter(part.table)
+                mods += [("delete", flow) for flow in held]
+        for key in sorted(desired - installed, key=repr):
+            part = self.parts.get(key)
+            if part is not None:
+                mods += [("add", flow) for flow in part.table]
+        if settled:
+            for key in sorted(installed & desired, key=repr):
+                part = self.parts.get(key)
+                if part is not None and part.before:
+                    mods += part.changes()
+        return mods
+
+    def changed(self) -> set[PartKey]:
+        """The parts changed since the last settle."""
+        return {key for key, part in self.parts.items() if part.before}
+
+    def settle(self) -> None:
+        """Every node that holds a part now holds it as it is: forget the changes; drop
+        the parts that are empty."""
+        for key in [k for k, part in self.parts.items() if part.before or not len(part)]:
+            part = self.parts[key]
+            part.before = {}
+            if not len(part):
+                del self.parts[key]
+
+    # ---- placing universal rows ----
+
+    def _place(self, uuid: str, row: Row) -> None:
+        placed: list[tuple[PartKey, Flow]] = []
+        for key, texts in ((("dp", row.dp), row.flows), (("port", row.source), row.local_flows)):
+            for text in texts:
+                flow = self._translate(uuid, row, text)
+                if flow is not None:
+                    self.part(key).add(flow)
+                    placed.append((key, flow))
+        if placed:
+            self._placed[uuid] = placed
+
+    def _unplace(self, uuid: str) -> None:
+        for key, flow in self._placed.pop(uuid, ()):
+            self.remove(key, flow)
+        for rows in self._waiting.values():
+            rows.discard(uuid)
+
+    def _translate(self, uuid: str, row: Row, text: str) -> Flow | None:
+        try:
+            flow = UniversalFlow.parse(text)
+            for ident in flow.identifiers:
+                self._waiting[ident].add(uuid)
+            return physical(row.dp, flow, row.cookie, self.bindings)
+        except Unbound:
+            return None
+        except ValueError as exc:
+            self.malformed += 1
+            log.warning("universal flow of %s in datapath %d not installed: %s",
+                        row.source, row.dp, exc)  # fmt: skip
+            return None
+
+
+def node_parts(node: str, datapaths: Iterable[int], ports: Iterable[str]) -> set[PartKey]:
+    """The parts of node `node`'s table: its own, its datapaths' (with the switches'
+    shared part when it has a switch), its bound ports'."""
+    parts: set[PartKey] = {("node", node)}
+    parts.update(("dp", dp) for dp in datapaths)
+    parts.update(("port", port) for port in ports)
+    if any(key[0] == "dp" and 0 < key[1] < 1 << 23 for key in parts):
+        parts.add(("dp", 0))
+    return parts
+
+
+def dp_rows(rows: Mapping[str, Mapping[str, Any]]) -> Iterator[tuple[str, Row]]:
+    """`Universal_Flow` rows (the replica's, `flows` and `local_flows` as sets) as `Row`s."""
+    for uuid, row in rows.items():
+        yield uuid, to_row(row)
+
+
+def to_row(row: Mapping[str, Any]) -> Row:
+    """One replica row as a `Row`."""
+    return Row(int(row["datapath"]), str(row["source"]), int(row["cookie"]),
+               frozenset(row.get("flows", ())), frozenset(row.get("local_flows", ())))  # fmt: skip

@@ -1,0 +1,118 @@
+"""Universal flows as OpenFlow: parsed once, tables resolved, the datapath matched.
+
+A universal flow names no node (schemas/loom_universal.md): its physical form is the same
+bytes on every node that has its datapath, so it is computed here once, by a pure
+function, and the controller places it (`images`). What differs per node sits in the
+physical tier's tables, which the universal flow reaches through placeholders
+(`resubmit(,@egress)`), and which the physical rules fill per node.
+
+Only `${nexthop_mac:G}` needs a value (`GlobalBind`): the same on every node too, but
+known only once the gateway's next hop is; a flow that names an unbound identifier is not
+installed anywhere (`Unbound`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from loom_ovs.openflow import Flow, cookie
+from loom_schemas.pipeline import PLACEHOLDERS, STAGES, Stage
+
+ALL_SWITCHES = 0
+"""The datapath key that stands for every logical switch (its flows are shared)."""
+SWITCHES_MATCH = "metadata=0/0x800000"
+"""Every switch datapath: bit 23 of the key clear (routers have it set)."""
+
+_IDENT = re.compile(r"\$\{([^}]*)\}")
+_STAGE_REF = re.compile(r"@stage:(\w+)\)")
+_PLACEHOLDER = re.compile(r"@(egress|deliver|flood|zone)\)")
+
+
+class Unbound(LookupError):
+    """The flow names an identifier that has no value yet."""
+
+
+@dataclass(frozen=True, slots=True)
+class UniversalFlow:
+    """One universal flow, parsed: `pipeline<TAB>stage<TAB>priority<TAB>match<TAB>actions`."""
+
+    stage: Stage
+    priority: int
+    match: str
+    actions: str
+
+    @classmethod
+    def parse(cls, text: str) -> UniversalFlow:
+        """Parse one flow of a `Universal_Flow` row's `flows` or `local_flows`.
+
+        Raises:
+            ValueError: malformed text, an unknown stage, or a stage of another pipeline.
+        """
+        try:
+            pipeline, stage_name, priority, match, actions = text.split("\t")
+            stage = STAGES[stage_name]
+        except (ValueError, KeyError):
+            raise ValueError(f"not a universal flow: {text!r}") from None
+        if stage.pipeline != pipeline:
+            raise ValueError(f"stage {stage_name} is not in the {pipeline} pipeline: {text!r}")
+        return cls(stage, int(priority), match, actions)
+
+    @property
+    def identifiers(self) -> frozenset[str]:
+        """The `${...}` identifiers the actions name."""
+        return frozenset(_IDENT.findall(self.actions))
+
+
+def datapath_match(dp: int) -> str:
+    """The match on datapath `dp`'s packets (`ALL_SWITCHES`: every switch's)."""
+    return SWITCHES_MATCH if dp == ALL_SWITCHES else f"metadata={dp:#x}"
+
+
+def resolve(flow: UniversalFlow, bindings: Mapping[str, str]) -> str:
+    """`flow`'s actions with every table reference resolved and identifier bound.
+
+    Raises:
+        Unbound: an identifier `bindings` has no value for.
+        ValueError: `@next` at a pipeline's last stage, or an unknown stage.
+    """
+    actions = flow.actions
+    if "@next" in actions:
+        if not flow.stage.next_table:
+            raise ValueError(f"@next at {flow.stage.name}, the last stage of its pipeline")
+        actions = actions.replace("@next", str(flow.stage.next_table))
+    if "@stage:" in actions:
+        actions = _STAGE_REF.sub(lambda m: f"{STAGES[m.group(1)].table})", actions)
+    if "@" in actions:
+        actions = _PLACEHOLDER.sub(lambda m: f"{int(PLACEHOLDERS['@' + m.group(1)])})", actions)
+    if "${" in actions:
+
+        def bind(m: re.Match[str]) -> str:
+            try:
+                return bindings[m.group(1)]
+            except KeyError:
+                raise Unbound(m.group(1)) from None
+
+        actions = _IDENT.sub(bind, actions)
+    return actions
+
+
+def physical(dp: int, flow: UniversalFlow, object_cookie: int, bindings: Mapping[str, str]) -> Flow:
+    """The OpenFlow flow of universal flow `flow` of datapath `dp` (the same on every node).
+
+    Args:
+        dp: the datapath key (`ALL_SWITCHES` for the flows every switch shares).
+        flow: the parsed universal flow.
+        object_cookie: the universal row's cookie (its object's).
+        bindings: the values of the identifiers (`GlobalBind`).
+
+    Raises:
+        Unbound: the flow names an identifier with no value yet.
+        ValueError: the flow is malformed (see `resolve`).
+    """
+    match = datapath_match(dp)
+    if flow.match:
+        match = f"{match},{flow.match}"
+    return Flow(flow.stage.table, flow.priority, match, resolve(flow, bindings),
+                cookie(object_cookie))  # fmt: skip

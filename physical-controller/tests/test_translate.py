@@ -1,0 +1,71 @@
+"""Universal flows as OpenFlow (`loom_physical.translate`): pure, no daemon."""
+
+from __future__ import annotations
+
+import pytest
+
+from loom_ovs.openflow import cookie
+from loom_physical.translate import Unbound, UniversalFlow, datapath_match, physical
+from loom_schemas.pipeline import Table, table
+
+
+def flow(text: str) -> UniversalFlow:
+    return UniversalFlow.parse(text)
+
+
+def test_stages_placeholders_and_the_datapath() -> None:
+    f = flow("ingress\tls_in_l2_lkup\t50\tdl_dst=00:00:00:00:00:01\tset_field:0x1->reg15,"
+             "resubmit(,@egress)")  # fmt: skip
+    out = physical(5, f, 7, {})
+    assert out.table == table("ls_in_l2_lkup")
+    assert out.priority == 50
+    assert out.match == "metadata=0x5,dl_dst=00:00:00:00:00:01"
+    assert out.actions == f"set_field:0x1->reg15,resubmit(,{int(Table.OUTPUT)})"
+    assert out.cookie == cookie(7)
+    nxt = physical(5, flow("egress\tls_out_pre_acl\t0\t\tresubmit(,@next)"), 7, {})
+    assert nxt.match == "metadata=0x5"
+    assert nxt.actions == f"resubmit(,{table('ls_out_acl')})"
+    jump = physical(5, flow("ingress\tls_in_arp_rsp\t50\tarp\t"
+                            "resubmit(,@stage:ls_out_pre_acl)"), 1, {})  # fmt: skip
+    assert jump.actions == f"resubmit(,{table('ls_out_pre_acl')})"
+    for placeholder, target in (("@deliver", Table.DELIVER), ("@flood", Table.FLOOD),
+                                ("@zone", Table.ZONE)):  # fmt: skip
+        out = physical(9, flow(f"egress\tls_out_deliver\t50\treg15=0x1\tresubmit(,{placeholder})"),
+                       1, {})  # fmt: skip
+        assert out.actions == f"resubmit(,{int(target)})"
+
+
+def test_the_switches_shared_flows_match_every_switch() -> None:
+    assert datapath_match(0) == "metadata=0/0x800000"
+    assert datapath_match(1 << 23) == "metadata=0x800000"
+    out = physical(0, flow("ingress\tls_in_port_sec_l2\t0\t\tdrop"), 1, {})
+    assert out.match == "metadata=0/0x800000"
+
+
+def test_identifiers_are_bound_or_the_flow_waits() -> None:
+    f = flow("ingress\tlr_in_arp_resolve\t100\treg15=0xfffe\t"
+             "set_field:${nexthop_mac:g1}->eth_dst,resubmit(,@next)")  # fmt: skip
+    assert f.identifiers == {"nexthop_mac:g1"}
+    with pytest.raises(Unbound, match="nexthop_mac:g1"):
+        physical(1 << 23, f, 1, {})
+    out = physical(1 << 23, f, 1, {"nexthop_mac:g1": "00:00:00:00:00:fe"})
+    assert out.actions.startswith("set_field:00:00:00:00:00:fe->eth_dst,resubmit(,")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "ingress\tls_in_acl\t1",  # too few fields
+        "ingress\tno_such_stage\t1\t\tdrop",
+        "egress\tls_in_acl\t1\t\tdrop",  # an ingress stage in the egress pipeline
+        "ingress\tls_in_acl\tten\t\tdrop",
+    ],
+)
+def test_malformed_flows_are_refused(text: str) -> None:
+    with pytest.raises(ValueError, match=r"universal flow|ls_in_acl|invalid"):
+        flow(text)
+
+
+def test_next_at_a_pipelines_end_is_refused() -> None:
+    with pytest.raises(ValueError, match="last stage"):
+        physical(1, flow("egress\tls_out_deliver\t0\t\tresubmit(,@next)"), 1, {})
