@@ -346,9 +346,14 @@ def test_stt_node_is_reported(loom: Loom) -> None:
         return all("STT" in n["status"].get("message", "") for n in nodes)
 
     wait_for(reported, WAIT, "STT reported in both nodes' status")
-    # The flows are computed all the same: the way to b is by the STT port.
+    # The flows are computed all the same (once b's binding is known): the way to b is by
+    # the STT port.
+    def by_stt(c: PhysicalController) -> bool:
+        flows = c.flows("hv1")
+        return any("TUN_ID" in f.actions and "resubmit(,75)" in f.actions for f in flows)
+
+    assert loom.physical.wait_pass(by_stt, WAIT), "no way to b by the STT port"
     flows = loom.physical.flows("hv1")
-    assert any("TUN_ID" in f.actions and "resubmit(,75)" in f.actions for f in flows)
     assert any(f.table == 75 and f.actions.startswith("output:") for f in flows)
 
 

@@ -1148,8 +1148,10 @@ class PhysicalController:
 
     def _configure(self, state: NodeState, specs: list[TunnelSpec]) -> bool:
         """Write the node's br-int and tunnel ports as `specs` say; True if something was
-        written (the node's answer, new ofports, comes in a later pass)."""
+        written (the node's answer, new ofports, comes in a later pass and asks for another
+        look: until then a second look would write the same rows again)."""
         if state.session.configure(specs):
+            state.reconfigure = False
             return True
         ports = state.session.tunnels()
         state.waiting = sorted(
