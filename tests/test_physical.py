@@ -346,6 +346,7 @@ def test_stt_node_is_reported(loom: Loom) -> None:
         return all("STT" in n["status"].get("message", "") for n in nodes)
 
     wait_for(reported, WAIT, "STT reported in both nodes' status")
+
     # The flows are computed all the same (once b's binding is known): the way to b is by
     # the STT port.
     def by_stt(c: PhysicalController) -> bool:
