@@ -874,3 +874,18 @@ def test_nodes_can_be_brought_up_at_a_rate(tmp_path: Path) -> None:
     paced = FleetServer(tmp_path, SCHEMA, [], dial_rate=4.0)
     assert [at_once._dial_delay(i) for i in range(3)] == [0.0, 0.0, 0.0]
     assert [paced._dial_delay(i) for i in range(3)] == [0.0, 0.25, 0.5]
+
+
+def test_json_rpc_messages_are_cut_out_of_the_stream() -> None:
+    from loom_ovs.standin.fleet import _JsonFramer
+
+    framer = _JsonFramer()
+    one = json.dumps({"id": 1, "method": "transact", "params": ["x", {"a": "{{{"}]}).encode()
+    two = json.dumps({"id": 2, "method": "echo", "params": []}).encode()
+    stream = one + two + one
+    got: list[Any] = []
+    for at in range(0, len(stream), 7):  # in small pieces, cut anywhere
+        got += framer.feed(stream[at : at + 7])
+    assert [m["id"] for m in got] == [1, 2, 1]
+    assert got[0]["params"][1] == {"a": "{{{"}  # (braces inside a string)
+    assert framer.feed(two + two) == [json.loads(two)] * 2

@@ -130,29 +130,30 @@ class NodeCounters:
 class _JsonFramer:
     """Cuts a JSON-RPC byte stream into messages (they have no delimiter).
 
-    A message may be complete when its braces balance (counted per chunk, in C); a parse
-    is tried then, or when the bytes doubled since a failed try (braces inside strings).
+    A message may be complete when its braces balance (counted per chunk, in C) or when
+    the bytes received end with one (braces inside strings unbalance the count); a parse
+    is tried then (orjson; several messages at once are split by the standard library's
+    decoder).
     """
 
     def __init__(self) -> None:
         self._chunks: list[bytes] = []
         self._size = 0
         self._depth = 0
-        self._tried = 0
         self._decoder = json.JSONDecoder()
 
     def feed(self, data: bytes) -> list[Any]:
         self._chunks.append(data)
         self._size += len(data)
         self._depth += data.count(b"{") - data.count(b"}")
-        if self._depth > 0 and self._size < 2 * self._tried:
-            return []
+        if self._depth > 0 and not data.rstrip().endswith(b"}"):
+            return []  # incomplete (braces in strings may fool the count, not the end)
         buf = b"".join(self._chunks)
         try:
             message = orjson.loads(buf)
         except orjson.JSONDecodeError:
             return self._split(buf)
-        self._chunks, self._size, self._depth, self._tried = [], 0, 0, 0
+        self._chunks, self._size, self._depth = [], 0, 0
         return [message]
 
     def _split(self, buf: bytes) -> list[Any]:
@@ -172,7 +173,6 @@ class _JsonFramer:
         self._chunks = [rest] if rest else []
         self._size = len(rest)
         self._depth = rest.count(b"{") - rest.count(b"}")
-        self._tried = self._size if not messages or rest else 0
         return messages
 
 

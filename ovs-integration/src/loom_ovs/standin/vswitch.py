@@ -181,6 +181,9 @@ class Vswitchd:
 
     def __init__(self) -> None:
         self._bridges: dict[str, _Allocator] = {}
+        self._settled: dict[str, dict[str, Any]] = {}
+        """Interface uuid -> its row as last found needing nothing (rows are replaced,
+        never changed in place: the same object is the same row)."""
 
     @staticmethod
     def due(changes: Iterable[tuple[str, str, Any, Any]]) -> bool:
@@ -203,10 +206,16 @@ class Vswitchd:
             for gone in [u for u in allocator.given if u not in on_bridge]:
                 allocator.free(allocator.given.pop(gone), now)
             for iface_uuid, row in on_bridge.items():
+                if self._settled.get(iface_uuid) is row:
+                    continue
                 want = _iface_writes(allocator, iface_uuid, row, bridge.get("name"), now)
                 if want:
                     ops.append({"op": "update", "table": "Interface",
                                 "where": _by_uuid(iface_uuid), "row": want})  # fmt: skip
+                else:
+                    self._settled[iface_uuid] = row
+        for gone in [u for u in self._settled if u not in db.rows["Interface"]]:
+            del self._settled[gone]
         for gone in [u for u in self._bridges if u not in db.rows["Bridge"]]:
             del self._bridges[gone]
         return ops
