@@ -70,10 +70,13 @@ openapi: ## Regenerate schemas/api/openapi.json from the API's collections and m
 	mv schemas/api/openapi.json.tmp schemas/api/openapi.json
 
 .PHONY: rules
-rules: ## Regenerate the rules' generated files: config.dl (config schema), pipeline.dl (the contract)
+rules: ## Regenerate the rules' generated files: config.dl, universal.dl (the schemas), pipeline.dl (the contract)
 	$(VENV)/bin/python -m loom_logical.inputs > rules/logical/config.dl.tmp \
 		|| { rm -f rules/logical/config.dl.tmp; exit 1; }
 	mv rules/logical/config.dl.tmp rules/logical/config.dl
+	$(VENV)/bin/python -m loom_physical.inputs > rules/physical/universal.dl.tmp \
+		|| { rm -f rules/physical/universal.dl.tmp; exit 1; }
+	mv rules/physical/universal.dl.tmp rules/physical/universal.dl
 	for f in rules/logical/pipeline.dl rules/physical/pipeline.dl; do \
 		$(VENV)/bin/python -m loom_schemas.pipeline > $$f.tmp || { rm -f $$f.tmp; exit 1; }; \
 		mv $$f.tmp $$f; done

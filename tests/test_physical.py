@@ -239,13 +239,14 @@ def test_a_new_ports_zones_come_with_its_flows(two_hvs: Loom) -> None:
     hv1.add_vif("a", "vif-a", mac(1))  # hv1 needs the switch from now on
 
     def zoned(port: str) -> bool:
-        state = loom.physical.nodes.get("hv1")
-        return state is not None and port in state.located and port in state.zones
+        core = loom.physical.core
+        return (
+            "hv1" in core.nodes and port in core.located("hv1") and port in core.zones("hv1").zones
+        )
 
     # (the plug is not a configuration change: `realized` alone does not wait for it)
     assert loom.physical.wait_pass(lambda c: zoned(a), WAIT), "a got no zone"
     loom.realized("hv1")
-    state = loom.physical.nodes["hv1"]
     rounds = loom.physical.zone_rounds
     hv1.add_vif("b", "vif-b", mac(2))  # a VM waiting for its port, seen by the controller
     assert loom.physical.wait_pass(lambda c: "vif-b" in c.nodes["hv1"].session.vifs(), WAIT)
@@ -253,7 +254,7 @@ def test_a_new_ports_zones_come_with_its_flows(two_hvs: Loom) -> None:
     loom.realized("hv1")
     assert loom.physical.wait_pass(lambda c: zoned(b), WAIT), "b got no zone"
     assert loom.physical.zone_rounds == rounds, "b's zone took a round of its own"
-    zone = state.zones[b]
+    zone = loom.physical.core.zones("hv1").zones[b]
     flows = hv1.ofctl("dump-flows", "--no-stats")
     assert f"set_field:{zone:#x}->reg13" in flows, "no flow loads b's zone for ct()"
 
@@ -286,8 +287,8 @@ def test_control_cluster_restart_changes_no_flow(two_hvs: Loom) -> None:
     hv1.add_vif("c", "vif-c", mac(3))
 
     def zoned(*ports: str) -> bool:
-        state = loom.physical.nodes.get("hv1")
-        return state is not None and all(p in state.zones for p in ports)
+        core = loom.physical.core
+        return "hv1" in core.nodes and all(p in core.zones("hv1").zones for p in ports)
 
     assert loom.physical.wait_pass(lambda c: zoned(early), WAIT), "c got no zone"
     a = loom.port(sw, "a", mac(1), "10.0.0.1", security_profile_ids=[profile])
@@ -387,7 +388,7 @@ def test_failed_pass_starts_over_without_touching_the_dataplane(
     loom.realized("hv1", "hv2")
     before = hv1.flow_ages()
     physical = loom.physical
-    program = physical.program
+    program = physical.core.program
     failures = []
 
     class Failing:
@@ -398,9 +399,9 @@ def test_failed_pass_starts_over_without_touching_the_dataplane(
             failures.append(1)
             raise RuntimeError("injected: the engine failed")
 
-    monkeypatch.setattr(physical, "program", Failing())
+    monkeypatch.setattr(physical.core, "program", Failing())
     loom.port(sw, "c", mac(3), "10.0.0.3")  # a change: the next pass computes and fails
-    assert physical.wait_pass(lambda c: bool(failures) and c.program is not program, WAIT)
+    assert physical.wait_pass(lambda c: bool(failures) and c.core.program is not program, WAIT)
     hv2.add_vif("c", "vif-c", mac(3))
     loom.realized("hv1", "hv2")
     after = hv1.flow_ages()

@@ -24,10 +24,11 @@ import yaml
 
 from loom_common.ovsdb import RawConnection
 from loom_ddlog import Program
-from loom_ovs.manager import atoms
-from loom_ovs.openflow import MARK, Flow, FlowTable, Switch
-from loom_physical import inputs
-from loom_physical.images import Images, node_parts, to_row
+from loom_ovs.manager import TunnelSpec, atoms
+from loom_ovs.openflow import Flow, FlowTable, Switch
+from loom_physical.core import Localizer, NodeFacts
+from loom_physical.images import Images
+from loom_physical.inputs import opt
 from loom_physical.rules import main_file
 from loom_schemas.pipeline import STAGES
 
@@ -64,77 +65,79 @@ the cookies, hashes of random ids: the golden names them all)."""
 
 
 def localize(remote: str, node: str = NODE) -> tuple[list[Flow], Shared]:
-    """`node`'s OpenFlow table for the universal DB at `remote` (see the module docstring):
-    the physical rules give the node's own part and say which datapaths and ports it has,
-    and `loom_physical.images` puts the universal flows of those in, as the controller
-    does."""
+    """`node`'s OpenFlow table for the universal DB at `remote` (see the module docstring),
+    as the controller's core computes it (`loom_physical.core.Localizer`: the universal
+    rows fed as a monitor gives them, the node's facts as its OVSDB would say them)."""
     rows = _rows(remote)
-    program = Program.load([main_file()], workers=1, internal=False)
-    facts: dict[str, set[tuple[Any, ...]]] = {
-        "Node": {(node,)},
-        "Binding": {inputs.binding(r) for r in rows["Port_Binding"]},
-        "Marking": {m for r in rows["Port_Binding"] if (m := inputs.marking(r)) is not None},
-        "Datapath": inputs.datapaths(rows["Datapath"]),
-        "ServiceNode": inputs.service_nodes(rows["Replication_Set"]),
-        "Endpoint": inputs.endpoints(rows["Node_Endpoint"]),
-    }
-    facts["Gateway"], facts["GatewayNode"] = inputs.gateways(rows["Gateway_Assignment"])
+    core = _localizer(rows, node, {})
+    # Zones in an order that does not vary between runs (not by uuid): by datapath and port
+    # key, a router (its datapath's config id) before its ports; given again as the node's
+    # record, which a controller adopts.
+    rank = {r["config_id"]: (r["key"], 0) for r in rows["Datapath"]}
+    rank |= {r["logical_port"]: (r["datapath"], r["port_key"]) for r in rows["Port_Binding"]}
+    zones = sorted(core.zones(node).zones, key=lambda owner: (rank.get(owner, (0, 0)), owner))
+    core = _localizer(rows, node, {owner: i for i, owner in enumerate(zones, start=1)})
+    parts = core.desired_parts(node)
+    return core.flows(node), _shared(core.images, parts)
+
+
+def _localizer(rows: dict[str, list[dict[str, Any]]], node: str,
+               zones: dict[str, int]) -> Localizer:  # fmt: skip
+    """A core fed the universal rows and `node`'s facts (its zone record: `zones`),
+    computed until it settles."""
+    core = Localizer(Program.load([main_file()], workers=1, internal=False))
+    core.universal(
+        ("Flow" if table == "Universal_Flow" else table, r["_uuid"][1], _monitor_row(table, r))
+        for table, found in rows.items()
+        for r in found
+    )
+    members: dict[str, list[str]] = {}
+    for row in rows["Gateway_Assignment"]:
+        for _, gateway in sorted(_pairs(row["nodes"])):
+            members.setdefault(row["service"], []).append(gateway)
     # Every node is live but the gateway nodes after the first (by name) of each service:
     # the active one is the live node of least weight, and weights are hashes of ids.
     live = {e["node"] for e in rows["Node_Endpoint"]} | {node}
-    standby = set()
-    for service in {g for g, _, _ in facts["GatewayNode"]}:
-        members = sorted(n for g, _, n in facts["GatewayNode"] if g == service)
-        standby |= set(members[1:])
-        live.add(members[0])
-    facts["Live"] = {(n,) for n in live - standby}
-    vifs = sorted(inputs.opt(r["vif_id"]) for r in rows["Port_Binding"]
-                  if inputs.opt(r["chassis"]) == node)  # fmt: skip
-    facts["Iface"] = {(node, vif, 10 + i) for i, vif in enumerate(vifs)}
-    facts["FlowTunnel"] = {(node, e["encap"], FLOW_PORTS[e["encap"]])
-                           for e in rows["Node_Endpoint"] if e["node"] == node}  # fmt: skip
-    tunnels = sorted((t["to_node"], t["encap"]) for t in rows["Tunnel"] if t["from_node"] == node)
-    facts["TunnelPort"] = {(node, peer, encap, 100 + i) for i, (peer, encap) in enumerate(tunnels)}
-    if any(n == node for _, _, n in facts["GatewayNode"]):
-        facts["Uplink"] = {(node, UPLINK)}
-        facts["Neighbour"] = {(node, hop, NEXT_HOP_MAC) for _, _, hop in facts["Gateway"] if hop}
-    with program.transaction() as txn:
-        for relation, tuples in facts.items():
-            for row in tuples:
-                txn.insert(relation, row)
-        delta = txn.commit()
-    # Zones in an order that does not vary between runs (not by uuid): by datapath and port
-    # key, a router (its datapath's config id) before its ports.
-    rank = {r["config_id"]: (r["key"], 0) for r in rows["Datapath"]}
-    rank |= {r["logical_port"]: (r["datapath"], r["port_key"]) for r in rows["Port_Binding"]}
-    needed = {owner for w, (n, owner) in delta.get("NeedZone", []) if w > 0 and n == node}
-    zones = sorted(needed, key=lambda owner: (rank.get(owner, (0, 0)), owner))
-    with program.transaction() as txn:
-        for i, owner in enumerate(zones, start=1):
-            txn.insert("Zone", (node, owner, i))
-        txn.commit()
-    images = _universal_images(rows["Universal_Flow"], program.dump("GlobalBind"))
-    for n, table, priority, match, actions in program.dump("NodeFlow"):
-        if n == node:
-            images.add(("node", n), Flow(table, priority, match, actions, MARK))
-    for dp, table, priority, match, actions in program.dump("DpFlow"):
-        images.add(("dp", dp), Flow(table, priority, f"metadata={dp:#x},{match}", actions, MARK))
-    datapaths = {dp for n, dp in program.dump("NodeDatapath") if n == node}
-    ports = {p for n, p in program.dump("Bound") if n == node}
-    parts = node_parts(node, datapaths, ports)
-    return sorted(images.flows(parts)), _shared(images, parts)
+    standby: set[str] = set()
+    for gateways in members.values():
+        ordered = sorted(set(gateways))
+        standby |= set(ordered[1:])
+        live.add(ordered[0])
+    vifs = sorted(opt(r["vif_id"]) for r in rows["Port_Binding"] if opt(r["chassis"]) == node)
+    tunnels = {f"loom-{e['encap']}": FLOW_PORTS[e["encap"]]
+               for e in rows["Node_Endpoint"] if e["node"] == node}  # fmt: skip
+    peers = sorted((t["to_node"], t["encap"]) for t in rows["Tunnel"] if t["from_node"] == node)
+    for i, (peer, encap) in enumerate(peers):
+        tunnels[TunnelSpec(peer, encap, "").port_name] = 100 + i
+    gateway = any(node in gateways for gateways in members.values())
+    hops = {opt(r["uplink_next_hop"]) for r in rows["Gateway_Assignment"]} - {""}
+    facts = NodeFacts(
+        vifs={vif: 10 + i for i, vif in enumerate(vifs)},
+        tunnels=tunnels,
+        uplinks=(UPLINK,) if gateway else (),
+        neighbours=dict.fromkeys(sorted(hops), NEXT_HOP_MAC) if gateway else {},
+    )
+    core.node(node, facts, zones)
+    core.set_computed({node})
+    core.set_liveness(live - standby, set())
+    while core.compute() and core.feeds_back():
+        pass
+    return core
 
 
-def _universal_images(rows: list[dict[str, Any]], bindings: list[tuple[Any, ...]]) -> Images:
-    """The universal rows' flows in their parts, as the controller places them."""
-    images = Images()
-    for ident, text in bindings:
-        images.set_binding(ident, text)
-    for r in rows:
-        sets = {c: set(atoms(r[c])) - {"set"} if isinstance(r[c], list) else {r[c]}
-                for c in ("flows", "local_flows")}  # fmt: skip
-        images.set_row(r["_uuid"][1], to_row({**r, **sets}))
-    return images
+def _pairs(value: Any) -> list[tuple[Any, Any]]:
+    """An OVSDB JSON map's pairs."""
+    return [tuple(pair) for pair in value[1]]
+
+
+def _monitor_row(table: str, row: dict[str, Any]) -> dict[str, Any]:
+    """A selected row as the controller's replica holds it (a `Universal_Flow` row's flows
+    as sets)."""
+    if table != "Universal_Flow":
+        return row
+    sets = {c: set(atoms(row[c])) - {"set"} if isinstance(row[c], list) else {row[c]}
+            for c in ("flows", "local_flows")}  # fmt: skip
+    return {**row, **sets}
 
 
 def _shared(images: Images, parts: set[Any]) -> Shared:

@@ -7,10 +7,17 @@ import sys
 from pathlib import Path
 
 from loom_ddlog import Program
-from loom_physical.rules import main_file
+from loom_physical.inputs import universal_dl
+from loom_physical.rules import main_file, rules_dir
 
 TESTS = Path(__file__).resolve().parents[2] / "rules" / "physical" / "tests"
 LOOM_DDLOG = Path(sys.executable).parent / "loom-ddlog"
+
+
+def test_universal_dl_is_generated_from_the_universal_schema() -> None:
+    assert (rules_dir() / "universal.dl").read_text() == universal_dl(), (
+        "rules/physical/universal.dl is stale: run `make rules`"
+    )
 
 
 def test_localize_golden() -> None:
@@ -44,8 +51,9 @@ def test_a_gateway_lost_to_bfd_moves_to_the_next_node() -> None:
             txn.commit()
 
     with program.transaction() as txn:
-        for weight, node in ((1, "gw1"), (2, "gw2"), (3, "gw3")):
-            txn.insert("GatewayNode", ("gw", weight, node))
+        nodes = ((1, "gw1"), (2, "gw2"), (3, "gw3"))
+        txn.insert("Gateway_Assignment", ("ga", "gw", "l2", nodes, None, None, None))
+        for _, node in nodes:
             txn.insert("Live", (node,))
         txn.commit()
     assert active() == ["gw1"]

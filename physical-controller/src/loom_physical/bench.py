@@ -111,8 +111,8 @@ def _absent(physical: Any, node: str, keys: list[tuple[int, int, str]]) -> bool:
 
 def _vif_fed(physical: Any, node: str, iface_id: str) -> bool:
     """The physical engine has VIF `iface_id` of `node` as an input (it saw the plug)."""
-    fed = physical._fed_nodes.get(node, {}).get("Iface", set())
-    return any(row[1] == iface_id for row in fed)
+    view = physical.core.nodes.get(node)
+    return view is not None and iface_id in view.facts.vifs
 
 
 def _quiesce(logical: Any, physical: Any, port: str, node: str | None) -> None:
@@ -167,7 +167,7 @@ def run(workload: dict[str, Any], nodes: int, changes: int) -> dict[str, Any]:
 
             assert physical.wait_pass(cold_done, 3600, wake=False), "cold start did not finish"
             cold_s = time.perf_counter() - began
-            per_node = [physical.images.size(s.parts) for s in physical.nodes.values()]
+            per_node = [physical.core.images.size(s.parts) for s in physical.nodes.values()]
             _progress(f"cold start {cold_s:.1f}s, {sum(per_node)} flows on {nodes} nodes")
             rss_physical = _rss_mib()
 
@@ -190,13 +190,13 @@ def run(workload: dict[str, Any], nodes: int, changes: int) -> dict[str, Any]:
                         txn.insert(relation, row)
                 txn.commit()
             recompute_s = time.perf_counter() - began
-            biggest = max(physical.nodes,
-                          key=lambda n: physical.images.size(physical.nodes[n].parts))  # fmt: skip
+            images = physical.core.images
+            biggest = max(physical.nodes, key=lambda n: images.size(physical.nodes[n].parts))
             node_state = physical.nodes[biggest]
             began = time.perf_counter()
             remote = node_state.session.openflow_remote
             assert remote is not None
-            Switch(remote).replace(physical.images.flows(node_state.parts))
+            Switch(remote).replace(physical.core.images.flows(node_state.parts))
             replace_s = time.perf_counter() - began
             ofctl = subprocess.run([tool("ovs-ofctl"), "--version"], capture_output=True, text=True)
             assert ofctl.returncode == 0
@@ -265,20 +265,9 @@ def _plug(node: Any, ports: list[str], macs: Mapping[str, str]) -> None:
     node.vsctl(*args)
 
 
-def _engine_inputs(physical: Any) -> dict[str, set[tuple[Any, ...]]]:
+def _engine_inputs(physical: Any) -> dict[str, list[tuple[Any, ...]]]:
     """Every row the physical controller has fed its engine."""
-    rows: dict[str, set[tuple[Any, ...]]] = {}
-    for fed in physical._fed_nodes.values():
-        for relation, tuples in fed.items():
-            rows.setdefault(relation, set()).update(tuples)
-    for relation, tuples in physical._fed_global.items():
-        rows.setdefault(relation, set()).update(tuples)
-    rows["Binding"] = set(physical._fed_binding.values())
-    rows["Marking"] = set(physical._fed_marking.values())
-    rows["UFlow"] = {t for flows in physical._fed_flows.values() for t in flows}
-    rows["Live"] = set(physical._fed_live)
-    rows["Neighbour"] = set(physical._fed_neighbours)
-    rows["Bfd"] = set(physical._fed_bfd)
+    rows: dict[str, list[tuple[Any, ...]]] = physical.core.engine_rows()
     return rows
 
 

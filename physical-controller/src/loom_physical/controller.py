@@ -1,27 +1,24 @@
-"""The physical controller daemon: transport nodes + universal flows -> rules/physical ->
-OpenFlow and OVSDB configuration on each node it masters.
+"""The physical controller daemon: its I/O. What it decides is `loom_physical.core`
+(transport nodes + universal flows -> rules/physical -> each node's desired state), what it
+reports `loom_physical.status`; this module reads and writes: the nodes' OVSDB sessions
+and OpenFlow channels, the two databases, ZooKeeper.
 
 One thread runs the loop. Each pass:
 
-1. accepts nodes that dialled in (`loom_ovs.manager.Manager`) and polls their replicas;
+1. accepts nodes that dialled in (`loom_ovs.manager.Manager`), polls their replicas and
+   gives the core what each says (`NodeFacts`, its zone record);
 2. polls the universal DB (`UniversalReplica`: small tables whole, `Universal_Flow` only for
-   the datapaths the nodes need);
-3. places the universal flows that changed (`loom_physical.images`: each translated and
-   encoded once, into its datapath's or port's part, the same on every node), turns what
-   changed of the nodes and the small universal tables into one engine transaction of the
-   physical rules (`Node`, `Iface`, `FlowTunnel`, `TunnelPort`, `Zone`, `Datapath`,
-   `Binding`, `Endpoint`, ...) and folds its output: the nodes' own flows and the
-   datapaths' `DpFlow`s into their parts, which datapaths and ports each node has; a new
-   set of needed datapaths changes the flow monitor's condition, new `NeedZone` rows get
-   zones, and the pass computes again until nothing is left (a new VIF's zone is given
-   beforehand, where the rules will ask for it: `_speculate_zones`);
-4. for the nodes it masters: writes `br-int` and the tunnel ports the universal `Tunnel`
-   rows ask for, pushes the flow changes in one bundle per node (a node that (re)connected
-   or was just taken over is reconciled (`Switch.replace`: the table read and compared by
-   `ovs-ofctl diff-flows`, only the difference sent, in one bundle; nothing is removed and
-   re-added), and reports: `Port_Binding.chassis`/`up` in the universal DB,
-   `Transport_Node.status`, `Logical_Switch_Port.status` and
-   `Loom_Global.realized_generation` in the config DB.
+   the datapaths the nodes need) and gives the core its changes;
+3. computes (`Localizer.compute`: one engine transaction of the physical rules, the
+   universal flows placed into parts, each translated and encoded once, the same on every
+   node); a new set of needed datapaths changes the flow monitor's condition, new zones
+   feed back, and the pass computes again until nothing is left;
+4. for the nodes it masters: writes `br-int` and the tunnel ports the core asks for,
+   records new zones on the node, pushes the flow changes in one bundle per node (a node
+   that (re)connected or was just taken over is reconciled: `Switch.replace`, only the
+   difference sent, in one bundle; nothing is removed and re-added), writes QoS, and
+   reports: `Port_Binding.chassis`/`up` in the universal DB, `Transport_Node.status`,
+   `Logical_Switch_Port.status` and `Loom_Global.realized_generation` in the config DB.
 
 Sharding: alone, a controller masters every node that connects. With ZooKeeper each
 controller is a `loom_common.cluster.membership.Member` of the physical cluster; the shards
@@ -54,10 +51,12 @@ from loom_common.ovsdb import OvsdbError, RawConnection, Replica, TransactError
 from loom_common.reconnect import CONNECTION_ERRORS, Link
 from loom_ddlog import Program
 from loom_ovs import packets
-from loom_ovs.manager import Manager, NodeSession, TunnelSpec, omap
-from loom_ovs.openflow import MARK, Flow, Key, Switch
-from loom_physical import inputs
-from loom_physical.images import Images, PartKey, node_parts, to_row
+from loom_ovs.manager import Manager, NodeSession, TunnelSpec
+from loom_ovs.openflow import Flow, Key, Switch
+from loom_physical import status
+from loom_physical.core import Localizer, NodeFacts, liveness
+from loom_physical.images import PartKey
+from loom_physical.inputs import opt
 from loom_physical.rules import main_file
 from loom_physical.universal import UniversalReplica
 
@@ -66,7 +65,6 @@ log = logging.getLogger(__name__)
 POLL_MS = 1000
 MAX_ROUNDS = 8
 """Engine rounds per pass (zones and new datapaths feed back into the rules)."""
-ZONES = (1, 65535)
 HANDOFF = 0.05
 """Seconds the loop waits at most, after a pass's first pushes, for `wait_pass` callers to
 look (`_let_waiters_look`)."""
@@ -88,40 +86,19 @@ cluster, so that a standby takes its nodes over, and the daemon exits non-zero."
 
 @dataclass
 class NodeState:
-    """What the controller holds for one connected node."""
+    """What the shell holds for one connected node (the core holds what it decides)."""
 
     session: NodeSession
-    datapaths: set[int] = field(default_factory=set)
-    """The datapaths it has (`NodeDatapath`): their parts are in its table."""
-    bound: set[str] = field(default_factory=set)
-    """The ports bound on it (`Bound`): their parts are in its table."""
     parts: set[PartKey] = field(default_factory=set)
     """The parts its table holds as of the last push (`images.Images.settle`)."""
     full_sync: bool = True
     """The next push replaces the whole table (connected, reconnected or taken over)."""
-    zones: dict[str, int] = field(default_factory=dict)
-    """Logical port or router -> its conntrack zone on this node (stable while needed)."""
-    free_zones: list[int] = field(default_factory=list)
-    next_zone: int = ZONES[0]
-    recorded_zones: dict[str, int] = field(default_factory=dict)
-    """The zones the node itself records (`NodeSession.zones`)."""
-    recorded_used: set[int] = field(default_factory=set)
-    """`recorded_zones`' values."""
-    unsaved_zones: dict[str, int] = field(default_factory=dict)
-    """Zones chosen here and not recorded on the node yet (done before the next push)."""
-    released_zones: set[str] = field(default_factory=set)
-    """Owners whose zones are no longer needed and still recorded on the node."""
-    speculative_zones: set[str] = field(default_factory=set)
-    """Owners given a zone before the engine asked (`_speculate_zones`), not yet asked."""
     pushed: bool = False
     """Pushed in the current pass (a node that holds a changed part and was not must be
     pushed whole next time: the change is forgotten at the pass's end)."""
-    located: set[str] = field(default_factory=set)
     realized: int = 0
     message: str = ""
     pushes: int = 0
-    dirty: bool = True
-    """Its OVSDB rows or zones changed since its engine rows were computed."""
     reconfigure: bool = True
     """Its OVSDB rows or the tunnels it should have changed since it was configured."""
     stt: bool = False
@@ -139,11 +116,20 @@ class NodeState:
     qos_written: dict[str, dict[str, int]] | None = None
     """The VIFs' rates as last written to the node (None: not yet)."""
     bfd: dict[str, bool] = field(default_factory=dict)
-    """The node's BFD verdicts last seen (published in its status, `_report_config`)."""
-    probes: set[tuple[Any, ...]] = field(default_factory=set)
-    """The ARP requests it sends for its L3 services' next hops (`ArpProbe` rows)."""
+    """The node's BFD verdicts last seen (published in its status)."""
     probed_at: float = 0.0
-    """When they were last sent (0: due)."""
+    """When its next hops were last probed (0: due)."""
+
+    def facts(self) -> NodeFacts:
+        """What its OVSDB says that the rules read."""
+        session = self.session
+        return NodeFacts(
+            vifs={vif: info.ofport for vif, info in session.vifs().items()},
+            tunnels={name: ofport for name, (_, ofport, _) in session.tunnels().items()
+                     if ofport is not None},
+            uplinks=tuple(session.uplinks()),
+            neighbours=dict(session.neighbours()),
+        )  # fmt: skip
 
     def close(self) -> None:
         """Close the node's connections (its OVSDB session, its OpenFlow channel)."""
@@ -187,7 +173,8 @@ class PhysicalController:
         self._retry_delays = retry_delays
         self._rules = rules or main_file()
         self._workers = workers
-        self.program = Program.load([self._rules], workers=workers, internal=False)
+        self.core = Localizer(Program.load([self._rules], workers=workers, internal=False))
+        """What the controller decides (`loom_physical.core`)."""
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
@@ -207,7 +194,7 @@ class PhysicalController:
         """The databases' connections: each up, or down and reconnecting (`Link`)."""
         self._universal_link, self._config_link = self.links
         self.failure: str | None = None
-        """Why the controller gave up (its loop ended for good; `GIVE_UP_AFTER`)."""
+        """Why the controller gave up (its loop ended for good; `RETRY_DELAYS`)."""
         self._zk_hosts = zookeeper
         self._session_timeout = session_timeout
         self._zk_root = zk_root
@@ -216,66 +203,23 @@ class PhysicalController:
         self.nodes: dict[str, NodeState] = {}
         self._pending: list[NodeSession] = []
         """Sessions whose node has not said its system-id yet."""
-        self._fed_global: dict[str, set[tuple[Any, ...]]] = {}
-        self.images = Images()
-        """Every datapath's, port's and node's part of the nodes' tables (`images`)."""
-        self._by_node: dict[str, dict[str, set[str]]] = {"Tunnel": {}, "Node_Endpoint": {}}
-        """Universal table -> node (`from_node`, `node`) -> its rows' uuids."""
-        self._row_node: dict[str, str] = {}
-        """Tunnel or Node_Endpoint row uuid -> its node (`_by_node`)."""
-        self._vif_ports: dict[str, str] = {}
-        self._vif_node: dict[str, str] = {}
-        """VIF id -> the node it was last seen on (`_speculate_zones`)."""
-        """VIF id -> its logical port (Port_Binding `vif_id`), to give a new VIF its zone
-        before the rules ask (`_speculate_zones`)."""
-        self._fed_nodes: dict[str, dict[str, set[tuple[Any, ...]]]] = {}
-        """Node -> input relation -> the rows fed for it (until it disconnects): its OVSDB's
-        (`_node_inputs`) and its zones."""
-        self._disconnected: set[str] = set()
-        """Nodes gone since the last computation (their rows are taken out of the engine)."""
-        self._fed_live: set[tuple[Any, ...]] = set()
-        self._fed_neighbours: set[tuple[Any, ...]] = set()
-        self._fed_bfd: set[tuple[Any, ...]] = set()
-        self._zone_changes: list[tuple[int, tuple[str, str, int]]] = []
-        """Zone rows allocated (+1) or released (-1) since the last computation."""
-        self.zone_rounds = 0
-        """Engine rounds run again for zones the rules asked for (not given beforehand)."""
-        self._node_dps: dict[int, set[str]] = {}
-        """Datapath -> the nodes that need it (the engine's `NodeDatapath`): its keys are the
-        datapaths whose universal flows are read."""
-        self._dirty_universal: dict[str, set[str]] = {}
-        """Universal table -> the uuids of its rows changed since they were fed."""
-        self._fed_binding: dict[str, tuple[Any, ...]] = {}
-        """Port_Binding row uuid -> the Binding row fed for it."""
-        self._fed_marking: dict[str, tuple[Any, ...]] = {}
-        """Port_Binding uuid -> its `Marking` row (ports whose QoS marks DSCP)."""
         self._report_due = True
         """Something `_report` writes may have changed since it last ran."""
         self._recheck: set[str] = set()
         """Logical ports whose status `_report` must look at again."""
-        self._bindings: dict[str, dict[str, Any]] = {}
-        """Logical port -> its Port_Binding row."""
-        self._binding_port: dict[str, str] = {}
-        """Port_Binding row uuid -> its logical port."""
         self._reported_masters: set[str] = set()
         self._mastered: set[str] = set()
         """The nodes mastered after the last pass (one newly mastered gets a full sync)."""
         self._seen: set[str] = set()
         """Nodes that have been connected to this process (only those it reports gone)."""
-        self._need_zone: set[tuple[str, str]] = set()
         self._stop = threading.Event()
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
         self.passes = 0
-        self.transactions = 0
         self._waiters = 0
         """Threads in `wait_pass`."""
         self._looked = 0
         """Predicate evaluations since the last pass's first pushes."""
-        self._with_qos: set[str] = set()
-        """Ports whose binding has QoS rates."""
-        self._qos_ports: set[str] = set()
-        """Ports whose binding changed since their nodes' QoS was looked at."""
         self._bulk_loaded = False
         """A whole table was pushed since the last `heap.settle()`."""
         self._pushers = concurrent.futures.ThreadPoolExecutor(
@@ -289,6 +233,11 @@ class PhysicalController:
         OpenFlow), `report` (status)."""
         self.conflicts: dict[str, int] = {}
         """Node -> OpenFlow matches wanted with different actions (the last push)."""
+
+    @property
+    def zone_rounds(self) -> int:
+        """Engine rounds run again for zones the rules asked for (not given beforehand)."""
+        return self.core.zone_rounds
 
     # ---- lifecycle ----
 
@@ -444,12 +393,13 @@ class PhysicalController:
         """The pass's pushes are done: a node that holds a part that changed and was not
         pushed (its push failed, or it was not ours to push) gets its whole table next time;
         then the parts' changes are forgotten (`Images.settle`)."""
-        changed = self.images.changed()
+        images = self.core.images
+        changed = images.changed()
         for state in self.nodes.values():
             if not state.pushed and not state.parts.isdisjoint(changed):
                 state.full_sync = True
             state.pushed = False
-        self.images.settle()
+        images.settle()
 
     def _give_up(self, reason: str) -> None:
         """The controller cannot go on: record why, leave the cluster, wake the waiters."""
@@ -462,29 +412,23 @@ class PhysicalController:
             self._cond.notify_all()
 
     def _start_over(self) -> None:
-        """After a failed pass, whatever the engine holds is unknown: build a new engine from
-        the databases and the nodes (as a restarted controller would), and push each node's
-        table whole once it is computed again (`Switch.replace` changes only what differs)."""
-        self.program = Program.load([self._rules], workers=self._workers, internal=False)
-        self._fed_nodes, self._fed_global, self._fed_binding = {}, {}, {}
-        self.images = Images()
-        self._fed_marking = {}
-        self._fed_live, self._fed_neighbours, self._zone_changes = set(), set(), []
-        self._fed_bfd = set()
-        self._node_dps = {}
-        self._bindings, self._binding_port, self._dirty_universal = {}, {}, {}
-        self._with_qos, self._vif_ports = set(), {}
+        """After a failed pass, whatever the engine holds is unknown: a new core, fed from
+        the databases and the nodes (as a restarted controller would), each node's zones
+        kept; each node's table is pushed whole once computed again (`Switch.replace`
+        changes only what differs)."""
+        old = self.core
+        self.core = Localizer(Program.load([self._rules], workers=self._workers, internal=False))
         # The replicas are kept by their links (what failed is the engine's state): every
         # row held is fed again.
-        for table, rows in self.universal.rows.items():
-            self._mark_universal([(table, uuid, row) for uuid, row in rows.items()])
+        self.core.universal((table, uuid, row) for table, rows in self.universal.rows.items()
+                            for uuid, row in rows.items())  # fmt: skip
         self._reported_masters = set()  # report everything again
         self._report_due = True
         for system_id, state in self.nodes.items():
+            self.core.node(system_id, state.facts(), state.session.zones())
+            self.core.carry_zones(system_id, old)
             state.parts = set()
-            state.full_sync = state.dirty = state.reconfigure = True
-            for owner, zone in state.zones.items():
-                self._zone_changes.append((1, (system_id, owner, zone)))
+            state.full_sync = state.reconfigure = True
 
     def _wait(self) -> None:
         """Wait until a node, a database or `_wake` has something, a link is due to
@@ -520,21 +464,25 @@ class PhysicalController:
         self._poll_universal()
         self._poll_nodes()
         polled = time.perf_counter()
+        core = self.core
+        core.set_computed(self._computed())
+        core.set_liveness(*liveness(self.config.rows["Transport_Node"].values(), self.nodes))
         rounds = 0
         for rounds in range(1, MAX_ROUNDS + 1):  # noqa: B007 - counted for the pass record
-            if not self._compute() or not self._feeds_back():
+            changed = core.compute()
+            self._follow_datapaths()
+            if not changed or not core.feeds_back():
                 break
-            if self._zones_to_feed():
-                self.zone_rounds += 1
         else:  # still changing: push nothing half-computed (a full sync would delete flows)
             self._wake()
             return None
+        self._take_changed()
         computed = time.perf_counter()
         masters = self.masters()
         for system_id in masters - self._mastered:  # (re)gained: reconcile the whole table
             self.nodes[system_id].full_sync = self.nodes[system_id].reconfigure = True
         self._mastered = set(masters)
-        pushed = self._realize_all(masters, self._universal_generation(), first=True)
+        pushed = self._realize_all(masters, core.generation, first=True)
         realized = time.perf_counter()
         if rounds > 1 or pushed:
             self.pass_phases.append((began, {
@@ -543,11 +491,40 @@ class PhysicalController:
             }))  # fmt: skip
         return masters
 
+    def _follow_datapaths(self) -> None:
+        """Read the universal flows of the datapaths the nodes computed here need now."""
+        needed = self.core.needed_datapaths()
+        if needed != self.universal.datapaths:
+            try:
+                self.universal.set_datapaths(needed)
+            except CONNECTION_ERRORS as exc:
+                self._universal_link.lost(exc)  # (it asks for them when it reconnects)
+            self._poll_universal()
+
+    def _take_changed(self) -> None:
+        """Act on what the computation changed: nodes to push first, QoS, probes, tunnel
+        ports, ports whose status to look at."""
+        changed = self.core.take_changed()
+        self._recheck |= changed.ports
+        self._report_due = self._report_due or changed.status or bool(changed.ports)
+        for system_id in changed.located:
+            if (state := self.nodes.get(system_id)) is not None:
+                state.ports_changed = True
+        for system_id in changed.qos:
+            if (state := self.nodes.get(system_id)) is not None:
+                state.qos_dirty = True
+        for system_id in changed.probes:
+            if (state := self.nodes.get(system_id)) is not None:
+                state.probed_at = 0.0  # a new one goes at once
+        for system_id in changed.reconfigure:
+            if (state := self.nodes.get(system_id)) is not None:
+                state.reconfigure = True
+
     def _push_others(self, masters: set[str]) -> int:
         """A pass's second push phase (the nodes where no port came or went), recorded in
         `pass_phases` as `push_others`; the number of nodes sent something."""
         began = time.perf_counter()
-        pushed = self._realize_all(masters, self._universal_generation(), first=False)
+        pushed = self._realize_all(masters, self.core.generation, first=False)
         if pushed:
             self.pass_phases.append((began, {"push_others": time.perf_counter() - began}))
         return pushed
@@ -580,8 +557,8 @@ class PhysicalController:
                 state.session, state.switch = session, None
                 state.qos_dirty, state.qos_written = True, None
                 state.full_sync = True
-                state.dirty = state.reconfigure = True
-            self._follow_recorded_zones(system_id, state)
+                state.reconfigure = True
+            self.core.node(system_id, state.facts(), session.zones())
             log.info("node %s connected from %s", system_id, session.peer)
             self._seen.add(system_id)
             self._report_due = True
@@ -603,63 +580,15 @@ class PhysicalController:
             self._member.set_shards(self._configured_nodes())
 
     def _poll_universal(self) -> None:
-        self._mark_universal(self._universal_link.sync())
-
-    def _mark_universal(self, changes: list[tuple[str, str, Any]]) -> None:
-        """Note what changed of the universal DB, for the next computation."""
-        for table, uuid, row in changes:
-            self._dirty_universal.setdefault(table, set()).add(uuid)
-            if table in self._by_node:
-                self._index_row(table, uuid, row)
-            elif table == "Port_Binding":
-                self._mark_binding(uuid, row)
-            if table in ("Port_Binding", "Universal_Global"):
-                self._report_due = True
-
-    def _index_row(self, table: str, uuid: str, row: dict[str, Any] | None) -> None:
-        """Keep `_by_node` of a `Tunnel` or `Node_Endpoint` row; its node's (old and new)
-        tunnel ports follow."""
-        index = self._by_node[table]
-        touched = set()
-        if (old_node := self._row_node.pop(uuid, None)) is not None:
-            index.get(old_node, set()).discard(uuid)
-            touched.add(old_node)
-        if row is not None:
-            node = str(row["from_node" if table == "Tunnel" else "node"])
-            index.setdefault(node, set()).add(uuid)
-            self._row_node[uuid] = node
-            touched.add(node)
-        for node in touched:
-            if (state := self.nodes.get(node)) is not None:
-                state.dirty = state.reconfigure = True
-
-    def _mark_binding(self, uuid: str, row: dict[str, Any] | None) -> None:
-        """Keep the bindings' indexes (by port, by VIF, with QoS) of a `Port_Binding` row."""
-        port = self._binding_port.pop(uuid, None)
-        if port is not None:
-            old = self._bindings.pop(port, None)
-            self._with_qos.discard(port)
-            if old is not None and self._vif_ports.get(inputs.opt(old["vif_id"])) == port:
-                del self._vif_ports[inputs.opt(old["vif_id"])]
-        if row is not None:
-            port = row["logical_port"]
-            self._binding_port[uuid] = port
-            self._bindings[port] = row
-            if vif := inputs.opt(row["vif_id"]):
-                self._vif_ports[vif] = port
-            if omap(row["qos"]):
-                self._with_qos.add(port)
-            else:
-                self._with_qos.discard(port)
-        if port is not None:
-            self._recheck.add(port)
-            self._qos_ports.add(port)
+        changes = self._universal_link.sync()
+        if changes:
+            self.core.universal(changes)
 
     def _poll_nodes(self) -> None:
         for system_id, state in list(self.nodes.items()):
             if state.session.poll():
-                state.dirty = state.reconfigure = True
-                self._follow_recorded_zones(system_id, state)
+                state.reconfigure = True
+                self.core.node(system_id, state.facts(), state.session.zones())
                 if state.session.bfd() != state.bfd:
                     state.bfd = dict(state.session.bfd())
                     self._report_due = True  # (its status publishes them)
@@ -667,360 +596,9 @@ class PhysicalController:
                 log.info("node %s disconnected", system_id)
                 self._report_due = True
                 self.nodes.pop(system_id).close()
-                self._disconnected.add(system_id)
-
-    def _universal_generation(self) -> int:
-        for row in self.universal.rows["Universal_Global"].values():
-            return int(row["generation"])
-        return 0
-
-    # ---- the engine ----
-
-    def _node_inputs(self, system_id: str, state: NodeState) -> dict[str, set[tuple[Any, ...]]]:
-        """The engine rows node `system_id`'s OVSDB stands for now (its zones are fed as they
-        are allocated: a node has thousands, and rebuilding them per change cost more than
-        the engine; see `_fold_nodes`)."""
-        rows: dict[str, set[tuple[Any, ...]]] = {
-            "Node": {(system_id,)}, "Iface": set(), "TunnelPort": set(), "FlowTunnel": set(),
-            "Uplink": {(system_id, of) for of in state.session.uplinks()[:1]},
-        }  # fmt: skip
-        for iface_id, vif in state.session.vifs().items():
-            rows["Iface"].add((system_id, iface_id, vif.ofport))
-        specs = {t.port_name: t for t in self._tunnel_specs(system_id)}
-        for name, (peer, ofport, _) in state.session.tunnels().items():
-            spec = specs.get(name)
-            if ofport is None or spec is None:
-                continue
-            if spec.peer:
-                rows["TunnelPort"].add((system_id, peer, spec.encap, ofport))
-            else:
-                rows["FlowTunnel"].add((system_id, spec.encap, ofport))
-        return rows
-
-    def _universal_inputs(self, dirty: dict[str, set[str]]) -> dict[str, set[tuple[Any, ...]]]:
-        """The engine rows of the small universal tables that changed (each whole)."""
-        rows: dict[str, set[tuple[Any, ...]]] = {}
-        if "Datapath" in dirty:
-            rows["Datapath"] = inputs.datapaths(self.universal.rows["Datapath"].values())
-        if "Node_Endpoint" in dirty:
-            rows["Endpoint"] = inputs.endpoints(self.universal.rows["Node_Endpoint"].values())
-        if "Gateway_Assignment" in dirty:
-            gateway_rows = self.universal.rows["Gateway_Assignment"].values()
-            rows["Gateway"], rows["GatewayNode"] = inputs.gateways(gateway_rows)
-        if "Replication_Set" in dirty:
-            rows["ServiceNode"] = inputs.service_nodes(
-                self.universal.rows["Replication_Set"].values()
-            )
-        return rows
-
-    def _liveness(self) -> tuple[set[tuple[Any, ...]], set[tuple[Any, ...]]]:
-        """The `Live` rows — the nodes connected to some physical controller (ours, and as
-        the config DB says) — and the `Bfd` rows: the connected nodes' BFD verdicts as
-        their masters publish them in the config DB (`Transport_Node.status` `bfd:<peer>` =
-        up/down), read from there, not from this controller's own sessions, so that every
-        controller judges a gateway alike."""
-        live = {(n,) for n in self.nodes}
-        bfd = set()
-        for row in self.config.rows["Transport_Node"].values():
-            status = omap(row["status"])
-            if status.get("connected") != "true":
-                continue
-            node = str(row["system_id"])
-            live.add((node,))
-            for key, value in status.items():
-                if key.startswith("bfd:"):
-                    bfd.add((node, key[len("bfd:") :], value == "up"))
-        return live, bfd
-
-    def _compute(self) -> bool:
-        """One engine transaction of what changed; True if it changed any output."""
-        computed = self._computed()
-        txn = self.program.transaction()
-        changed = False
-        deletes: list[tuple[str, tuple[Any, ...]]] = []
-        inserts: list[tuple[str, tuple[Any, ...]]] = []
-
-        def feed(relation: str, old: set[tuple[Any, ...]], new: set[tuple[Any, ...]]) -> None:
-            # Collected, then every retraction before any insertion: a row deleted for one
-            # uuid and inserted for another in the same pass (a binding re-created) must end
-            # up present, whatever order the uuids come in.
-            deletes.extend((relation, row) for row in old - new)
-            inserts.extend((relation, row) for row in new - old)
-
-        for system_id in list(self._disconnected):
-            for relation, old in self._fed_nodes.get(system_id, {}).items():
-                feed(relation, old, set())
-            self._fed_nodes.pop(system_id, None)
-            self._disconnected.discard(system_id)
-        self._place_flows(self._dirty_universal.pop("Flow", set()))
-        self._speculate_zones(computed)
-        changed = self._feed_zones(txn) or changed
-        for system_id, state in self.nodes.items():
-            fed = self._fed_nodes.get(system_id, {})
-            have = {relation: rows for relation, rows in fed.items() if relation != "Zone"}
-            if system_id in computed and not state.dirty and have:
-                continue
-            want = self._node_inputs(system_id, state) if system_id in computed else {}
-            for relation in {*want, *have}:
-                feed(relation, have.get(relation, set()), want.get(relation, set()))
-            state.dirty = False
-            zones = fed.get("Zone")  # fed as allocated (`_feed_zones`), kept as they are
-            self._fed_nodes[system_id] = {**want, "Zone": zones} if zones else dict(want)
-        live, bfd = self._liveness()
-        feed("Live", self._fed_live, live)
-        feed("Bfd", self._fed_bfd, bfd)
-        self._fed_live, self._fed_bfd = live, bfd
-        # Every connected node's static neighbours, not only those of nodes computed here:
-        # a hypervisor's router needs its gateway's next hop wherever the gateway is mastered.
-        neighbours = {
-            (system_id, ip, mac)
-            for system_id, state in self.nodes.items()
-            for ip, mac in state.session.neighbours().items()
-        }
-        feed("Neighbour", self._fed_neighbours, neighbours)
-        self._fed_neighbours = neighbours
-        if self._dirty_universal:
-            self._feed_universal(feed, self._dirty_universal)
-            self._dirty_universal = {}
-        for relation, row in deletes:
-            txn.delete(relation, row)
-        for relation, row in inserts:
-            txn.insert(relation, row)
-        changed = changed or bool(deletes or inserts)
-        if not changed:
-            txn.rollback()
-            return False
-        delta = txn.commit()
-        self.transactions += 1
-        self._fold(delta)
-        self._release_unasked_zones()
-        return True
-
-    def _place_flows(self, uuids: set[str]) -> None:
-        """Put the universal flows of the rows that changed into their parts (`images`:
-        translated once, whatever the nodes that have them)."""
-        rows = self.universal.rows["Flow"]
-        for uuid in uuids:
-            row = rows.get(uuid)
-            self.images.set_row(uuid, to_row(row) if row is not None else None)
-
-    def _speculate_zones(self, computed: set[str]) -> None:
-        """Give the ports of new VIFs (a VIF plugged, or the port of a VIF that waited for
-        it) their zones before the rules ask for them (`NeedZone`): so they go in the same
-        transaction as the VIF or the port, and its flows need no second round for its
-        zone."""
-        found: list[tuple[str, str]] = []
-        for system_id in computed:
-            state = self.nodes[system_id]
-            if state.dirty:
-                for iface_id in state.session.vifs():
-                    self._vif_node[iface_id] = system_id
-                    if (port := self._vif_ports.get(iface_id)) is not None:
-                        found.append((system_id, port))
-        for uuid in self._dirty_universal.get("Port_Binding", ()):
-            port = self._binding_port.get(uuid)
-            row = self._bindings.get(port) if port is not None else None
-            node = self._vif_node.get(inputs.opt(row["vif_id"])) if row is not None else None
-            if port is not None and node in computed:
-                found.append((node, port))
-        for system_id, port in found:
-            state = self.nodes[system_id]
-            vif = self._bindings.get(port, {}).get("vif_id")
-            if port not in state.zones and inputs.opt(vif) in state.session.vifs():
-                self._zone_needed(system_id, state, port)
-                state.speculative_zones.add(port)
-
-    def _release_unasked_zones(self) -> None:
-        """Release the zones given beforehand that the engine did not ask for (the flows
-        that named them are not on that node after all)."""
-        for node, state in self.nodes.items():
-            for owner in state.speculative_zones:
-                self._zone_released(node, state, owner)
-            state.speculative_zones = set()
-
-    def _feeds_back(self) -> bool:
-        """Whether the last computation's output asks for another round before a push:
-        zones to allocate (flows wait for them) or newly needed datapaths' rows. Zones
-        released wait for the next transaction: no flow uses them any more, so feeding
-        their retraction changes no output, and it costs no commit of its own there (it
-        was a round of every port deletion, ~1 ms of the engine)."""
-        return bool(self._dirty_universal) or self._zones_to_feed()
-
-    def _zones_to_feed(self) -> bool:
-        """Zones were given that the engine has not been fed yet."""
-        return any(w > 0 for w, _ in self._zone_changes)
-
-    def _feed_zones(self, txn: Any) -> bool:
-        """Feed the zones allocated and released since the last computation."""
-        fed = False
-        for weight, row in self._zone_changes:
-            if row[0] not in self.nodes:
-                continue
-            zones = self._fed_nodes.setdefault(row[0], {}).setdefault("Zone", set())
-            if weight > 0:
-                txn.insert("Zone", row)
-                zones.add(row)
-            else:
-                txn.delete("Zone", row)
-                zones.discard(row)
-            fed = True
-        self._zone_changes = []
-        return fed
-
-    def _feed_universal(
-        self,
-        feed: Callable[[str, set[tuple[Any, ...]], set[tuple[Any, ...]]], None],
-        dirty: dict[str, set[str]],
-    ) -> None:
-        """Feed what changed of the universal DB's rows: the rows of the big tables
-        (`Port_Binding`, `Universal_Flow`) one by one, the small ones whole."""
-        want = self._universal_inputs(dirty)
-        for relation, new in want.items():
-            feed(relation, self._fed_global.get(relation, set()), new)
-            self._fed_global[relation] = new
-        for uuid in dirty.get("Port_Binding", ()):
-            row = self.universal.rows["Port_Binding"].get(uuid)
-            old_binding = self._fed_binding.pop(uuid, None)
-            new_binding = inputs.binding(row) if row is not None else None
-            feed("Binding", {old_binding} if old_binding else set(),
-                 {new_binding} if new_binding else set())  # fmt: skip
-            if new_binding is not None:
-                self._fed_binding[uuid] = new_binding
-            old_mark = self._fed_marking.pop(uuid, None)
-            new_mark = inputs.marking(row) if row is not None else None
-            feed("Marking", {old_mark} if old_mark else set(), {new_mark} if new_mark else set())
-            if new_mark is not None:
-                self._fed_marking[uuid] = new_mark
-
-    def _fold(self, delta: dict[str, list[tuple[int, tuple[Any, ...]]]]) -> None:
-        """Fold an engine delta into the parts, the nodes' datapaths and ports, and the
-        controller's needs."""
-        self._fold_parts(delta)
-        self._fold_placement(delta)
-        self._fold_nodes(delta)
-        needed = set(self._node_dps) | {0}  # (datapath 0: what every switch shares)
-        if needed != self.universal.datapaths:  # the flows read follow
-            try:
-                self.universal.set_datapaths(needed)
-            except CONNECTION_ERRORS as exc:
-                self._universal_link.lost(exc)  # (it asks for them when it reconnects)
-            self._poll_universal()
-
-    def _fold_parts(self, delta: dict[str, list[tuple[int, tuple[Any, ...]]]]) -> None:
-        """The nodes' own flows and the datapaths' `DpFlow`s into their parts; the values
-        of the universal flows' identifiers."""
-        for weight, (node, table, priority, match, actions) in delta.get("NodeFlow", []):
-            flow = Flow(table, priority, match, actions, MARK)
-            (self.images.add if weight > 0 else self.images.remove)(("node", node), flow)
-        for weight, (dp, table, priority, match, actions) in delta.get("DpFlow", []):
-            flow = Flow(table, priority, f"metadata={dp:#x},{match}", actions, MARK)
-            (self.images.add if weight > 0 else self.images.remove)(("dp", dp), flow)
-        for weight, (ident, text) in sorted(delta.get("GlobalBind", []), key=lambda d: d[0]):
-            self.images.set_binding(ident, text if weight > 0 else None)
-
-    def _fold_placement(self, delta: dict[str, list[tuple[int, tuple[Any, ...]]]]) -> None:
-        """Which datapaths (`NodeDatapath`) and ports (`Bound`) each node has."""
-        for weight, (node, dp) in delta.get("NodeDatapath", []):
-            if weight > 0:
-                self._node_dps.setdefault(dp, set()).add(node)
-            elif (nodes := self._node_dps.get(dp)) is not None:
-                nodes.discard(node)
-                if not nodes:
-                    del self._node_dps[dp]
-            if (state := self.nodes.get(node)) is not None:
-                (state.datapaths.add if weight > 0 else state.datapaths.discard)(dp)
-        for weight, (node, port) in delta.get("Bound", []):
-            if (state := self.nodes.get(node)) is not None:
-                (state.bound.add if weight > 0 else state.bound.discard)(port)
-
-    def _fold_nodes(self, delta: dict[str, list[tuple[int, tuple[Any, ...]]]]) -> None:
-        """Fold where VIFs are and which zones nodes need."""
-        for weight, (port, node) in delta.get("Located", []):
-            self._report_due = True
-            self._recheck.add(port)
-            state = self.nodes.get(node)
-            if state is not None:
-                state.ports_changed = state.qos_dirty = True
-                if weight > 0:
-                    state.located.add(port)
-                else:
-                    state.located.discard(port)
-        for weight, row in delta.get("ArpProbe", []):
-            state = self.nodes.get(row[0])
-            if state is not None:
-                (state.probes.add if weight > 0 else state.probes.discard)(row)
-                state.probed_at = 0.0  # a new one goes at once
-        for weight, (node, owner) in delta.get("NeedZone", []):
-            state = self.nodes.get(node)
-            if state is None:
-                continue
-            if weight > 0:
-                state.speculative_zones.discard(owner)
-                self._zone_needed(node, state, owner)
-            else:
-                self._zone_released(node, state, owner)
-
-    def _zone_released(self, node: str, state: NodeState, owner: str) -> None:
-        """`owner` needs no zone on `node` any more."""
-        if owner in state.zones:
-            zone = state.zones.pop(owner)
-            state.free_zones.append(zone)
-            state.unsaved_zones.pop(owner, None)
-            state.released_zones.add(owner)
-            self._zone_changes.append((-1, (node, owner, zone)))
-
-    def _zone_needed(self, node: str, state: NodeState, owner: str) -> None:
-        """Give `owner` a zone on `node`: the one the node records if any (a previous master
-        chose it), else a free one, to be recorded on the node before the flows using it."""
-        zone = state.zones.get(owner) or state.recorded_zones.get(owner)
-        if zone is None:
-            used = state.recorded_used
-            while state.free_zones and state.free_zones[-1] in used:
-                state.free_zones.pop()
-            zone = state.free_zones.pop() if state.free_zones else None
-            while zone is None:
-                candidate, state.next_zone = state.next_zone, state.next_zone + 1
-                if candidate >= ZONES[1]:
-                    log.warning("node %s: no conntrack zone left for %s", node, owner)
-                    return
-                if candidate not in used:
-                    zone = candidate
-            state.unsaved_zones[owner] = zone
-        if state.zones.get(owner) != zone:
-            state.zones[owner] = zone
-            state.released_zones.discard(owner)
-            self._zone_changes.append((1, (node, owner, zone)))
-
-    def _follow_recorded_zones(self, system_id: str, state: NodeState) -> None:
-        """Adopt the zones the node records (another master may have chosen them)."""
-        recorded = state.session.zones()
-        if recorded is state.recorded_zones:
-            return  # unchanged (a node change that was not its zones)
-        state.recorded_zones, state.recorded_used = recorded, set(recorded.values())
-        if state.recorded_zones:
-            state.next_zone = max(state.next_zone, max(state.recorded_zones.values()) + 1)
-        for owner, zone in state.recorded_zones.items():
-            current = state.zones.get(owner)
-            if current is not None and current != zone and owner not in state.unsaved_zones:
-                self._zone_changes.append((-1, (system_id, owner, current)))
-                self._zone_changes.append((1, (system_id, owner, zone)))
-                state.zones[owner] = zone
+                self.core.node_gone(system_id)
 
     # ---- writing to the nodes ----
-
-    def _tunnel_specs(self, system_id: str) -> list[TunnelSpec]:
-        """The tunnel ports node `system_id` needs: one flow-based port per encapsulation
-        it has an endpoint for, and a per-peer port for each `Tunnel` row from it (BFD)."""
-        rows = self.universal.rows
-        encaps = {rows["Node_Endpoint"][u]["encap"] for u in self._by_node["Node_Endpoint"]
-                  .get(system_id, ()) if u in rows["Node_Endpoint"]}  # fmt: skip
-        specs = [TunnelSpec.flow_based(encap) for encap in sorted(encaps)]
-        for uuid in self._by_node["Tunnel"].get(system_id, ()):
-            row = rows["Tunnel"].get(uuid)
-            if row is not None:
-                specs.append(TunnelSpec(row["to_node"], row["encap"], row["remote_ip"],
-                                        bool(row["bfd"])))  # fmt: skip
-        return specs
 
     def _realize_all(self, masters: set[str], generation: int, *, first: bool) -> int:
         """Realize `generation` on the nodes in `masters`: with `first`, only the nodes where
@@ -1029,18 +607,13 @@ class PhysicalController:
         are pushed in parallel (a whole table is compared by `ovs-ofctl diff-flows`, which
         waits on the node most of its time). Returns the number of nodes sent something."""
         busy = []
-        if self._qos_ports:
-            for state in self.nodes.values():
-                if not self._qos_ports.isdisjoint(state.located):
-                    state.qos_dirty = True
-            self._qos_ports = set()
         for system_id in sorted(masters):
             state = self.nodes[system_id]
             if first and not state.ports_changed:
                 continue
             state.ports_changed = False
             if (state.reconfigure or state.full_sync or self._flows_due(system_id, state)
-                    or state.unsaved_zones or state.released_zones or state.qos_dirty
+                    or self._zones_due(system_id) or state.qos_dirty
                     or state.unconfirmed is not None or self._probes_due(state)):  # fmt: skip
                 busy.append(system_id)
             elif state.realized != generation:
@@ -1050,13 +623,17 @@ class PhysicalController:
             return sum(self._realize(system_id, generation) for system_id in busy)
         return sum(self._pushers.map(lambda n: self._realize(n, generation), busy))
 
+    def _zones_due(self, system_id: str) -> bool:
+        zones = self.core.zones(system_id)
+        return bool(zones.unsaved or zones.released)
+
     def _realize(self, system_id: str, generation: int) -> bool:
         """Configure node `system_id` and push its flow changes; note what it realizes.
         True if anything was sent to the node."""
         state = self.nodes[system_id]
         if self._member is not None and not self._member.view.may_write(system_id):
             return False  # deposed since the pass began: the new master writes it
-        specs = self._tunnel_specs(system_id) if state.reconfigure else None
+        specs = self.core.tunnel_specs(system_id) if state.reconfigure else None
         began = time.perf_counter()
         steps: dict[str, float] = {}
         whole = state.full_sync
@@ -1097,16 +674,15 @@ class PhysicalController:
         state.message, state.realized = message, generation
         if sent:
             self.conflicts[system_id] = sum(
-                self.images.parts[key].table.conflict_count()
+                self.core.images.parts[key].table.conflict_count()
                 for key in state.parts
-                if key in self.images.parts
+                if key in self.core.images.parts
             )
         return sent
 
     def desired_parts(self, system_id: str) -> set[PartKey]:
         """The parts of node `system_id`'s table as the rules have it now."""
-        state = self.nodes[system_id]
-        return node_parts(system_id, state.datapaths, state.bound)
+        return self.core.desired_parts(system_id)
 
     def installed(self, system_id: str) -> set[Key]:
         """The keys of the flows node `system_id` holds as of its last push (between
@@ -1114,7 +690,7 @@ class PhysicalController:
         state = self.nodes.get(system_id)
         if state is None:
             return set()
-        return {flow.key for flow in self.images.flows(state.parts)}
+        return {flow.key for flow in self.core.images.flows(state.parts)}
 
     def pushes_due(self) -> bool:
         """Some node mastered here has flows to push."""
@@ -1127,7 +703,7 @@ class PhysicalController:
             return True
         if state.pushed:  # in this pass: it has the parts as they are
             return False
-        parts = self.images.parts
+        parts = self.core.images.parts
         return any(key in parts and parts[key].before for key in desired)
 
     def _openflow_remote(self, state: NodeState) -> str | None:
@@ -1175,11 +751,12 @@ class PhysicalController:
         external_ids, thousands of keys) is awaited at the node's next push, in the same
         pass's second push phase at the latest, and the node counts nothing as realized
         until then."""
+        zones = self.core.zones(state.session.system_id or "")
         self._confirm_zones(state)
-        if state.unsaved_zones:
+        if zones.unsaved:
             self._record_zones(state)
         sent = self._push_flows(state, remote)
-        if state.released_zones and state.unconfirmed is None:
+        if zones.released and state.unconfirmed is None:
             self._record_zones(state)
         if state.qos_dirty:
             self._write_qos(state)
@@ -1187,30 +764,28 @@ class PhysicalController:
             self._probe(state)
         return sent
 
-    @staticmethod
-    def _probes_due(state: NodeState) -> bool:
-        return bool(state.probes) and time.monotonic() - state.probed_at >= PROBE_INTERVAL
+    def _probes_due(self, state: NodeState) -> bool:
+        probes = self.core.probes(state.session.system_id or "")
+        return bool(probes) and time.monotonic() - state.probed_at >= PROBE_INTERVAL
 
-    @staticmethod
-    def _probe(state: NodeState) -> None:
+    def _probe(self, state: NodeState) -> None:
         """Ask for the node's L3 services' next hops by ARP, out of their uplinks (the
         replies teach the node their MACs: rules/physical `LearnedHop`)."""
         assert state.switch is not None
         state.probed_at = time.monotonic()
-        for _, ofport, vlan, mac, ip, target in sorted(state.probes, key=str):
+        probes = self.core.probes(state.session.system_id or "")
+        for _, ofport, vlan, mac, ip, target in sorted(probes, key=str):
             tagged = vlan is not None  # (an Option<bit<64>>: None or the VLAN)
             push = f"push_vlan:0x8100,set_field:{4096 + vlan}->vlan_vid," if tagged else ""
             frame = bytes.fromhex(packets.arp_request(mac, ip, target))
             state.switch.packet_out(frame, f"{push}output:{ofport}")
 
-    @staticmethod
-    def _record_zones(state: NodeState) -> None:
+    def _record_zones(self, state: NodeState) -> None:
         """Send the node the zones given and released since its last record."""
-        state.unconfirmed = state.session.save_zones(state.unsaved_zones, state.released_zones)
-        state.unsaved_zones, state.released_zones = {}, set()
+        unsaved, released = self.core.zones(state.session.system_id or "").take_record()
+        state.unconfirmed = state.session.save_zones(unsaved, released)
 
-    @staticmethod
-    def _confirm_zones(state: NodeState) -> None:
+    def _confirm_zones(self, state: NodeState) -> None:
         """Wait for the node's answer to the last zone record (if any is outstanding)."""
         if state.unconfirmed is not None:
             confirm, state.unconfirmed = state.unconfirmed, None
@@ -1218,18 +793,13 @@ class PhysicalController:
                 confirm()
             except Exception:
                 # refused or lost: record them again (the node pushes whole next time)
-                state.unsaved_zones = {**dict(state.zones), **state.unsaved_zones}
+                self.core.zones(state.session.system_id or "").record_lost()
                 raise
 
     def _write_qos(self, state: NodeState) -> None:
         """Give the node's VIFs their ports' QoS rates (written when they changed, and
         once after a connect: what the node has is compared there)."""
-        wanted = {}
-        for port in state.located & self._with_qos:  # (a subset of `_bindings`' ports)
-            row = self._bindings[port]
-            vif = inputs.opt(row["vif_id"])
-            if vif:
-                wanted[vif] = {k: int(v) for k, v in omap(row["qos"]).items()}
+        wanted = self.core.qos(state.session.system_id or "")
         if wanted != state.qos_written:
             state.session.configure_qos(wanted)
             state.qos_written = wanted
@@ -1250,16 +820,18 @@ class PhysicalController:
             generation = self._member.view.zxid
             if generation >= 0 and state.switch.channel.generation != generation:
                 state.switch.channel.claim(generation)
-        desired = self.desired_parts(state.session.system_id or "")
+        system_id = state.session.system_id or ""
+        desired = self.desired_parts(system_id)
+        images = self.core.images
         if state.full_sync:
             state.switch.ensure_tlv_map()
-            state.switch.replace(self.images.flows(desired))
+            state.switch.replace(images.flows(desired))
             state.parts, state.pushed = desired, True
             state.full_sync = False
             self._bulk_loaded = True
-            self._recheck |= state.located  # their status waited for this
+            self._recheck |= self.core.located(system_id)  # their status waited for this
             return True
-        mods = self.images.mods(state.parts, desired, settled=not state.pushed)
+        mods = images.mods(state.parts, desired, settled=not state.pushed)
         if mods:
             state.switch.apply(mods)
         state.parts, state.pushed = desired, True
@@ -1278,14 +850,14 @@ class PhysicalController:
         check = self._recheck if masters == self._reported_masters else None
         self._recheck, self._report_due = set(), False
         self._reported_masters = set(masters)
+        core = self.core
         if check is None:
-            located = {p: n for n in masters for p in self.nodes[n].located}
-            check = (
-                set(located) | set(self._bindings) | set(self.config.rows["Logical_Switch_Port"])
-            )
+            located = {p: n for n in masters for p in core.located(n)}
+            check = set(located) | set(core.bindings) | set(self.config.rows["Logical_Switch_Port"])
         else:  # only the ports to check (a change's few, not the thousands located)
-            located = {p: n for p in check for n in masters if p in self.nodes[n].located}
-        ops = self._binding_ops(masters, located, check)
+            located = {p: n for p in check for n in masters if p in core.located(n)}
+        synced = {n for n in masters if not self.nodes[n].full_sync}
+        ops = status.binding_ops(core.bindings, located, check, masters, synced)
         if ops:
             try:
                 self.universal.transact(ops)
@@ -1293,61 +865,24 @@ class PhysicalController:
                 log.warning("writing port bindings failed: %s", exc)
                 self._recheck |= check
                 self._report_due = True
-        self._report_config(masters, located, check)
+        self._report_config(masters, located, check, synced)
 
-    def _binding_ops(
-        self, masters: set[str], located: dict[str, str], check: set[str]
-    ) -> list[dict[str, Any]]:
-        """Universal DB updates of `Port_Binding.chassis`/`up` for the ports in `check`."""
-        ops: list[dict[str, Any]] = []
-        for port in check:
-            row = self._bindings.get(port)
-            if row is None:
-                continue
-            node = located.get(port)
-            chassis = inputs.opt(row["chassis"])
-            if node is not None and not self.nodes[node].full_sync:
-                if chassis != node or row["up"] is not True:
-                    ops.append({"op": "update", "table": "Port_Binding",
-                                "where": [["logical_port", "==", port]],
-                                "row": {"chassis": node, "up": True}})  # fmt: skip
-            elif node is None and chassis in masters and row["type"] == "vif":
-                # its VIF left a node this controller masters
-                ops.append({"op": "update", "table": "Port_Binding",
-                            "where": [["logical_port", "==", port], ["chassis", "==", chassis]],
-                            "row": {"chassis": ["set", []], "up": False}})  # fmt: skip
-        return ops
-
-    def _report_config(self, masters: set[str], located: dict[str, str], check: set[str]) -> None:
-        ops: list[dict[str, Any]] = []
-        nodes = {str(r["system_id"]): (u, r) for u, r in self.config.rows["Transport_Node"].items()}
-        for system_id, (uuid, row) in nodes.items():
-            state = self.nodes.get(system_id)
-            if state is None:  # gone: say so if it was connected here
-                said = omap(row["status"])
-                mine = said.get("controller") == self.name and system_id in self._seen
-                if mine and said.get("connected") == "true":
-                    ops.append(_set_status("Transport_Node", uuid, {
-                        **{k: str(v) for k, v in said.items()}, "connected": "false",
-                        "message": "not connected to any physical controller"}))  # fmt: skip
-                continue
-            if system_id not in masters:
-                continue
-            status = {
-                "connected": "true", "controller": self.name,
-                "realized_generation": str(state.realized), "message": state.message,
-                **{f"bfd:{peer}": "up" if up else "down" for peer, up in state.bfd.items()},
-            }  # fmt: skip
-            if omap(row["status"]) != status:
-                ops.append(_set_status("Transport_Node", uuid, status))
-        ops += self._port_status_ops(masters, located, check)
-        realized = self._realized_generation(masters)
-        for uuid, row in self.config.rows["Loom_Global"].items():
-            if realized is not None and row["realized_generation"] != realized:
-                ops.append({"op": "update", "table": "Loom_Global",
-                            "where": [["_uuid", "==", ["uuid", uuid]]],
-                            "row": {"realized_generation": realized}})  # fmt: skip
-        self._report_universal_realized(realized)
+    def _report_config(
+        self, masters: set[str], located: dict[str, str], check: set[str], synced: set[str]
+    ) -> None:
+        reports = {
+            n: status.NodeReport(self.nodes[n].realized, self.nodes[n].message,
+                                 self.nodes[n].bfd, n in synced)
+            for n in masters
+        }  # fmt: skip
+        nodes = self.config.rows["Transport_Node"]
+        ops = status.node_status_ops(nodes, self.name, reports, set(self.nodes), self._seen)
+        ops += status.port_status_ops(self.config.rows["Logical_Switch_Port"], located, check,
+                                      masters, synced)  # fmt: skip
+        realized = status.realized_generation(self.core.generation, reports, nodes.values())
+        if realized is not None:
+            ops += status.generation_ops("Loom_Global", self.config.rows["Loom_Global"], realized)
+            self._report_universal_realized(realized)
         if not ops:
             return
         conn = self.config.conn
@@ -1359,66 +894,25 @@ class PhysicalController:
             self._recheck |= check
             self._report_due = True
 
-    def _report_universal_realized(self, realized: int | None) -> None:
+    def _report_universal_realized(self, realized: int) -> None:
         """Copy the realized generation to `Universal_Global.realized_generation`."""
-        for uuid, row in self.universal.rows["Universal_Global"].items():
-            if realized is None or row.get("realized_generation") == realized:
-                continue
-            op = {"op": "update", "table": "Universal_Global",
-                  "where": [["_uuid", "==", ["uuid", uuid]]],
-                  "row": {"realized_generation": realized}}  # fmt: skip
-            try:
-                self.universal.transact([op])
-            except (TransactError, OSError) as exc:
-                log.warning("writing the realized generation failed: %s", exc)
-                self._report_due = True
-
-    def _port_status_ops(
-        self, masters: set[str], located: dict[str, str], check: set[str]
-    ) -> list[dict[str, Any]]:
-        """Config DB updates of the status of the ports in `check` that are, or were, on
-        the nodes this controller masters."""
-        ops: list[dict[str, Any]] = []
-        ports = self.config.rows["Logical_Switch_Port"]
-        gone = {"up": "false", "realized": "false", "transport_node": ""}
-        for port in check:
-            row = ports.get(port)
-            if row is None:
-                continue
-            status = omap(row["status"])
-            node = located.get(port)
-            if node is not None and not self.nodes[node].full_sync:
-                want = {"up": "true", "realized": "true", "transport_node": node}
-                if status != want:
-                    ops.append(_set_status("Logical_Switch_Port", port, want))
-            elif node is None and status.get("transport_node") in masters and status != gone:
-                ops.append(_set_status("Logical_Switch_Port", port, gone))
-        return ops
-
-    def _realized_generation(self, masters: set[str]) -> int | None:
-        """The generation every connected node has realized (as the nodes' status says, ours
-        as we know them); None while a node of ours is not pushed yet."""
-        generation = self._universal_generation()
-        if any(self.nodes[n].full_sync for n in masters):
-            return None
-        for system_id, state in self.nodes.items():
-            if system_id in masters:
-                generation = min(generation, state.realized)
-        for row in self.config.rows["Transport_Node"].values():
-            status = omap(row["status"])
-            sysid = str(row["system_id"])
-            if sysid in masters or status.get("connected") != "true":
-                continue
-            with contextlib.suppress(ValueError):
-                generation = min(generation, int(status.get("realized_generation", "0")))
-        return generation
+        ops = status.generation_ops(
+            "Universal_Global", self.universal.rows["Universal_Global"], realized
+        )
+        if not ops:
+            return
+        try:
+            self.universal.transact(ops)
+        except (TransactError, OSError) as exc:
+            log.warning("writing the realized generation failed: %s", exc)
+            self._report_due = True
 
     # ---- for tests and tools ----
 
     def settled(self) -> bool:
         """True if everything known is on the nodes this controller masters: each one's
         flows pushed, its tunnel ports there (with ofports), its VIFs' bindings written."""
-        if self._dirty_universal or any(state.dirty for state in self.nodes.values()):
+        if self.core.has_pending():
             return False
         bindings = {r["logical_port"]: r for r in self.universal.rows["Port_Binding"].values()}
         for system_id in self.masters():
@@ -1426,27 +920,26 @@ class PhysicalController:
             if state.full_sync or self._flows_due(system_id, state):
                 return False
             tunnels = {name for name, (_, ofport, _) in state.session.tunnels().items() if ofport}
-            if any(spec.port_name not in tunnels for spec in self._tunnel_specs(system_id)):
+            if any(s.port_name not in tunnels for s in self.core.tunnel_specs(system_id)):
                 return False
-            for port in state.located:
+            for port in self.core.located(system_id):
                 row = bindings.get(port)
-                if row is None or inputs.opt(row["chassis"]) != system_id or row["up"] is not True:
+                if row is None or opt(row["chassis"]) != system_id or row["up"] is not True:
                     return False
         return True
 
     def tunnel_peers(self, system_id: str) -> set[str]:
-        """The nodes node `system_id` has a tunnel port to (with an ofport)."""
+        """The nodes node `system_id` has a per-peer tunnel port to (with an ofport)."""
         state = self.nodes.get(system_id)
         if state is None:
             return set()
-        return {peer for peer, ofport, _ in state.session.tunnels().values() if ofport}
+        return {peer for peer, ofport, _ in state.session.tunnels().values() if ofport and peer}
 
     def flows(self, system_id: str) -> list[Flow]:
         """Node `system_id`'s desired table."""
-        state = self.nodes.get(system_id)
-        if state is None:
+        if system_id not in self.nodes:
             return []
-        return sorted(self.images.flows(self.desired_parts(system_id)))
+        return self.core.flows(system_id)
 
     def universal_conn(self) -> RawConnection:
         """The universal DB connection (for tests)."""
@@ -1462,8 +955,3 @@ def _log_slow_push(node: str, took: float, steps: dict[str, float], whole: bool)
     steps["send"] = took - sum(steps.values())
     parts = ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in steps.items())
     log.warning("node %s: push took %.0f ms (%s; whole table: %s)", node, took * 1000, parts, whole)
-
-
-def _set_status(table: str, uuid: str, status: dict[str, str]) -> dict[str, Any]:
-    return {"op": "update", "table": table, "where": [["_uuid", "==", ["uuid", uuid]]],
-            "row": {"status": ["map", sorted(status.items())]}}  # fmt: skip

@@ -1,0 +1,510 @@
+"""The physical controller's decisions, apart from its I/O (faucet's split: the managers
+decide and return what to do, the app sends it).
+
+`Localizer` takes in what the controller reads — the universal database's changes
+(`universal`), what each node's OVSDB says (`node`, as `NodeFacts`), which nodes are live
+and which this controller computes — and gives out each node's desired state: the parts
+of its OpenFlow table (`desired_parts`, `loom_physical.images`), its tunnel ports
+(`tunnel_specs`), its conntrack zones (`zones`, `loom_physical.zones`), its VIFs' QoS
+(`qos`), its next hops' ARP probes (`probes`). It runs the physical rules on the engine
+(an in-memory program: no daemon) and translates the universal flows once each; it opens
+no connection and writes nothing, so it is tested without daemons
+(physical-controller/tests/test_core.py) and the benchmark uses it as its from-scratch
+baseline.
+
+Feeding: the universal tables the rules read are input relations keyed by uuid
+(`loom_common.engine_inputs`, `loom_physical.inputs`), fed update by update; what nodes
+say is fed by node (`loom_common.group_feed`: each time a node changed, its rows anew,
+only the difference reaching the engine); zones as they are given and released.
+
+    core = Localizer(Program.load([main_file()], internal=False))
+    core.universal(replica_changes)
+    core.node("hv1", NodeFacts(vifs={"vif-1": 5}, tunnels={"loom-geneve": 20}))
+    core.set_computed({"hv1"})
+    while core.compute() and core.feeds_back():
+        ...  # follow core.needed_datapaths(), feed the flows read
+    flows = core.flows("hv1")
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from loom_common.engine_inputs import Change, feed
+from loom_common.group_feed import GroupFeed
+from loom_ddlog import Program
+from loom_ovs.manager import TunnelSpec, omap
+from loom_ovs.openflow import MARK, Flow
+from loom_physical.images import Images, PartKey, node_parts, to_row
+from loom_physical.inputs import opt, universal_tables
+from loom_physical.zones import NodeZones
+
+log = logging.getLogger(__name__)
+
+FLOWS = "Flow"
+"""The universal replica's name for `Universal_Flow` rows (`UniversalReplica`)."""
+BY_NODE = {"Tunnel": "from_node", "Node_Endpoint": "node"}
+"""Universal tables indexed by node, and the column naming it."""
+
+Delta = dict[str, list[tuple[int, tuple[Any, ...]]]]
+INPUTS = ("Datapath", "Port_Binding", "Node_Endpoint", "Gateway_Assignment", "Replication_Set",
+          "Node", "Iface", "FlowTunnel", "TunnelPort", "Zone", "Live", "Uplink", "Neighbour",
+          "Bfd")  # fmt: skip
+"""The physical rules' input relations (`rules/physical/inputs.dl`, `universal.dl`)."""
+
+
+@dataclass(frozen=True)
+class NodeFacts:
+    """What a node's OVSDB says that the rules read."""
+
+    vifs: Mapping[str, int] = field(default_factory=dict)
+    """iface-id -> ofport, the VIFs on br-int that have one."""
+    tunnels: Mapping[str, int] = field(default_factory=dict)
+    """Loom's tunnel port name -> ofport, those that have one."""
+    uplinks: tuple[int, ...] = ()
+    """The ofports of its uplinks (a gateway node's ports to the physical network)."""
+    neighbours: Mapping[str, str] = field(default_factory=dict)
+    """Its static next hops: IPv4 address -> MAC."""
+
+
+@dataclass
+class NodeView:
+    """What the core holds of one node."""
+
+    facts: NodeFacts
+    zones: NodeZones
+    datapaths: set[int] = field(default_factory=set)
+    """The datapaths it has (`NodeDatapath`): their parts are in its table."""
+    bound: set[str] = field(default_factory=set)
+    """The ports bound on it (`Bound`): their parts are in its table."""
+    located: set[str] = field(default_factory=set)
+    """The logical ports whose VIF is on it (`Located`)."""
+    probes: set[tuple[Any, ...]] = field(default_factory=set)
+    """The ARP requests it sends for its L3 services' next hops (`ArpProbe`)."""
+    dirty: bool = True
+    """Its facts or tunnels changed since its rows were fed."""
+
+
+@dataclass
+class Changed:
+    """What a computation changed that the controller acts on (taken with `take_changed`)."""
+
+    ports: set[str] = field(default_factory=set)
+    """Logical ports whose location, binding or QoS changed (their status is looked at)."""
+    located: set[str] = field(default_factory=set)
+    """Nodes where a port was located or unlocated (pushed first; QoS looked at)."""
+    qos: set[str] = field(default_factory=set)
+    """Nodes whose VIFs' QoS may have changed."""
+    probes: set[str] = field(default_factory=set)
+    """Nodes whose ARP probes changed (sent at once)."""
+    reconfigure: set[str] = field(default_factory=set)
+    """Nodes whose tunnel ports may have to change."""
+    status: bool = False
+    """Something of the bindings or the generation changed (a report is due)."""
+
+
+class Localizer:
+    """Universal flows and node facts -> each node's desired state (module docstring)."""
+
+    def __init__(self, program: Program) -> None:
+        self.program = program
+        self.images = Images()
+        """Every datapath's, port's and node's part of the nodes' tables."""
+        self.tables = universal_tables()
+        self.nodes: dict[str, NodeView] = {}
+        self.rows: dict[str, dict[str, Mapping[str, Any]]] = {t: {} for t in BY_NODE}
+        """`Tunnel` and `Node_Endpoint` rows by uuid (for the nodes' tunnel ports)."""
+        self.bindings: dict[str, Mapping[str, Any]] = {}
+        """Logical port -> its Port_Binding row."""
+        self.generation = 0
+        """`Universal_Global.generation` as last read."""
+        self.transactions = 0
+        self._feed = GroupFeed()
+        self._pending: list[Change] = []
+        """Universal rows changed since they were fed."""
+        self._flows_changed: set[str] = set()
+        """Universal_Flow uuids changed since they were placed."""
+        self._flow_rows: dict[str, Mapping[str, Any]] = {}
+        self._by_node: dict[str, dict[str, set[str]]] = {t: {} for t in BY_NODE}
+        """Table -> node -> its rows' uuids."""
+        self._row_node: dict[str, str] = {}
+        self._binding_port: dict[str, str] = {}
+        """Port_Binding uuid -> its logical port."""
+        self._vif_ports: dict[str, str] = {}
+        """VIF id -> its logical port (to give a new VIF's port its zone beforehand)."""
+        self._vif_node: dict[str, str] = {}
+        """VIF id -> the node it was last seen on."""
+        self._new_bindings: set[str] = set()
+        """Ports whose binding changed since the last computation (zones beforehand)."""
+        self._computed: set[str] = set()
+        self._node_dps: dict[int, set[str]] = {}
+        """Datapath -> the nodes that need it (`NodeDatapath`)."""
+        self._with_qos: set[str] = set()
+        self._changed = Changed()
+        self.zone_rounds = 0
+        """Engine rounds run again for zones the rules asked for (not given beforehand)."""
+
+    # ---- inputs ----
+
+    def universal(self, changes: Iterable[Change]) -> None:
+        """Take in universal DB changes (the replica's, `UniversalReplica.poll`)."""
+        for table, uuid, row in changes:
+            if table == FLOWS:
+                self._flows_changed.add(uuid)
+                if row is None:
+                    self._flow_rows.pop(uuid, None)
+                else:
+                    self._flow_rows[uuid] = row
+                continue
+            if table in self.tables:
+                self._pending.append((table, uuid, row))
+            if table in BY_NODE:
+                self._index(table, uuid, row)
+            elif table == "Port_Binding":
+                self._bind(uuid, row)
+            elif table == "Universal_Global":
+                self._changed.status = True
+                if row is not None:
+                    self.generation = int(row["generation"])
+
+    def node(
+        self, node: str, facts: NodeFacts, recorded_zones: Mapping[str, int] | None = None
+    ) -> None:
+        """Node `node` is connected and says `facts` (its zones record: `recorded_zones`,
+        None if it did not change)."""
+        view = self.nodes.get(node)
+        if view is None:
+            view = self.nodes[node] = NodeView(facts, NodeZones(node))
+            for vif in facts.vifs:
+                self._vif_node[vif] = node
+        elif view.facts != facts:
+            view.facts = facts
+            view.dirty = True
+            for vif in facts.vifs:
+                self._vif_node[vif] = node
+        if recorded_zones is not None:
+            view.zones.adopt(recorded_zones)
+
+    def carry_zones(self, node: str, old: Localizer) -> None:
+        """Keep node `node`'s zones as `old` (a core whose engine failed) gave them."""
+        if node in old.nodes and node in self.nodes:
+            zones = old.nodes[node].zones
+            zones.changes = [(1, row) for row in sorted(zones.rows())]
+            zones.speculative = set()
+            self.nodes[node].zones = zones
+
+    def node_gone(self, node: str) -> None:
+        """Node `node` disconnected: its rows leave the engine."""
+        view = self.nodes.pop(node, None)
+        if view is None:
+            return
+        self._feed.drop(("node", node))
+        self._feed.drop(("zones", node))
+        for dp in view.datapaths:
+            if (nodes := self._node_dps.get(dp)) is not None:
+                nodes.discard(node)
+                if not nodes:
+                    del self._node_dps[dp]
+
+    def set_computed(self, nodes: set[str]) -> None:
+        """The nodes this controller computes flows for (masters and standbys)."""
+        for node in nodes ^ self._computed:
+            if (view := self.nodes.get(node)) is not None:
+                view.dirty = True
+        self._computed = set(nodes)
+
+    def set_liveness(self, live: set[str], bfd: set[tuple[str, str, bool]]) -> None:
+        """The nodes connected to some controller, and their BFD verdicts (`liveness`)."""
+        self._feed.replace("liveness", {"Live": {(n,) for n in live}, "Bfd": bfd})
+
+    # ---- computing ----
+
+    def compute(self) -> bool:
+        """One engine transaction of what changed; True if it changed anything."""
+        self._place_flows()
+        self._speculate_zones()
+        for node, view in self.nodes.items():
+            for weight, row in view.zones.take_changes():
+                (self._feed.add if weight > 0 else self._feed.discard)(("zones", node), "Zone", row)
+            if view.dirty:
+                view.dirty = False
+                self._feed.replace(("node", node), self._node_rows(node, view))
+        if not self._pending and not self._feed.pending():
+            return False
+        txn = self.program.transaction()
+        fed = self._feed.flush(txn)
+        fed += feed(txn, self.tables, self._pending)
+        self._pending = []
+        if not fed:
+            txn.rollback()
+            return False
+        delta = txn.commit()
+        self.transactions += 1
+        self._fold(delta)
+        for view in self.nodes.values():
+            view.zones.release_unasked()
+        return True
+
+    def feeds_back(self) -> bool:
+        """The last computation asks for another round before a push: zones to give (flows
+        wait for them), or universal rows to feed (a newly needed datapath's)."""
+        return bool(self._pending or self._flows_changed) or any(
+            w > 0 for view in self.nodes.values() for w, _ in view.zones.changes
+        )
+
+    def needed_datapaths(self) -> set[int]:
+        """The datapaths whose universal flows some node computed here needs (and 0, what
+        every switch shares)."""
+        return set(self._node_dps) | {0}
+
+    def take_changed(self) -> Changed:
+        """What changed since the last call (see `Changed`)."""
+        changed, self._changed = self._changed, Changed()
+        return changed
+
+    # ---- a node's desired state ----
+
+    def desired_parts(self, node: str) -> set[PartKey]:
+        """The parts of node `node`'s table as the rules have it now."""
+        view = self.nodes.get(node)
+        if view is None:
+            return set()
+        return node_parts(node, view.datapaths, view.bound)
+
+    def flows(self, node: str) -> list[Flow]:
+        """Node `node`'s desired table, sorted."""
+        return sorted(self.images.flows(self.desired_parts(node)))
+
+    def tunnel_specs(self, node: str) -> list[TunnelSpec]:
+        """The tunnel ports node `node` needs: one flow-based port per encapsulation it has
+        an endpoint for, and a per-peer port for each `Tunnel` row from it (BFD)."""
+        endpoints = self._node_rows_of("Node_Endpoint", node)
+        specs = [TunnelSpec.flow_based(e) for e in sorted({r["encap"] for r in endpoints})]
+        for row in self._node_rows_of("Tunnel", node):
+            specs.append(TunnelSpec(row["to_node"], row["encap"], row["remote_ip"],
+                                    bool(row["bfd"])))  # fmt: skip
+        return specs
+
+    def qos(self, node: str) -> dict[str, dict[str, int]]:
+        """VIF id -> its port's QoS rates, for the ports located on node `node`."""
+        view = self.nodes.get(node)
+        wanted: dict[str, dict[str, int]] = {}
+        if view is None:
+            return wanted
+        for port in view.located & self._with_qos:
+            row = self.bindings[port]
+            if vif := opt(row["vif_id"]):
+                wanted[vif] = {k: int(v) for k, v in omap(row["qos"]).items()}
+        return wanted
+
+    def zones(self, node: str) -> NodeZones:
+        """Node `node`'s zones (the controller records them on the node)."""
+        return self.nodes[node].zones
+
+    def located(self, node: str) -> set[str]:
+        """The logical ports whose VIF is on node `node` (do not modify)."""
+        view = self.nodes.get(node)
+        return view.located if view is not None else set()
+
+    def probes(self, node: str) -> set[tuple[Any, ...]]:
+        """The ARP requests node `node` sends for its next hops (do not modify)."""
+        view = self.nodes.get(node)
+        return view.probes if view is not None else set()
+
+    def has_pending(self) -> bool:
+        """Something taken in is not computed yet."""
+        return bool(self._pending or self._flows_changed) or any(
+            view.dirty for view in self.nodes.values()
+        )
+
+    def engine_rows(self) -> dict[str, list[tuple[Any, ...]]]:
+        """Every input row the engine holds, by relation (a from-scratch engine is fed
+        these: the benchmark's baseline)."""
+        return {name: self.program.dump(name) for name in INPUTS}
+
+    # ---- inside ----
+
+    def _node_rows(self, node: str, view: NodeView) -> dict[str, set[tuple[Any, ...]]]:
+        """The engine rows of node `node`'s facts (its neighbours whether computed here or
+        not: a hypervisor's router needs its gateway's next hop wherever it is mastered)."""
+        facts = view.facts
+        rows: dict[str, set[tuple[Any, ...]]] = {
+            "Neighbour": {(node, ip, mac) for ip, mac in facts.neighbours.items()}
+        }
+        if node not in self._computed:
+            return rows
+        rows["Node"] = {(node,)}
+        rows["Iface"] = {(node, vif, ofport) for vif, ofport in facts.vifs.items()}
+        rows["Uplink"] = {(node, of) for of in facts.uplinks[:1]}
+        tunnel_ports, flow_tunnels = set(), set()
+        for spec in self.tunnel_specs(node):
+            ofport = facts.tunnels.get(spec.port_name)
+            if ofport is None:
+                continue
+            if spec.peer:
+                tunnel_ports.add((node, spec.peer, spec.encap, ofport))
+            else:
+                flow_tunnels.add((node, spec.encap, ofport))
+        rows["TunnelPort"], rows["FlowTunnel"] = tunnel_ports, flow_tunnels
+        return rows
+
+    def _node_rows_of(self, table: str, node: str) -> list[Mapping[str, Any]]:
+        rows = self.rows[table]
+        return [rows[u] for u in sorted(self._by_node[table].get(node, ())) if u in rows]
+
+    def _index(self, table: str, uuid: str, row: Mapping[str, Any] | None) -> None:
+        """Keep a `Tunnel` or `Node_Endpoint` row by its node; its node's (old and new)
+        tunnel ports follow."""
+        index = self._by_node[table]
+        touched = set()
+        if (old := self._row_node.pop(uuid, None)) is not None:
+            index.get(old, set()).discard(uuid)
+            touched.add(old)
+        if row is None:
+            self.rows[table].pop(uuid, None)
+        else:
+            self.rows[table][uuid] = row
+            node = str(row[BY_NODE[table]])
+            index.setdefault(node, set()).add(uuid)
+            self._row_node[uuid] = node
+            touched.add(node)
+        for node in touched:
+            if (view := self.nodes.get(node)) is not None:
+                view.dirty = True
+            self._changed.reconfigure.add(node)
+
+    def _bind(self, uuid: str, row: Mapping[str, Any] | None) -> None:
+        """Keep the bindings' indexes (by port, by VIF, with QoS) of a `Port_Binding` row."""
+        self._changed.status = True
+        port = self._binding_port.pop(uuid, None)
+        if port is not None:
+            old = self.bindings.pop(port, None)
+            self._with_qos.discard(port)
+            if old is not None and self._vif_ports.get(opt(old["vif_id"])) == port:
+                del self._vif_ports[opt(old["vif_id"])]
+        if row is not None:
+            port = str(row["logical_port"])
+            self._binding_port[uuid] = port
+            self.bindings[port] = row
+            if vif := opt(row["vif_id"]):
+                self._vif_ports[vif] = port
+            if omap(row["qos"]):
+                self._with_qos.add(port)
+            self._new_bindings.add(port)
+        if port is not None:
+            self._changed.ports.add(port)
+            for node, view in self.nodes.items():
+                if port in view.located:
+                    self._changed.qos.add(node)
+
+    def _place_flows(self) -> None:
+        """Put the universal flows of the rows that changed into their parts (translated
+        once, whatever the nodes that have them)."""
+        for uuid in self._flows_changed:
+            row = self._flow_rows.get(uuid)
+            self.images.set_row(uuid, to_row(row) if row is not None else None)
+        self._flows_changed = set()
+
+    def _speculate_zones(self) -> None:
+        """Give the ports of new VIFs (a VIF plugged, or the port of a VIF that waited for
+        it) their zones before the rules ask (`NeedZone`): so they go in the same
+        transaction as the VIF or the port, and its flows need no second round."""
+        found: set[tuple[str, str]] = set()
+        for node in self._computed:
+            view = self.nodes.get(node)
+            if view is not None and view.dirty:
+                for vif in view.facts.vifs:
+                    if (port := self._vif_ports.get(vif)) is not None:
+                        found.add((node, port))
+        for port in self._new_bindings:
+            row = self.bindings.get(port)
+            where = self._vif_node.get(opt(row["vif_id"])) if row is not None else None
+            if where is not None and where in self._computed and where in self.nodes:
+                found.add((where, port))
+        self._new_bindings = set()
+        for node, port in found:
+            view = self.nodes[node]
+            row = self.bindings.get(port)
+            if row is not None and opt(row["vif_id"]) in view.facts.vifs:
+                view.zones.speculate(port)
+
+    def _fold(self, delta: Delta) -> None:
+        """Fold an engine delta into the parts, the nodes' datapaths and ports, their
+        zones and probes."""
+        self._fold_parts(delta)
+        self._fold_placement(delta)
+        self._fold_nodes(delta)
+
+    def _fold_parts(self, delta: Delta) -> None:
+        """The nodes' own flows and the datapaths' `DpFlow`s into their parts; the values
+        of the universal flows' identifiers."""
+        images = self.images
+        for weight, (node, table, priority, match, actions) in delta.get("NodeFlow", []):
+            flow = Flow(table, priority, match, actions, MARK)
+            (images.add if weight > 0 else images.remove)(("node", node), flow)
+        for weight, (dp, table, priority, match, actions) in delta.get("DpFlow", []):
+            flow = Flow(table, priority, f"metadata={dp:#x},{match}", actions, MARK)
+            (images.add if weight > 0 else images.remove)(("dp", dp), flow)
+        for weight, (ident, text) in sorted(delta.get("GlobalBind", []), key=lambda d: d[0]):
+            images.set_binding(ident, text if weight > 0 else None)
+
+    def _fold_placement(self, delta: Delta) -> None:
+        """Which datapaths (`NodeDatapath`) and ports (`Bound`) each node has."""
+        for weight, (node, dp) in delta.get("NodeDatapath", []):
+            if weight > 0:
+                self._node_dps.setdefault(dp, set()).add(node)
+            elif (nodes := self._node_dps.get(dp)) is not None:
+                nodes.discard(node)
+                if not nodes:
+                    del self._node_dps[dp]
+            if (view := self.nodes.get(node)) is not None:
+                (view.datapaths.add if weight > 0 else view.datapaths.discard)(dp)
+        for weight, (node, port) in delta.get("Bound", []):
+            if (view := self.nodes.get(node)) is not None:
+                (view.bound.add if weight > 0 else view.bound.discard)(port)
+
+    def _fold_nodes(self, delta: Delta) -> None:
+        """Where VIFs are (`Located`), the ARP probes, the zones the rules ask for."""
+        for weight, (port, node) in delta.get("Located", []):
+            self._changed.ports.add(port)
+            self._changed.status = True
+            if (view := self.nodes.get(node)) is not None:
+                self._changed.located.add(node)
+                self._changed.qos.add(node)
+                (view.located.add if weight > 0 else view.located.discard)(port)
+        for weight, row in delta.get("ArpProbe", []):
+            if (view := self.nodes.get(row[0])) is not None:
+                (view.probes.add if weight > 0 else view.probes.discard)(row)
+                self._changed.probes.add(row[0])
+        for weight, (node, owner) in delta.get("NeedZone", []):
+            if (view := self.nodes.get(node)) is not None:
+                if weight > 0:
+                    view.zones.asked(owner)
+                else:
+                    view.zones.release(owner)
+        if any(w > 0 for view in self.nodes.values() for w, _ in view.zones.changes):
+            self.zone_rounds += 1
+
+
+def liveness(
+    transport_nodes: Iterable[Mapping[str, Any]], connected: Iterable[str]
+) -> tuple[set[str], set[tuple[str, str, bool]]]:
+    """The live nodes — connected to this controller (`connected`) or, as the config DB's
+    `Transport_Node.status` says, to another — and the `Bfd` rows: the connected nodes'
+    BFD verdicts as their masters publish them there (`bfd:<peer>` = up/down), so that
+    every controller judges a gateway alike."""
+    live = set(connected)
+    bfd = set()
+    for row in transport_nodes:
+        status = omap(row["status"])
+        if status.get("connected") != "true":
+            continue
+        node = str(row["system_id"])
+        live.add(node)
+        for key, value in status.items():
+            if key.startswith("bfd:"):
+                bfd.add((node, key[len("bfd:") :], value == "up"))
+    return live, bfd

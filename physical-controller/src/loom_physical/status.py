@@ -1,0 +1,167 @@
+"""What a physical controller reports, as database operations (pure: no I/O).
+
+The controller writes them: `Port_Binding.chassis`/`up` into the universal DB (the logical
+controller reads where each VIF is), and into the config DB each node's status
+(`Transport_Node.status`), each port's (`Logical_Switch_Port.status`) and the generation
+every node has realized (`Loom_Global.realized_generation`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from loom_ovs.manager import omap
+from loom_physical.inputs import opt
+
+Op = dict[str, Any]
+
+PORT_GONE = {"up": "false", "realized": "false", "transport_node": ""}
+"""A port's status when its VIF is on no node this controller masters."""
+
+
+@dataclass(frozen=True)
+class NodeReport:
+    """What a controller says of a node it masters."""
+
+    realized: int
+    """The universal generation its table realizes."""
+    message: str
+    """What keeps it from realizing more ("" when nothing)."""
+    bfd: Mapping[str, bool]
+    """Its BFD sessions' verdicts, by peer."""
+    synced: bool
+    """Its whole table has been pushed since it connected or was taken over."""
+
+
+def binding_ops(
+    bindings: Mapping[str, Mapping[str, Any]],
+    located: Mapping[str, str],
+    check: Iterable[str],
+    masters: set[str],
+    synced: set[str],
+) -> list[Op]:
+    """Universal DB updates of `Port_Binding.chassis`/`up` for the ports in `check`:
+    `located` says where each VIF is among the nodes mastered (`masters`); a port is up
+    once its node's table is whole (`synced`)."""
+    ops: list[Op] = []
+    for port in check:
+        row = bindings.get(port)
+        if row is None:
+            continue
+        node = located.get(port)
+        chassis = opt(row["chassis"])
+        if node is not None and node in synced:
+            if chassis != node or row["up"] is not True:
+                ops.append({"op": "update", "table": "Port_Binding",
+                            "where": [["logical_port", "==", port]],
+                            "row": {"chassis": node, "up": True}})  # fmt: skip
+        elif node is None and chassis in masters and row["type"] == "vif":
+            # its VIF left a node this controller masters
+            ops.append({"op": "update", "table": "Port_Binding",
+                        "where": [["logical_port", "==", port], ["chassis", "==", chassis]],
+                        "row": {"chassis": ["set", []], "up": False}})  # fmt: skip
+    return ops
+
+
+def node_status(controller: str, report: NodeReport) -> dict[str, str]:
+    """`Transport_Node.status` of a node mastered by `controller`."""
+    return {
+        "connected": "true", "controller": controller,
+        "realized_generation": str(report.realized), "message": report.message,
+        **{f"bfd:{peer}": "up" if up else "down" for peer, up in report.bfd.items()},
+    }  # fmt: skip
+
+
+def node_status_ops(
+    transport_nodes: Mapping[str, Mapping[str, Any]],
+    controller: str,
+    reports: Mapping[str, NodeReport],
+    connected: set[str],
+    seen: set[str],
+) -> list[Op]:
+    """Config DB updates of the status of the nodes `reports` covers (mastered here), and
+    of those that were connected here (`seen`) and are not any more (`connected`)."""
+    ops: list[Op] = []
+    for uuid, row in transport_nodes.items():
+        system_id = str(row["system_id"])
+        said = omap(row["status"])
+        if system_id not in connected:  # gone: say so if it was connected here
+            mine = said.get("controller") == controller and system_id in seen
+            if mine and said.get("connected") == "true":
+                ops.append(set_status("Transport_Node", uuid, {
+                    **{k: str(v) for k, v in said.items()}, "connected": "false",
+                    "message": "not connected to any physical controller"}))  # fmt: skip
+            continue
+        report = reports.get(system_id)
+        if report is None:
+            continue
+        status = node_status(controller, report)
+        if said != status:
+            ops.append(set_status("Transport_Node", uuid, status))
+    return ops
+
+
+def port_status_ops(
+    ports: Mapping[str, Mapping[str, Any]],
+    located: Mapping[str, str],
+    check: Iterable[str],
+    masters: set[str],
+    synced: set[str],
+) -> list[Op]:
+    """Config DB updates of the status of the ports in `check` that are, or were, on the
+    nodes mastered (`masters`; `ports`: the config DB's Logical_Switch_Port rows)."""
+    ops: list[Op] = []
+    for port in check:
+        row = ports.get(port)
+        if row is None:
+            continue
+        status = omap(row["status"])
+        node = located.get(port)
+        if node is not None and node in synced:
+            want = {"up": "true", "realized": "true", "transport_node": node}
+            if status != want:
+                ops.append(set_status("Logical_Switch_Port", port, want))
+        elif node is None and status.get("transport_node") in masters and status != PORT_GONE:
+            ops.append(set_status("Logical_Switch_Port", port, PORT_GONE))
+    return ops
+
+
+def realized_generation(
+    generation: int,
+    reports: Mapping[str, NodeReport],
+    transport_nodes: Iterable[Mapping[str, Any]],
+) -> int | None:
+    """The generation every connected node has realized: the nodes mastered here as
+    `reports` says, the others as their status in the config DB says; None while a node
+    mastered here has not had its whole table yet."""
+    if any(not report.synced for report in reports.values()):
+        return None
+    for report in reports.values():
+        generation = min(generation, report.realized)
+    for row in transport_nodes:
+        status = omap(row["status"])
+        if str(row["system_id"]) in reports or status.get("connected") != "true":
+            continue
+        with contextlib.suppress(ValueError):
+            generation = min(generation, int(status.get("realized_generation", "0")))
+    return generation
+
+
+def generation_ops(table: str, rows: Mapping[str, Mapping[str, Any]], realized: int) -> list[Op]:
+    """Updates of `realized_generation` in the rows of `table` (`Loom_Global`,
+    `Universal_Global`) that do not say `realized`."""
+    return [
+        {"op": "update", "table": table, "where": [["_uuid", "==", ["uuid", uuid]]],
+         "row": {"realized_generation": realized}}
+        for uuid, row in rows.items()
+        if row.get("realized_generation") != realized
+    ]  # fmt: skip
+
+
+def set_status(table: str, uuid: str, status: Mapping[str, str]) -> Op:
+    """Replace the `status` column of row `uuid` of `table`."""
+    return {"op": "update", "table": table, "where": [["_uuid", "==", ["uuid", uuid]]],
+            "row": {"status": ["map", sorted(status.items())]}}  # fmt: skip

@@ -1,0 +1,136 @@
+"""Conntrack zones on one node (pure: no I/O).
+
+A stateful port's and a router's connections are tracked in a zone of their own on each
+node that has them; the rules ask for one (`NeedZone`) and read the number given (`Zone`).
+A zone must stay the same while it is needed, including across a change of master: the
+node records the zones given (`br-int` external_ids, `loom_ovs.manager.NodeSession.
+save_zones`) before any flow that uses them goes to it, and a new master adopts what the
+node records. A zone released goes back to the pool only after the flows that used it are
+gone from the node and its record is removed.
+
+`NodeZones` decides; the controller sends what `take_record()` returns and feeds the
+engine what `take_changes()` returns.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+log = logging.getLogger(__name__)
+
+ZONES = (1, 65535)
+"""The zones handed out: [first, last)."""
+
+ZoneRow = tuple[str, str, int]
+"""The `Zone` input row: (node, owner, zone)."""
+
+
+@dataclass
+class NodeZones:
+    """The zones of one node: given, recorded on the node, and waiting to be."""
+
+    node: str
+    zones: dict[str, int] = field(default_factory=dict)
+    """Logical port or router -> its zone (stable while needed)."""
+    free: list[int] = field(default_factory=list)
+    next_zone: int = ZONES[0]
+    recorded: dict[str, int] = field(default_factory=dict)
+    """The zones the node itself records (adopted from there)."""
+    recorded_used: set[int] = field(default_factory=set)
+    unsaved: dict[str, int] = field(default_factory=dict)
+    """Given here and not recorded on the node yet (recorded before the next push)."""
+    released: set[str] = field(default_factory=set)
+    """Owners whose zones are no longer needed and still recorded on the node."""
+    speculative: set[str] = field(default_factory=set)
+    """Owners given a zone before the rules asked (a new VIF's port), not asked yet."""
+    changes: list[tuple[int, ZoneRow]] = field(default_factory=list)
+    """`Zone` rows given (+1) or taken back (-1) since the engine was last fed."""
+
+    def need(self, owner: str) -> None:
+        """Give `owner` a zone: the one the node records if any (a previous master chose
+        it), else a free one, to be recorded on the node before the flows using it."""
+        zone = self.zones.get(owner) or self.recorded.get(owner)
+        if zone is None:
+            zone = self._allocate()
+            if zone is None:
+                log.warning("node %s: no conntrack zone left for %s", self.node, owner)
+                return
+            self.unsaved[owner] = zone
+        if self.zones.get(owner) != zone:
+            self.zones[owner] = zone
+            self.released.discard(owner)
+            self.changes.append((1, (self.node, owner, zone)))
+
+    def speculate(self, owner: str) -> None:
+        """Give `owner` a zone before the rules ask (they will, unless `unasked` says
+        they did not)."""
+        if owner not in self.zones:
+            self.need(owner)
+            self.speculative.add(owner)
+
+    def asked(self, owner: str) -> None:
+        """The rules asked for `owner`'s zone (`NeedZone` inserted)."""
+        self.speculative.discard(owner)
+        self.need(owner)
+
+    def release(self, owner: str) -> None:
+        """`owner` needs no zone any more."""
+        if owner in self.zones:
+            zone = self.zones.pop(owner)
+            self.free.append(zone)
+            self.unsaved.pop(owner, None)
+            self.released.add(owner)
+            self.changes.append((-1, (self.node, owner, zone)))
+
+    def release_unasked(self) -> None:
+        """Release the zones given beforehand that the rules did not ask for."""
+        for owner in self.speculative:
+            self.release(owner)
+        self.speculative = set()
+
+    def adopt(self, recorded: Mapping[str, int]) -> None:
+        """The node records `recorded` (owner -> zone; another master may have chosen
+        them): take them as they are, except those given here and not recorded yet."""
+        self.recorded, self.recorded_used = dict(recorded), set(recorded.values())
+        if recorded:
+            self.next_zone = max(self.next_zone, max(recorded.values()) + 1)
+        for owner, zone in recorded.items():
+            current = self.zones.get(owner)
+            if current is not None and current != zone and owner not in self.unsaved:
+                self.changes.append((-1, (self.node, owner, current)))
+                self.changes.append((1, (self.node, owner, zone)))
+                self.zones[owner] = zone
+
+    def take_changes(self) -> list[tuple[int, ZoneRow]]:
+        """The `Zone` rows to feed the engine (+1 insert, -1 delete), once."""
+        changes, self.changes = self.changes, []
+        return changes
+
+    def take_record(self) -> tuple[dict[str, int], set[str]]:
+        """The zones to record on the node and the owners whose records to remove, once."""
+        record = (self.unsaved, self.released)
+        self.unsaved, self.released = {}, set()
+        return record
+
+    def record_lost(self) -> None:
+        """A record sent was refused or lost: every zone given is to be recorded again."""
+        self.unsaved = {**self.zones, **self.unsaved}
+
+    def rows(self) -> set[ZoneRow]:
+        """Every `Zone` row of the node as given now (to feed a new engine)."""
+        return {(self.node, owner, zone) for owner, zone in self.zones.items()}
+
+    def _allocate(self) -> int | None:
+        used = self.recorded_used
+        while self.free and self.free[-1] in used:
+            self.free.pop()
+        if self.free:
+            return self.free.pop()
+        while self.next_zone < ZONES[1]:
+            candidate = self.next_zone
+            self.next_zone += 1
+            if candidate not in used:
+                return candidate
+        return None

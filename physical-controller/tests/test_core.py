@@ -1,0 +1,343 @@
+"""The physical controller's pure core without any daemon: `Localizer` (universal rows and
+node facts -> each node's desired state), `NodeZones`, the status reports, `GroupFeed`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from loom_common.group_feed import GroupFeed
+from loom_ddlog import Program
+from loom_physical import status
+from loom_physical.core import Localizer, NodeFacts, liveness
+from loom_physical.rules import main_file
+from loom_physical.zones import ZONES, NodeZones
+
+
+def _program() -> Program:
+    return Program.load([main_file()], workers=1, internal=False)
+
+
+def _binding(port: str, dp: int, key: int, vif: str, chassis: str = "") -> dict[str, Any]:
+    """A Port_Binding row as the universal replica holds it (one-element sets as atoms)."""
+    return {"logical_port": port, "datapath": dp, "port_key": key, "type": "vif",
+            "vif_id": vif, "peer": ["set", []], "chassis": chassis or ["set", []],
+            "up": False, "gateway_service": ["set", []], "vlan": ["set", []],
+            "qos": ["map", []]}  # fmt: skip
+
+
+def _universal(*, with_p2: bool = True) -> list[tuple[str, str, dict[str, Any] | None]]:
+    """One switch (key 1) with p1 (VIF vif-1) and p2 (vif-2); hv1 and hv2 reach each other
+    by Geneve; the switch's flows: one shared, one per port."""
+    changes: list[tuple[str, str, dict[str, Any] | None]] = [
+        ("Datapath", "dp1", {"key": 1, "kind": "switch", "config_id": "sw", "encap": "geneve"}),
+        ("Node_Endpoint", "e1", {"node": "hv1", "encap": "geneve", "ip": "192.168.0.1"}),
+        ("Node_Endpoint", "e2", {"node": "hv2", "encap": "geneve", "ip": "192.168.0.2"}),
+        ("Port_Binding", "b1", _binding("p1", 1, 1, "vif-1")),
+        ("Flow", "f-sw", {"datapath": 1, "source": "sw", "cookie": 1,
+                          "flows": {"ingress\tls_in_acl\t0\t\tresubmit(,@next)"},
+                          "local_flows": set()}),
+        ("Flow", "f-p1", {"datapath": 1, "source": "p1", "cookie": 2,
+                          "flows": {"ingress\tls_in_l2_lkup\t50\tdl_dst=00:00:00:00:00:01\t"
+                                    "set_field:0x1->reg15,resubmit(,@egress)"},
+                          "local_flows": {"egress\tls_out_deliver\t50\treg15=0x1\t"
+                                          "resubmit(,@deliver)"}}),
+        ("Universal_Global", "g", {"generation": 3, "realized_generation": 0}),
+    ]  # fmt: skip
+    if with_p2:
+        changes.append(("Port_Binding", "b2", _binding("p2", 1, 2, "vif-2")))
+    return changes
+
+
+def _settle(core: Localizer) -> int:
+    """Compute until nothing feeds back; the number of rounds."""
+    rounds = 0
+    while True:
+        rounds += 1
+        if not core.compute() or not core.feeds_back():
+            return rounds
+
+
+def _core(*nodes: str) -> Localizer:
+    core = Localizer(_program())
+    core.universal(_universal())
+    vifs = {"hv1": {"vif-1": 5}, "hv2": {"vif-2": 7}}
+    for node in nodes:
+        core.node(node, NodeFacts(vifs=vifs[node], tunnels={"loom-geneve": 20}))
+    core.set_computed(set(nodes))
+    core.set_liveness(set(nodes), set())
+    _settle(core)
+    return core
+
+
+def test_a_node_gets_its_datapaths_its_ports_and_its_own_flows() -> None:
+    core = _core("hv1", "hv2")
+    assert core.generation == 3
+    assert core.desired_parts("hv1") == {("node", "hv1"), ("dp", 1), ("dp", 0), ("port", "p1")}
+    assert core.located("hv1") == {"p1"}
+    assert core.located("hv2") == {"p2"}
+    flows = core.flows("hv1")
+    texts = [f"table={f.table},{f.match} {f.actions}" for f in flows]
+    # the switch's flows, translated once: the same in both nodes' tables
+    assert any("table=12,metadata=0x1" in t for t in texts)
+    shared = set(core.images.flows({("dp", 1)}))
+    assert shared
+    assert shared <= set(flows)
+    assert shared <= set(core.flows("hv2"))
+    # p1's own flow only where p1 is; the way to p2 (on hv2) by the flow-based tunnel
+    assert any("reg15=0x1" in t and "table=44" in t for t in texts)
+    assert not any("reg15=0x1" in t and "table=44" in t for t in map(str, core.flows("hv2")))
+    assert any("192.168.0.2->tun_dst" in t for t in texts)
+    assert [s.port_name for s in core.tunnel_specs("hv1")] == ["loom-geneve"]
+
+
+def test_what_changed_is_said_once() -> None:
+    core = _core("hv1", "hv2")
+    changed = core.take_changed()
+    assert changed.located == {"hv1", "hv2"}
+    assert {"p1", "p2"} <= changed.ports
+    assert changed.status
+    assert core.take_changed().located == set()
+
+
+def test_a_vif_unplugged_takes_its_port_away_and_a_node_gone_leaves_nothing() -> None:
+    core = _core("hv1", "hv2")
+    core.take_changed()
+    core.node("hv1", NodeFacts(vifs={}, tunnels={"loom-geneve": 20}))
+    _settle(core)
+    assert core.located("hv1") == set()
+    assert ("port", "p1") not in core.desired_parts("hv1")
+    assert core.take_changed().located == {"hv1"}
+    core.node_gone("hv2")
+    _settle(core)
+    assert core.desired_parts("hv2") == set()
+    # with no node needing switch 1, its flows are not asked for any more
+    assert core.needed_datapaths() == {0}
+
+
+def test_a_port_deleted_in_the_database_leaves_its_node() -> None:
+    core = _core("hv1", "hv2")
+    assert any("192.168.0.2->tun_dst" in f.actions for f in core.flows("hv1"))
+    core.universal([("Port_Binding", "b2", None)])
+    _settle(core)
+    assert core.located("hv2") == set()
+    # nothing of hv1's leads to p2 any more (nor does hv2 keep the switch)
+    assert not any("192.168.0.2->tun_dst" in f.actions for f in core.flows("hv1"))
+    assert ("dp", 1) not in core.desired_parts("hv2")
+
+
+def test_a_vif_gets_its_zone_in_the_same_round_and_loses_it_when_unplugged() -> None:
+    """A new VIF's port is given its zone before the rules ask (no round of its own), the
+    classifier loads it; unplugged, the zone is released (its record removed after the
+    flows that used it)."""
+    core = Localizer(_program())
+    core.universal(_universal())
+    core.node("hv1", NodeFacts(vifs={"vif-1": 5}, tunnels={"loom-geneve": 20}))
+    core.set_computed({"hv1"})
+    core.set_liveness({"hv1"}, set())
+    _settle(core)
+    zones = core.zones("hv1")
+    assert zones.zones == {"p1": 1}
+    assert core.zone_rounds == 0, "the zone took a round of its own"
+    assert zones.take_record() == ({"p1": 1}, set())
+    assert any("set_field:1->reg13" in f.actions for f in core.flows("hv1") if f.table == 0)
+    core.node("hv1", NodeFacts(vifs={}, tunnels={"loom-geneve": 20}))
+    _settle(core)
+    assert zones.zones == {}
+    assert zones.take_record() == ({}, {"p1"})
+
+
+def test_the_engine_rows_feed_a_fresh_engine_to_the_same_tables() -> None:
+    """The baseline: every input row the core fed, into a new engine, gives the same
+    outputs."""
+    core = _core("hv1", "hv2")
+    fresh = _program()
+    with fresh.transaction() as txn:
+        for relation, rows in core.engine_rows().items():
+            for row in rows:
+                txn.insert(relation, row)
+        txn.commit()
+    for relation in ("NodeFlow", "DpFlow", "NodeDatapath", "Bound", "Located"):
+        assert sorted(fresh.dump(relation)) == sorted(core.program.dump(relation)), relation
+
+
+def test_liveness_reads_connected_nodes_and_their_bfd() -> None:
+    nodes = [
+        {"system_id": "gw1", "status": ["map", [["connected", "true"], ["bfd:hv1", "up"]]]},
+        {"system_id": "gw2", "status": ["map", [["connected", "false"], ["bfd:hv1", "up"]]]},
+    ]
+    live, bfd = liveness(nodes, ["hv1"])
+    assert live == {"hv1", "gw1"}
+    assert bfd == {("gw1", "hv1", True)}
+
+
+# ---- zones ----
+
+
+def test_zones_are_stable_recorded_first_and_reused_after_release() -> None:
+    zones = NodeZones("hv1")
+    zones.need("a")
+    zones.need("b")
+    assert zones.zones == {"a": 1, "b": 2}
+    assert zones.take_changes() == [(1, ("hv1", "a", 1)), (1, ("hv1", "b", 2))]
+    assert zones.take_record() == ({"a": 1, "b": 2}, set())
+    zones.need("a")  # again: the same zone, nothing to feed
+    assert zones.take_changes() == []
+    zones.release("a")
+    assert zones.take_changes() == [(-1, ("hv1", "a", 1))]
+    assert zones.take_record() == ({}, {"a"})
+    zones.need("c")
+    assert zones.zones["c"] == 1  # a released zone is handed out again
+    # another master's record is adopted (not overridden), and its numbers are not reused
+    zones.adopt({"d": 7, "c": 1})
+    zones.need("d")
+    zones.need("e")
+    assert zones.zones["d"] == 7
+    assert zones.zones["e"] == 8
+
+
+def test_a_speculative_zone_not_asked_for_goes_back() -> None:
+    zones = NodeZones("hv1")
+    zones.speculate("p")
+    zones.speculate("q")
+    zones.asked("q")
+    zones.release_unasked()
+    assert zones.zones == {"q": 2}
+    assert ("hv1", "p", 1) not in zones.rows()
+
+
+def test_a_lost_record_is_sent_again_whole() -> None:
+    zones = NodeZones("hv1")
+    zones.need("a")
+    zones.take_record()
+    zones.need("b")
+    zones.record_lost()
+    assert zones.take_record()[0] == {"a": 1, "b": 2}
+
+
+def test_zones_run_out_without_handing_one_out_twice() -> None:
+    zones = NodeZones("hv1", next_zone=ZONES[1] - 1)
+    zones.need("a")
+    zones.need("b")
+    assert zones.zones == {"a": ZONES[1] - 1}
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.sampled_from("abcdefg")), max_size=40))
+def test_zones_never_share_a_number(ops: list[tuple[bool, str]]) -> None:
+    zones = NodeZones("hv1")
+    for need, owner in ops:
+        (zones.need if need else zones.release)(owner)
+        assert len(set(zones.zones.values())) == len(zones.zones)
+
+
+# ---- status ----
+
+
+def test_port_bindings_follow_where_vifs_are() -> None:
+    bindings = {"p1": {"chassis": ["set", []], "up": False, "type": "vif"},
+                "p2": {"chassis": "hv2", "up": True, "type": "vif"}}  # fmt: skip
+    ops = status.binding_ops(bindings, {"p1": "hv1"}, ["p1", "p2"], {"hv1", "hv2"}, {"hv1"})
+    assert ops == [
+        {"op": "update", "table": "Port_Binding", "where": [["logical_port", "==", "p1"]],
+         "row": {"chassis": "hv1", "up": True}},
+        {"op": "update", "table": "Port_Binding",
+         "where": [["logical_port", "==", "p2"], ["chassis", "==", "hv2"]],
+         "row": {"chassis": ["set", []], "up": False}},
+    ]  # fmt: skip
+    # not before the node's whole table is in
+    assert status.binding_ops(bindings, {"p1": "hv1"}, ["p1"], {"hv1"}, set()) == []
+
+
+def test_the_realized_generation_is_the_least_of_every_connected_node() -> None:
+    reports = {"hv1": status.NodeReport(5, "", {}, True)}
+    others = [{"system_id": "hv2", "status": ["map", [["connected", "true"],
+                                                      ["realized_generation", "4"]]]},
+              {"system_id": "hv3", "status": ["map", [["connected", "false"]]]}]  # fmt: skip
+    assert status.realized_generation(6, reports, others) == 4
+    unsynced = {"hv1": status.NodeReport(5, "", {}, False)}
+    assert status.realized_generation(6, unsynced, others) is None
+
+
+def test_a_node_gone_is_reported_disconnected_once_by_its_controller() -> None:
+    said = ["map", [["connected", "true"], ["controller", "pc1"]]]
+    rows = {"u1": {"system_id": "hv1", "status": said}}
+    ops = status.node_status_ops(rows, "pc1", {}, connected=set(), seen={"hv1"})
+    assert len(ops) == 1
+    assert ("connected", "false") in ops[0]["row"]["status"][1]
+    assert status.node_status_ops(rows, "pc2", {}, connected=set(), seen={"hv1"}) == []
+
+
+# ---- feeding by group ----
+
+
+class _Txn:
+    def __init__(self) -> None:
+        self.ops: list[tuple[str, str, tuple[Any, ...]]] = []
+
+    def insert(self, relation: str, row: tuple[Any, ...]) -> None:
+        self.ops.append(("insert", relation, row))
+
+    def delete(self, relation: str, row: tuple[Any, ...]) -> None:
+        self.ops.append(("delete", relation, row))
+
+
+def test_a_row_two_groups_hold_stays_until_both_let_go() -> None:
+    feed = GroupFeed()
+    feed.replace("a", {"R": {(1,)}})
+    feed.replace("b", {"R": {(1,), (2,)}})
+    txn = _Txn()
+    assert feed.flush(txn) == 2
+    feed.drop("a")
+    assert feed.flush(_Txn()) == 0
+    feed.drop("b")
+    txn = _Txn()
+    feed.flush(txn)
+    assert sorted(txn.ops) == [("delete", "R", (1,)), ("delete", "R", (2,))]
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from("abc"), st.sets(st.integers(0, 4), max_size=3)),
+                max_size=12))  # fmt: skip
+def test_the_engine_ends_with_the_union_of_the_groups(steps: list[tuple[str, set[int]]]) -> None:
+    """Whatever the order of replacements and flushes, what was inserted and not deleted
+    is the union of what the groups hold."""
+    feed = GroupFeed()
+    engine: set[tuple[Any, ...]] = set()
+    groups: dict[str, set[int]] = {}
+    for i, (group, rows) in enumerate(steps):
+        feed.replace(group, {"R": {(r,) for r in rows}})
+        groups[group] = rows
+        if i % 2:
+            txn = _Txn()
+            feed.flush(txn)
+            for op, _, row in txn.ops:
+                assert (row in engine) == (op == "delete"), "a redundant insert or delete"
+                (engine.discard if op == "delete" else engine.add)(row)
+    txn = _Txn()
+    feed.flush(txn)
+    for op, _, row in txn.ops:
+        (engine.discard if op == "delete" else engine.add)(row)
+    assert engine == {(r,) for rows in groups.values() for r in rows}
+    assert feed.rows().get("R", set()) == engine
+
+
+def test_a_change_in_one_node_feeds_only_that_node() -> None:
+    core = _core("hv1", "hv2")
+    transactions = core.transactions
+    core.node("hv1", NodeFacts(vifs={"vif-1": 5}, tunnels={"loom-geneve": 20}))  # no change
+    assert core.compute() is False
+    assert core.transactions == transactions
+
+
+@pytest.mark.parametrize("ofport", [6, 9])
+def test_a_vif_moving_to_another_ofport_moves_its_classifier_flow(ofport: int) -> None:
+    core = _core("hv1", "hv2")
+    core.node("hv1", NodeFacts(vifs={"vif-1": ofport}, tunnels={"loom-geneve": 20}))
+    _settle(core)
+    matches = [f.match for f in core.flows("hv1") if f.table == 0]
+    assert any(f"in_port={ofport}" in m for m in matches)
+    assert not any("in_port=5" in m.split(",") for m in matches)
