@@ -836,6 +836,11 @@ def test_pushes_and_ovs_ofctl_as_on_a_real_switch(tmp_path: Path) -> None:
         stats = fleet.stats("hv1")
         assert stats["unknown"] == 0
         assert stats["bundles"] == 2
+        # each commit is logged with its time and size: what times a change from outside
+        commits = fleet.commits(0.0)["hv1"]
+        assert [n for _, n in commits] == [len(flows) - 3, 5]
+        assert commits[0][0] <= commits[1][0]
+        assert fleet.commits(commits[1][0] + 1) == {}
 
 
 def test_a_flow_is_kept_as_the_bytes_of_its_flow_mod() -> None:

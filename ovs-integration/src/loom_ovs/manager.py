@@ -36,7 +36,7 @@ import socket
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from loom_common.errors import LoomError
 from loom_common.ovsdb import Change, RawConnection, Replica, TransactError
@@ -168,6 +168,20 @@ class NodeSession:
         self._bridge_written = False
         """br-int's creation committed, and the replica may not show it yet (the node's
         update can come after the transaction's reply)."""
+
+    @classmethod
+    def snapshot(cls, selected: dict[str, list[dict[str, Any]]]) -> NodeSession:
+        """A session over a node's rows read otherwise (OVSDB `select` results by table),
+        not kept up to date and not connected: what a controller would read of the node,
+        read by the same code (a benchmark's baseline reads every node so)."""
+        session = cls(cast(RawConnection, None), "snapshot", lambda: None)
+        session.alive = False
+        for table in NODE_TABLES:
+            session.replica.rows[table] = {
+                row["_uuid"][1]: {c: v for c, v in row.items() if c not in ("_uuid", "_version")}
+                for row in selected.get(table, [])
+            }
+        return session
 
     def start(self) -> list[Change]:
         """Read the node's tables (blocking; the node answers at once)."""

@@ -1,10 +1,11 @@
 """`loom-physical-controller`: run one physical controller until SIGINT or SIGTERM.
 
     loom-physical-controller --universal-db unix:... --config-db unix:...
-        [--listen ptcp:6640:127.0.0.1] [--name NAME] [--zookeeper HOSTS]
+        [--listen ptcp:6640:127.0.0.1] [--name NAME] [--zookeeper HOSTS] [--pass-log FILE]
 
 Transport nodes dial `--listen` (their Manager row). Without `--zookeeper` it masters every
-node that connects; with it, it joins the physical controllers' cluster there.
+node that connects; with it, it joins the physical controllers' cluster there. `--pass-log`
+appends one JSON line per pass that computed or pushed something (`PassLog`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import argparse
 import logging
 import socket
+from pathlib import Path
 
 from loom_common.runner import run_until_stopped
 
@@ -26,6 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--name", default=f"physical-{socket.gethostname()}")
     parser.add_argument("--zookeeper", help="ZooKeeper hosts (host:port,...) for a cluster")
     parser.add_argument("--session-timeout", type=float, default=10.0)
+    parser.add_argument("--pass-log", type=Path, help="append a JSON line per pass here")
     parser.add_argument("--verbose", action="store_true")
     args = parser.parse_args(argv)
     logging.basicConfig(
@@ -44,6 +47,7 @@ def main(argv: list[str] | None = None) -> int:
             listen=args.listen,
             zookeeper=args.zookeeper,
             session_timeout=args.session_timeout,
+            pass_log=args.pass_log,
         ).start()
         log.info("physical controller %s listening on %s", args.name, controller.target)
         return controller

@@ -1,41 +1,51 @@
-"""Physical controller benchmark: from an API change to flows installed on the hypervisor.
+"""Physical tier benchmark at NVP's scale: every workload hypervisor its own transport node.
 
-    loom-physical-bench [--scale 0.1 | --workload FILE] [--nodes 20] [--changes 100]
+    loom-physical-bench [--scale S ... | --workload FILE] [--nodes N] [--real 20]
+                        [--controllers 2] [--changes 100] [--out DIR]
 
-Unlike the daemons, this composes the whole system in one process (the API server is a
-real process over HTTP; the logical and physical controllers run in-process so that their
-pass timings can be read):
+One run per scale (`--scale` may repeat: 0.1, 0.25, 0.5, 1.0 shows how each figure grows),
+each on fresh databases and processes, all real and local:
 
-1. Loads the NVP workload into a fresh config DB (`loom_api.bench.drive_raw`), with its
-   hypervisors folded onto `--nodes` simulated transport nodes (workload hypervisor i goes
-   to node `hv{(i - 1) % nodes + 1}`): the same ports, switches and ACLs, on fewer, fuller
-   nodes. A logical controller computes the universal flows.
-2. **Cold start**: the physical controller starts, `--nodes` dummy-datapath nodes dial it,
-   every VIF of the workload is plugged into its node; the clock runs until every node's
-   flows are installed and every VIF is bound. Reports the time, flows per node, memory.
-3. **Port adds and deletes**: `--changes` times, alternately, a port is added through the
-   API (its VM's VIF already plugged on its node, as when a VM boots and waits for its
-   port) and deleted again; the clock runs from the request until the node's installed
-   OpenFlow table has the port's flows (its classifier flow and its L2 lookup), or no
-   longer has them. Median, p99, and the share of each stage: the API request, the
-   logical controller's passes, the physical controller's engine and push, and the rest
-   (the universal DB's commit and the updates in transit, and waiting between passes).
-   `every_node_*`: until every node has its changes (the port's node is pushed first,
-   and its port reported up, before the nodes where no port came or went). A first
-   add/delete pair warms caches and opens the nodes' OpenFlow channels; it is reported
-   apart (`warm_up_pair_ms`).
-4. **Baseline, same invocation**: a fresh engine computes every node's table from scratch
-   (what a physical controller without incremental computation does per change), and one
-   node's whole table is reconciled (`Switch.replace`: the switch's table read and
-   compared with it by `ovs-ofctl diff-flows`, what a push without a kept diff costs);
-   the ratio to the median change says what incrementality buys.
+1. **Load.** The NVP workload (`loom_common.workload`) goes into a fresh config DB
+   (`loom_api.bench.drive_raw`): a transport node per hypervisor (with `--nodes N`, the
+   hypervisors folded onto N), the switches, ports and ACLs.
+2. **Nodes.** Every node comes up before any controller, its VIFs plugged (the ports'
+   VIF ids; and one spare VIF per port change to come, a VM waiting for its port): the
+   first `--real` nodes are real Open vSwitch (`ovsdb-server` + `ovs-vswitchd`, dummy
+   datapath: `loom_ovs.sandbox`), the others stand-ins in one process
+   (`loom_ovs.standin`: each its own OVSDB manager connection to every controller and its
+   own OpenFlow channel; their CPU and memory are reported apart). Every node's Manager
+   rows list every physical controller.
+3. **Cold start** (the clock starts here): ZooKeeper up, the logical controller and
+   `--controllers` physical controller processes start at once (`python -m loom_logical`,
+   `python -m loom_physical --pass-log`): the physical ones shard the nodes through
+   ZooKeeper, each master of some and hot standby of others. Milestones: `logical` (the
+   universal DB stamped with the config's generation), `first_push` and `installed`
+   (every node connected and reporting the generation realized, as the controllers write
+   it in the config DB); the controllers' own time by stage (engine, push) from their
+   pass logs.
+4. **Verified, and the baseline.** A from-scratch `loom_physical.core.Localizer` (timed:
+   the baseline) is fed the universal DB and every node's rows as its OVSDB gives them,
+   read as a controller reads them (`NodeSession.snapshot`), and computes every node's
+   table: each stand-in's table digest and each real node's table (`ovs-ofctl
+   diff-flows`) must equal it. Flows per node are counted on the nodes.
+5. **Port changes.** `--changes` times, alternately, a port is added through the API (a
+   real `loom_api` process) for a spare VIF of a stand-in, and deleted; each timed from the
+   request until the port's node committed the bundle (the stand-ins log each commit's
+   wall-clock time) and until every affected node did (the last commit before the
+   controllers report the generation realized). A first pair warms up and is reported
+   apart.
+6. **Processes.** Peak RSS and CPU seconds of every process, at the end of the cold start
+   and of the run.
 
-Prints one JSON document.
+Prints one JSON document (`--out DIR`: also `DIR/physical-bench.json` and, with several
+scales, the plot `DIR/physical-bench.png`, each figure against the scale).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import signal
 import statistics
@@ -43,12 +53,24 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-L2_LOOKUP_TABLE = 15
-"""`ls_in_l2_lkup`'s table (rules/physical/stages.dl)."""
+log = logging.getLogger(__name__)
+
+TARGETS = {
+    "cold_start_s": 90.0, "port_node_median_ms": 20.0, "port_node_p99_ms": 100.0,
+    "every_node_median_ms": 50.0, "loom_rss_mib": 8192.0,
+    "change_cost_ratio_s1_over_s01": 1.5,
+}  # fmt: skip
+"""The issue's targets at S = 1.0 (figures, not timed tests)."""
+OVN_FLOWS_PER_NODE = {0.02: 3858, 1.0: 7054}
+"""OVN 23.03's ovn-controller on the same workload files, flows per hypervisor."""
+POLL = 0.05
+"""Seconds between looks at the databases while waiting for a milestone."""
 
 
 def _progress(text: str) -> None:
@@ -60,312 +82,638 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def _rss_mib(pid: int | None = None) -> float:
-    path = Path(f"/proc/{pid or 'self'}/status")
-    for line in path.read_text().splitlines():
-        if line.startswith("VmHWM:" if pid is None else "VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
+def _ms(seconds: float) -> float:
+    return round(seconds * 1000, 2)
 
 
-def fold_hypervisors(workload: dict[str, Any], nodes: int) -> dict[str, str]:
-    """Replace the workload's hypervisors by `nodes` simulated ones; return port -> node."""
-    from loom_ovs.sandbox import underlay_ip
+# ---- the workload's nodes ----
 
-    index = {hv["name"]: i for i, hv in enumerate(workload["hypervisors"])}
-    workload["hypervisors"] = [
-        {"name": f"hv{i}", "encap": "geneve", "ip": underlay_ip(i)} for i in range(1, nodes + 1)
+
+@dataclass
+class Plan:
+    """The nodes of one run and their VIFs."""
+
+    workload: dict[str, Any]
+    nodes: list[str]
+    """Every node's system-id, in order: the first `real` are real Open vSwitch."""
+    real: int
+    vifs: dict[str, list[tuple[str, str]]]
+    """Node -> its VIFs at start: (VIF id, MAC)."""
+    spares: list[tuple[str, str, str]]
+    """One per port change pair: (node, VIF id, MAC) of a VM waiting for its port."""
+
+    @property
+    def standins(self) -> list[str]:
+        """The nodes that are stand-ins."""
+        return self.nodes[self.real :]
+
+
+def plan(workload: dict[str, Any], nodes: int | None, real: int, pairs: int) -> Plan:
+    """Place the workload: every hypervisor its own node, or folded onto `nodes`; `real`
+    of them real (at least one node stays a stand-in: the port changes are timed on
+    stand-ins); `pairs` spare VIFs over the stand-ins."""
+    if nodes is not None:
+        index = {hv["name"]: i for i, hv in enumerate(workload["hypervisors"])}
+        folded = workload["hypervisors"][:nodes]
+        for switch in workload["switches"]:
+            for port in switch["ports"]:
+                port["hypervisor"] = folded[index[port["hypervisor"]] % nodes]["name"]
+        workload["hypervisors"] = folded
+    names = [hv["name"] for hv in workload["hypervisors"]]
+    real = max(0, min(real, len(names) - 1))
+    vifs: dict[str, list[tuple[str, str]]] = {name: [] for name in names}
+    for switch in workload["switches"]:
+        for port in switch["ports"]:
+            vifs[port["hypervisor"]].append((port["name"], port["mac"]))
+    standins = names[real:]
+    spares = [
+        (
+            standins[(i * 7919) % len(standins)],
+            f"bench-{i}",
+            f"0e:00:00:00:{i >> 8:02x}:{i & 255:02x}",
+        )
+        for i in range(pairs)
     ]
-    return {
-        port["name"]: f"hv{index[port['hypervisor']] % nodes + 1}"
-        for switch in workload["switches"]
-        for port in switch["ports"]
-    }
+    return Plan(workload, names, real, vifs, spares)
 
 
-def _phase_sums(
-    passes: Iterable[tuple[float, Mapping[str, float]]], start: float, end: float
-) -> dict[str, float]:
-    total: dict[str, float] = {}
-    for began, phases in passes:
-        if start <= began <= end:
-            for name, seconds in phases.items():
-                total[name] = total.get(name, 0.0) + seconds
-    return total
+# ---- processes ----
 
 
-def _installed(physical: Any, node: str, keys: list[tuple[int, int, str]]) -> bool:
-    state = physical.nodes.get(node)
-    return state is not None and set(keys) <= physical.installed(node)
+@dataclass
+class Processes:
+    """The processes of a run, by role, for their usage figures."""
+
+    pids: dict[str, int] = field(default_factory=dict)
+    """Loom's processes (controllers, databases) and ZooKeeper: name -> pid."""
+    standins: int | None = None
+    real: list[int] = field(default_factory=list)
+    """The real nodes' ovsdb-server and ovs-vswitchd."""
+
+    def usage(self) -> dict[str, Any]:
+        """Peak RSS and CPU seconds of each process (the real nodes' summed)."""
+        from loom_common.procstat import ProcessUsage
+
+        def one(pid: int | None) -> dict[str, float]:
+            if pid is None:
+                return {}
+            try:
+                u = ProcessUsage.of(pid)
+            except ProcessLookupError:
+                return {}
+            return {"peak_rss_mib": round(u.peak_mib, 1), "cpu_s": round(u.cpu_seconds, 2)}
+
+        loom = {name: one(pid) for name, pid in self.pids.items()}
+        real = [one(pid) for pid in self.real]
+        own = ProcessUsage.of()
+        ours = [v for k, v in loom.items() if k != "zookeeper"]  # controllers and databases
+        return {
+            "loom": loom,
+            "loom_rss_mib_total": round(sum(v.get("peak_rss_mib", 0) for v in ours), 1),
+            "loom_cpu_s_total": round(sum(v.get("cpu_s", 0) for v in ours), 2),
+            "standins": one(self.standins),
+            "real_ovs": {
+                "processes": len(real),
+                "peak_rss_mib": round(sum(v.get("peak_rss_mib", 0) for v in real), 1),
+                "cpu_s": round(sum(v.get("cpu_s", 0) for v in real), 2),
+            },
+            "benchmark": {"peak_rss_mib": round(own.peak_mib, 1),
+                          "cpu_s": round(own.cpu_seconds, 2)},
+        }  # fmt: skip
 
 
-def _all_pushed(physical: Any) -> bool:
-    """No node has flow changes left to push."""
-    return not physical.pushes_due()
+@dataclass
+class Site:
+    """One run's databases, nodes and controllers (see the module docstring)."""
+
+    run_dir: Path
+    config: Any
+    universal: Any
+    zk: Any
+    fleet: Any
+    sandbox: Any
+    real_nodes: dict[str, Any]
+    controllers: list[Any]
+    processes: Processes
+    pass_logs: list[Path]
+
+    def select(self, remote: str, db: str, tables: list[str]) -> dict[str, list[dict[str, Any]]]:
+        """Every row of `tables` (one transaction)."""
+        from loom_common.ovsdb import RawConnection
+
+        conn = RawConnection(remote)
+        try:
+            results = conn.transact(db, [{"op": "select", "table": t, "where": []} for t in tables])
+        finally:
+            conn.close()
+        return {t: r["rows"] for t, r in zip(tables, results, strict=True)}
+
+    def config_generation(self) -> int:
+        """The configuration's generation."""
+        rows = self.select(self.config.unix_remote, "Loom_Config", ["Loom_Global"])["Loom_Global"]
+        return max((int(r["generation"]) for r in rows), default=0)
+
+    def config_realized(self) -> int:
+        """The generation the controllers report realized on every node."""
+        rows = self.select(self.config.unix_remote, "Loom_Config", ["Loom_Global"])["Loom_Global"]
+        return max((int(r["realized_generation"]) for r in rows), default=0)
+
+    def universal_generation(self) -> int:
+        """The config generation the universal DB is stamped with (-1: none yet)."""
+        rows = self.select(self.universal.unix_remote, "Loom_Universal", ["Universal_Global"])
+        return max((int(r["generation"]) for r in rows["Universal_Global"]), default=-1)
+
+    def realized_nodes(self, generation: int) -> tuple[int, int]:
+        """(nodes connected, nodes connected that report `generation` realized), as the
+        controllers write their status in the config DB."""
+        from loom_ovs.manager import omap
+
+        rows = self.select(self.config.unix_remote, "Loom_Config", ["Transport_Node"])
+        connected = realized = 0
+        for row in rows["Transport_Node"]:
+            status = omap(row["status"])
+            if status.get("connected") == "true":
+                connected += 1
+                if int(status.get("realized_generation", "0") or 0) >= generation:
+                    realized += 1
+        return connected, realized
+
+    def passes(self) -> list[dict[str, Any]]:
+        """Every controller's pass log lines, each with its controller's index."""
+        found = []
+        for i, path in enumerate(self.pass_logs):
+            if path.exists():
+                for line in path.read_text().splitlines():
+                    found.append({**json.loads(line), "controller": i})
+        return found
 
 
-def _absent(physical: Any, node: str, keys: list[tuple[int, int, str]]) -> bool:
-    state = physical.nodes.get(node)
-    return state is not None and physical.installed(node).isdisjoint(keys)
+def _wait(what: str, predicate: Callable[[], bool], timeout: float) -> float:
+    """Wait until `predicate()`; return the wall-clock time it first held."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what}: not within {timeout:.0f} s")
+        time.sleep(POLL)
+    return time.time()
 
 
-def _vif_fed(physical: Any, node: str, iface_id: str) -> bool:
-    """The physical engine has VIF `iface_id` of `node` as an input (it saw the plug)."""
-    view = physical.core.nodes.get(node)
-    return view is not None and iface_id in view.facts.vifs
-
-
-def _quiesce(logical: Any, physical: Any, port: str, node: str | None) -> None:
-    """Wait until a change has run its course: the logical controller has taken in the
-    port's location as the physical controller reported it (`node`, None once deleted) and
-    written what followed, and the physical controller has pushed and reported all of it.
-    Each change is timed alone, on a quiet system, not behind the previous one's tail."""
-    assert logical.wait_pass(lambda c: c.location(port) == node, 60), f"location of {port}"
-    assert physical.wait_pass(lambda c: _all_pushed(c) and c.settled(), 60, wake=False)
-
-
-def run(workload: dict[str, Any], nodes: int, changes: int) -> dict[str, Any]:
-    """Run the benchmark on `workload` (`loom_common.workload`); return its figures."""
-    from loom_api.bench import TOKEN, HttpClient, api_server, drive_raw, phases
-    from loom_common.heap import GcWatch
-    from loom_common.ovsdb import OvsdbServer, tool
-    from loom_ddlog import Program
-    from loom_logical.controller import LogicalController
-    from loom_ovs.openflow import Switch
+@contextmanager
+def site(run_dir: Path, the_plan: Plan, controllers: int) -> Iterator[Site]:
+    """Databases loaded, ZooKeeper, the nodes up and dialling; the controllers not yet
+    started (`start_controllers`). Everything started is stopped on the way out."""
+    from loom_api.bench import drive_raw, phases
+    from loom_common.ovsdb import OvsdbServer
+    from loom_common.zookeeper import ZooKeeperServer
     from loom_ovs.sandbox import Sandbox
-    from loom_physical.controller import PhysicalController
-    from loom_physical.rules import main_file
+    from loom_ovs.standin import Fleet, NodeSpec, VifSpec
     from loom_schemas import CONFIG_SCHEMA, UNIVERSAL_SCHEMA, schema_path
 
-    placement = fold_hypervisors(workload, nodes)
-    macs = {p["name"]: p["mac"] for sw in workload["switches"] for p in sw["ports"]}
-    with tempfile.TemporaryDirectory(prefix="loom-physical-bench-") as tmp:
-        state = Path(tmp)
-        config = OvsdbServer(state / "config", schema_path(CONFIG_SCHEMA)).start()
-        universal = OvsdbServer(
-            state / "universal", schema_path(UNIVERSAL_SCHEMA), name="universal"
-        ).start()
-        logical = physical = None
-        sandbox = Sandbox(state / "nodes")
-        try:
-            drive_raw(config.remote, phases(workload))
-            logical = LogicalController(config.unix_remote, universal.unix_remote).start()
-            assert logical.wait_generation(0, 3600) >= 0
-            _progress("universal flows written")
-
-            began = time.perf_counter()
-            physical = PhysicalController(universal.unix_remote, config.unix_remote).start()
-            for i in range(1, nodes + 1):
-                node = sandbox.add_node(f"hv{i}", [physical.target])
-                _plug(node, [p for p, n in placement.items() if n == f"hv{i}"], macs)
-            _progress(f"{nodes} nodes up, {len(placement)} VIFs plugged")
-            total_ports = len(placement)
-
-            def cold_done(c: Any) -> bool:
-                located = sum(len(s.located) for s in c.nodes.values())
-                return len(c.nodes) == nodes and located == total_ports and c.settled()
-
-            assert physical.wait_pass(cold_done, 3600, wake=False), "cold start did not finish"
-            cold_s = time.perf_counter() - began
-            per_node = [physical.core.images.size(s.parts) for s in physical.nodes.values()]
-            _progress(f"cold start {cold_s:.1f}s, {sum(per_node)} flows on {nodes} nodes")
-            rss_physical = _rss_mib()
-
-            with api_server(config.unix_remote, state, ready_timeout=900) as base:
-                api = HttpClient(base, TOKEN)
-                _progress(f"API server up; {changes} port adds and deletes")
-                try:
-                    with GcWatch() as gc_watch:
-                        results = _changes(api, logical, physical, sandbox, workload, changes)
-                finally:
-                    api.close()
-
-            # Baselines: every node's table from scratch; one node's whole table pushed.
-            program = Program.load([main_file()], workers=1, internal=False)
-            fed = _engine_inputs(physical)
-            began = time.perf_counter()
-            with program.transaction() as txn:
-                for relation, rows in fed.items():
-                    for row in rows:
-                        txn.insert(relation, row)
-                txn.commit()
-            recompute_s = time.perf_counter() - began
-            images = physical.core.images
-            biggest = max(physical.nodes, key=lambda n: images.size(physical.nodes[n].parts))
-            node_state = physical.nodes[biggest]
-            began = time.perf_counter()
-            remote = node_state.session.openflow_remote
-            assert remote is not None
-            Switch(remote).replace(physical.core.images.flows(node_state.parts))
-            replace_s = time.perf_counter() - began
-            ofctl = subprocess.run([tool("ovs-ofctl"), "--version"], capture_output=True, text=True)
-            assert ofctl.returncode == 0
-        finally:
-            if physical is not None:
-                physical.stop()
-            if logical is not None:
-                logical.stop()
-            sandbox.stop()
-            universal.stop()
-            config.stop()
-
-    latencies = results["latencies"]
-    median = statistics.median(latencies)
-    return {
-        "benchmark": "physical-controller",
-        "scale": workload.get("scale"),
-        "nodes": nodes,
-        "vifs": total_ports,
-        "cold_start_s": round(cold_s, 2),
-        "flows_per_node": {"mean": round(statistics.mean(per_node)), "max": max(per_node)},
-        "rss_mib": {"physical_and_logical_controller_process_peak": round(rss_physical, 1)},
-        "port_add_delete_ms": {
-            "changes": len(latencies),
-            "median": round(median * 1000, 2),
-            "p99": round(_percentile(latencies, 0.99) * 1000, 2),
-            "add_median": round(statistics.median(results["adds"]) * 1000, 2),
-            "delete_median": round(statistics.median(results["deletes"]) * 1000, 2),
-            "stage_median_ms": {
-                k: round(statistics.median(v) * 1000, 2) for k, v in results["stages"].items()
-            },
-            "warm_up_pair_ms": [round(t * 1000, 1) for t in results["warm_up"]],
-            "every_node_median": round(statistics.median(results["everywhere"]) * 1000, 2),
-            "every_node_p99": round(_percentile(results["everywhere"], 0.99) * 1000, 2),
-            "slowest": _slowest(results),
-            "garbage_collection": gc_watch.figures(),
-        },
-        "baseline_recompute_all_nodes_engine_s": round(recompute_s, 2),
-        "baseline_replace_one_node_table_s": round(replace_s, 3),
-        "ratio_recompute_over_median_change": round(recompute_s / median, 1),
-        "ratio_replace_over_median_change": round(replace_s / median, 1),
-        "targets_ms": {"median": 20, "p99": 100},
-    }
+    with ExitStack() as stack:
+        config = OvsdbServer(run_dir / "config", schema_path(CONFIG_SCHEMA)).start()
+        stack.callback(config.stop)
+        universal = OvsdbServer(run_dir / "universal", schema_path(UNIVERSAL_SCHEMA),
+                                name="universal").start()  # fmt: skip
+        stack.callback(universal.stop)
+        zk = ZooKeeperServer(run_dir / "zk").start()
+        stack.callback(zk.stop)
+        began = time.perf_counter()
+        drive_raw(config.remote, phases(the_plan.workload))
+        _progress(f"config DB loaded in {time.perf_counter() - began:.1f} s")
+        targets = [f"unix:{run_dir / f'pc{i}.sock'}" for i in range(1, controllers + 1)]
+        spares: dict[str, list[tuple[str, str]]] = {}
+        for where, vif, mac in the_plan.spares:
+            spares.setdefault(where, []).append((vif, mac))
+        specs = [
+            NodeSpec(name, hv["ip"], tuple(
+                VifSpec(f"v{i}", vif, mac)
+                for i, (vif, mac) in enumerate(the_plan.vifs[name] + spares.get(name, []))
+            ))
+            for hv in the_plan.workload["hypervisors"]
+            if (name := hv["name"]) in set(the_plan.standins)
+        ]  # fmt: skip
+        fleet = Fleet(run_dir / "fleet", specs, targets).start(timeout=600)
+        stack.callback(fleet.stop)
+        sandbox = Sandbox(run_dir / "real")
+        stack.callback(sandbox.stop)
+        real_nodes = {}
+        for name in the_plan.nodes[: the_plan.real]:
+            node = sandbox.add_node(name, targets)
+            _plug(node, the_plan.vifs[name])
+            real_nodes[name] = node
+        _progress(f"{len(specs)} stand-ins and {len(real_nodes)} real nodes up")
+        processes = Processes(
+            pids={"config_db": _pid(config), "universal_db": _pid(universal),
+                  "zookeeper": _pid(zk)},
+            standins=fleet.pid,
+            real=[p for n in real_nodes.values() for p in (n.db.pid, n.vswitchd.pid) if p],
+        )  # fmt: skip
+        the_site = Site(run_dir, config, universal, zk, fleet, sandbox, real_nodes, [],
+                        processes, [])  # fmt: skip
+        stack.callback(lambda: [c.stop() for c in the_site.controllers])
+        yield the_site
 
 
-def _slowest(results: Mapping[str, Any]) -> dict[str, Any]:
-    """The slowest change: its place in the sequence (even: an add), latency, stages."""
-    latencies = results["latencies"]
-    i = max(range(len(latencies)), key=latencies.__getitem__)
-    return {
-        "index": i,
-        "ms": round(latencies[i] * 1000, 1),
-        "stages_ms": {k: round(v[i] * 1000, 1) for k, v in results["stages"].items()},
-    }
+def _pid(server: Any) -> int:
+    pid = server.pid
+    assert pid is not None, f"{server} has no pid"
+    return int(pid)
 
 
-def _plug(node: Any, ports: list[str], macs: Mapping[str, str]) -> None:
-    """Plug VIFs for `ports` into `node` (iface-id = the port's name), in one transaction."""
+def _plug(node: Any, vifs: list[tuple[str, str]]) -> None:
+    """Plug `vifs` (VIF id, MAC) into a real node in one transaction."""
     args = ["--may-exist", "add-br", "br-int", "--", "set", "Bridge", "br-int",
             "fail-mode=secure"]  # fmt: skip
-    for i, port in enumerate(ports):
+    for i, (vif, mac) in enumerate(vifs):
         args += [
             "--", "add-port", "br-int", f"v{i}", "--", "set", "Interface", f"v{i}", "type=dummy",
-            f"external_ids:iface-id={port}", f"external_ids:attached-mac={macs.get(port, '')}",
+            f"external_ids:iface-id={vif}", f"external_ids:attached-mac={mac}",
         ]  # fmt: skip
     node.vsctl(*args)
 
 
-def _engine_inputs(physical: Any) -> dict[str, list[tuple[Any, ...]]]:
-    """Every row the physical controller has fed its engine."""
-    rows: dict[str, list[tuple[Any, ...]]] = physical.core.engine_rows()
-    return rows
+def start_controllers(s: Site, controllers: int) -> None:
+    """Start the logical controller and the physical controllers (daemons)."""
+    from loom_common.procs import Daemon
+
+    python = sys.executable
+    logical = Daemon("logical", [python, "-m", "loom_logical", "--config-db", s.config.unix_remote,
+                                 "--universal-db", s.universal.unix_remote, "--name", "lc1",
+                                 "--zookeeper", s.zk.hosts], s.run_dir / "lc1")  # fmt: skip
+    s.controllers.append(logical.start())
+    s.processes.pids["logical"] = _pid(logical)
+    for i in range(1, controllers + 1):
+        pass_log = s.run_dir / f"pc{i}.passes.jsonl"
+        s.pass_logs.append(pass_log)
+        daemon = Daemon(f"pc{i}", [
+            python, "-m", "loom_physical", "--universal-db", s.universal.unix_remote,
+            "--config-db", s.config.unix_remote, "--listen", f"punix:{s.run_dir / f'pc{i}.sock'}",
+            "--name", f"pc{i}", "--zookeeper", s.zk.hosts, "--pass-log", str(pass_log),
+        ], s.run_dir / f"pc{i}")  # fmt: skip
+        s.controllers.append(daemon.start())
+        s.processes.pids[f"physical_{i}"] = _pid(daemon)
 
 
-def _changes(
-    api: Any, logical: Any, physical: Any, sandbox: Any, workload: dict[str, Any], changes: int
-) -> dict[str, Any]:
-    """Alternately add and delete a port; time each until the node's table shows it."""
-    status, listing, _ = api.request("GET", "/api/v1/logical-switches?limit=50")
-    assert status == 200, listing
-    switches = listing["items"]
+# ---- the run ----
+
+
+def run(
+    workload: dict[str, Any], *, nodes: int | None = None, real: int = 20, controllers: int = 2,
+    changes: int = 100, timeout: float = 3600.0,
+) -> dict[str, Any]:  # fmt: skip
+    """One run on `workload` (see the module docstring); its figures."""
+    pairs = changes // 2 + 1  # (the first pair warms up)
+    the_plan = plan(workload, nodes, real, pairs)
+    with tempfile.TemporaryDirectory(prefix="lpb-", dir="/tmp") as tmp, \
+            site(Path(tmp), the_plan, controllers) as s:  # fmt: skip
+        generation = s.config_generation()
+        began = time.time()
+        start_controllers(s, controllers)
+        cold = _cold_start(s, the_plan, generation, began, timeout)
+        _progress(f"cold start: {cold['installed_s']:.1f} s")
+        at_cold_start = s.processes.usage()
+        verified = _verify(s, the_plan)
+        _progress(f"verified: {verified['nodes_equal']} of {len(the_plan.nodes)} nodes equal")
+        changes_figures = _port_changes(s, the_plan, timeout)
+        at_end = s.processes.usage()
+    per_node = verified.pop("flows_per_node")
+    scale = workload.get("scale")
+    return {
+        "benchmark": "physical-controller",
+        "scale": scale,
+        "nodes": len(the_plan.nodes),
+        "real_nodes": the_plan.real,
+        "standins": len(the_plan.standins),
+        "physical_controllers": controllers,
+        "vifs": sum(len(v) for v in the_plan.vifs.values()),
+        "cold_start": cold,
+        "flows_per_node": {
+            "mean": round(statistics.mean(per_node)),
+            "max": max(per_node),
+            "min": min(per_node),
+            "ovn": OVN_FLOWS_PER_NODE.get(scale) if isinstance(scale, float) else None,
+        },
+        "flows_all_nodes": sum(per_node),
+        "verified": verified,
+        "port_changes": changes_figures,
+        "processes_at_cold_start": at_cold_start,
+        "processes_at_end": at_end,
+        "targets_at_scale_1": TARGETS,
+    }
+
+
+def _cold_start(s: Site, the_plan: Plan, generation: int, began: float,
+                timeout: float) -> dict[str, Any]:  # fmt: skip
+    """Wait for the cold start's milestones; their times from `began`, and the controllers'
+    time by stage."""
+    every = len(the_plan.nodes)
+    logical = _wait("the universal DB", lambda: s.universal_generation() >= generation, timeout)
+    _progress(f"logical done at {logical - began:.1f} s")
+    installed = _wait("every node realized",
+                      lambda: s.realized_nodes(generation) == (every, every), timeout)  # fmt: skip
+    passes = [p for p in s.passes() if p["time"] <= installed]
+    pushing = [p["time"] for p in passes if p["pushed"]]
+    by_stage: dict[str, list[float]] = {}
+    for p in passes:
+        for stage, seconds in p["phases"].items():
+            stage = "push" if stage == "push_others" else stage
+            by_stage.setdefault(stage, [0.0] * len(s.pass_logs))[p["controller"]] += seconds
+    last_commit = max((t for entries in s.fleet.commits(began).values() for t, _ in entries),
+                      default=installed)  # fmt: skip
+    return {
+        "logical_s": round(logical - began, 2),
+        "first_push_s": round(min(pushing) - began, 2) if pushing else None,
+        "installed_s": round(installed - began, 2),
+        "last_standin_commit_s": round(last_commit - began, 2),
+        "controller_seconds_by_stage": {k: [round(v, 2) for v in vs] for k, vs in by_stage.items()},
+        "passes": len(passes),
+    }  # fmt: skip
+
+
+def _verify(s: Site, the_plan: Plan) -> dict[str, Any]:
+    """Every node's table against a from-scratch computation (the baseline, timed)."""
+    from loom_ddlog import Program
+    from loom_ovs.manager import NODE_TABLES, NodeSession
+    from loom_ovs.standin import expected_digest
+    from loom_physical.controller import NodeState
+    from loom_physical.core import Localizer, liveness
+    from loom_physical.rules import main_file
+    from loom_physical.universal import TABLES
+
+    read_began = time.perf_counter()
+    tables = [*TABLES, "Universal_Flow"]
+    rows = s.select(s.universal.unix_remote, "Loom_Universal", tables)
+    sessions = {}
+    for name in the_plan.nodes:
+        if name in s.real_nodes:
+            selected = s.select(
+                s.real_nodes[name].db.unix_remote, "Open_vSwitch", list(NODE_TABLES)
+            )
+        else:
+            selected = s.fleet.select(name)
+        sessions[name] = NodeSession.snapshot(selected)
+    config_nodes = s.select(s.config.unix_remote, "Loom_Config", ["Transport_Node"])
+    read_s = time.perf_counter() - read_began
+
+    began = time.perf_counter()
+    core = Localizer(Program.load([main_file()], workers=1, internal=False))
+    core.universal(
+        ("Flow" if table == "Universal_Flow" else table, r["_uuid"][1], _monitor_row(table, r))
+        for table, found in rows.items()
+        for r in found
+    )
+    for name, session in sessions.items():
+        core.node(name, NodeState(session).facts(), session.zones())
+    core.set_computed(set(sessions))
+    core.set_liveness(*liveness(config_nodes["Transport_Node"], sessions))
+    rounds = 0
+    while core.compute() and core.feeds_back():
+        rounds += 1
+    tables_by_node = {name: core.flows(name) for name in the_plan.nodes}
+    baseline_s = time.perf_counter() - began
+
+    equal, unequal = 0, []
+    per_node = []
+    for name, flows in tables_by_node.items():
+        if name in s.real_nodes:
+            same, count = _real_table_equals(s.real_nodes[name], flows)
+        else:
+            answer = s.fleet.request({"digest": name})
+            same, count = answer["digest"] == expected_digest(flows), int(answer["flows"])
+        per_node.append(count)
+        if same:
+            equal += 1
+        else:
+            unequal.append(name)
+    distinct = sum(len(part) for part in core.images.parts.values())
+    return {
+        "nodes_equal": equal,
+        "nodes_unequal": unequal[:20],
+        "baseline_from_scratch_s": round(baseline_s, 2),
+        "baseline_rounds": rounds + 1,
+        "read_nodes_and_universal_db_s": round(read_s, 2),
+        "distinct_flows": distinct,
+        "flows_per_node": per_node,
+    }
+
+
+def _monitor_row(table: str, row: dict[str, Any]) -> dict[str, Any]:
+    """A selected universal row as the controllers' replica holds it (a `Universal_Flow`
+    row's flows as sets)."""
+    from loom_ovs.manager import atoms
+
+    if table != "Universal_Flow":
+        return row
+    sets = {c: set(atoms(row[c])) - {"set"} if isinstance(row[c], list) else {row[c]}
+            for c in ("flows", "local_flows")}  # fmt: skip
+    return {**row, **sets}
+
+
+def _real_table_equals(node: Any, flows: list[Any]) -> tuple[bool, int]:
+    """Whether a real node's table is exactly `flows` (`ovs-ofctl diff-flows`), and how
+    many flows it holds."""
+    from loom_common.ovsdb import tool
+
+    with tempfile.NamedTemporaryFile("w", prefix="lpb-flows-", suffix=".txt") as wanted:
+        wanted.writelines(f"{flow.text()}\n" for flow in flows)
+        wanted.flush()
+        argv = [tool("ovs-ofctl"), "-O", "OpenFlow15", "diff-flows", node.openflow, wanted.name]
+        diff = subprocess.run(argv, capture_output=True, text=True, check=False)
+    dumped = node.ofctl("dump-aggregate")
+    count = int(dumped.split("flow_count=")[1].split()[0])
+    return diff.returncode == 0, count
+
+
+def _port_changes(s: Site, the_plan: Plan, timeout: float) -> dict[str, Any]:
+    """Add a port for each spare VIF and delete it again; time each (module docstring)."""
+    from loom_api.bench import TOKEN, HttpClient, api_server
+
+    figures: dict[str, list[float]] = {"node": [], "every": [], "api": [], "affected": []}
     adds: list[float] = []
     deletes: list[float] = []
-    latencies: list[float] = []
-    everywhere: list[float] = []
-    stages: dict[str, list[float]] = {
-        "api": [], "logical": [], "physical_engine": [], "physical_push": [], "rest": [],
-    }  # fmt: skip
-    datapaths = {
-        row["config_id"]: row["key"] for row in physical.universal.rows["Datapath"].values()
-    }
     warm_up: list[float] = []
-    for i in range(changes // 2 + 1):  # (i = 0: a warm-up pair, reported apart)
-        switch = switches[i % len(switches)]
-        node_name = f"hv{i % len(sandbox.nodes) + 1}"
-        node = sandbox.nodes[node_name]
-        mac = f"0e:00:00:00:{i // 256:02x}:{i % 256:02x}"
-        vif = node.add_vif(f"b{i}", f"bench-{i}", mac)
-        ofport = int(node.vsctl("get", "Interface", vif.name, "ofport").strip())
-        # A VM that boots and waits for its port: the controller has seen its VIF.
-        assert physical.wait_pass(lambda c, n=node_name, v=f"bench-{i}": _vif_fed(c, n, v), 60)
-        dp = datapaths[switch["id"]]
-        keys = [(0, 100, f"in_port={ofport}"),
-                (L2_LOOKUP_TABLE, 50, f"metadata={dp:#x},dl_dst={mac}")]  # fmt: skip
-        body = {"name": f"bench-{i}", "mac": mac, "ips": [f"10.251.{i // 250}.{i % 250 + 1}"],
-                "attachment": {"type": "vif", "vif_id": f"bench-{i}"}}  # fmt: skip
-        path = f"/api/v1/logical-switches/{switch['id']}/ports"
-        for adding in (True, False):
-            began = time.perf_counter()
-            if adding:
-                status, created, headers = api.request("POST", path, body)
-                assert status == 201, created
-            else:
-                status, gone, headers = api.request("DELETE", f"{path}/{created['id']}")
-                assert status == 204, gone
-            replied = time.perf_counter()
-            generation = int(headers["X-Loom-Config-Generation"])
-            check = _installed if adding else _absent
-            assert physical.wait_pass(
-                lambda c, k=keys, a=check, n=node_name: a(c, n, k), 60, wake=False
-            )
-            done = time.perf_counter()
-            assert physical.wait_pass(_all_pushed, 60, wake=False)
-            everywhere_s = time.perf_counter() - began
-            _quiesce(logical, physical, created["id"], node_name if adding else None)
-            if i == 0:  # the first change after the cold start warms caches and connections
-                warm_up.append(done - began)
-                continue
-            everywhere.append(everywhere_s)
-            took = done - began
-            latencies.append(took)
-            (adds if adding else deletes).append(took)
-            logical_phases: dict[str, float] = {}
-            for g, pass_phases in list(logical.passes):
-                if g == generation:
-                    for phase, seconds in pass_phases.items():
-                        logical_phases[phase] = logical_phases.get(phase, 0.0) + seconds
-            logical_phases.pop("total", None)  # the sum of the others
-            logical_s = sum(logical_phases.values())
-            phys = _phase_sums(list(physical.pass_phases), replied, done)
-            engine_s = phys.get("engine", 0.0)
-            push_s = phys.get("push", 0.0)
-            stages["api"].append(replied - began)
-            stages["logical"].append(logical_s)
-            stages["physical_engine"].append(engine_s)
-            stages["physical_push"].append(push_s)
-            accounted = (replied - began) + logical_s + engine_s + push_s
-            stages["rest"].append(max(0.0, took - accounted))
-        node.remove_vif(vif.name)
-        assert physical.wait_pass(lambda c, n=node_name, v=f"bench-{i}": not _vif_fed(c, n, v), 60)
-    return {"latencies": latencies, "adds": adds, "deletes": deletes, "stages": stages,
-            "everywhere": everywhere, "warm_up": warm_up}  # fmt: skip
+    stages: dict[str, list[float]] = {}
+    with api_server(s.config.unix_remote, s.run_dir / "api", ready_timeout=900) as base:
+        api = HttpClient(base, TOKEN)
+        try:
+            status, listing, _ = api.request("GET", "/api/v1/logical-switches?limit=50")
+            assert status == 200, listing
+            switches = listing["items"]
+            for i, (node, vif, mac) in enumerate(the_plan.spares):
+                switch = switches[i % len(switches)]
+                path = f"/api/v1/logical-switches/{switch['id']}/ports"
+                body = {"name": f"bench-{i}", "mac": mac,
+                        "ips": [f"10.251.{i // 250}.{i % 250 + 1}"],
+                        "attachment": {"type": "vif", "vif_id": vif}}  # fmt: skip
+                created: dict[str, Any] = {}
+                for adding in (True, False):
+                    before = s.fleet.stats(node)["flows"]
+                    began = time.time()
+                    if adding:
+                        status, created, headers = api.request("POST", path, body)
+                        assert status == 201, created
+                    else:
+                        status, gone, headers = api.request("DELETE", f"{path}/{created['id']}")
+                        assert status == 204, gone
+                    replied = time.time()
+                    generation = int(headers["X-Loom-Config-Generation"])
+                    at_node = _commit_on(s, node, began, timeout)
+                    _wait("the change realized", _realized(s, generation), timeout)
+                    commits = s.fleet.commits(began)
+                    every = max(t for entries in commits.values() for t, _ in entries)
+                    after = s.fleet.stats(node)["flows"]
+                    assert (after > before) if adding else (after < before), (
+                        f"node {node}: {before} flows before, {after} after the change"
+                    )
+                    took = at_node - began
+                    if i == 0:
+                        warm_up.append(took)
+                        continue
+                    figures["node"].append(took)
+                    figures["every"].append(every - began)
+                    figures["api"].append(replied - began)
+                    figures["affected"].append(len(commits))
+                    (adds if adding else deletes).append(took)
+                    for p in s.passes():
+                        if began <= p["time"] <= every:
+                            for stage, seconds in p["phases"].items():
+                                stages.setdefault(stage, []).append(seconds)
+        finally:
+            api.close()
+    node_ms, every_ms = figures["node"], figures["every"]
+    return {
+        "changes": len(node_ms),
+        "port_node_ms": {"median": _ms(statistics.median(node_ms)),
+                         "p99": _ms(_percentile(node_ms, 0.99)),
+                         "add_median": _ms(statistics.median(adds)),
+                         "delete_median": _ms(statistics.median(deletes))},
+        "every_affected_node_ms": {"median": _ms(statistics.median(every_ms)),
+                                   "p99": _ms(_percentile(every_ms, 0.99))},
+        "affected_nodes_median": statistics.median(figures["affected"]),
+        "api_request_median_ms": _ms(statistics.median(figures["api"])),
+        "controller_pass_phase_median_ms": {k: _ms(statistics.median(v))
+                                            for k, v in sorted(stages.items())},
+        "warm_up_pair_ms": [_ms(t) for t in warm_up],
+    }  # fmt: skip
+
+
+def _realized(s: Site, generation: int) -> Callable[[], bool]:
+    return lambda: s.config_realized() >= generation
+
+
+def _commit_on(s: Site, node: str, since: float, timeout: float) -> float:
+    """The wall-clock time of the first bundle node `node` committed at or after `since`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        entries = s.fleet.commits(since).get(node)
+        if entries:
+            return float(min(t for t, _ in entries))
+        time.sleep(0.001)
+    raise TimeoutError(f"node {node}: no bundle within {timeout:.0f} s")
+
+
+# ---- several scales ----
+
+
+def growth(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each headline figure by scale, and the change cost's ratio to the smallest scale's."""
+    by_scale = sorted(runs, key=lambda r: r["scale"])
+    first = by_scale[0]["port_changes"]["port_node_ms"]["median"]
+    return {
+        "scale": [r["scale"] for r in by_scale],
+        "nodes": [r["nodes"] for r in by_scale],
+        "cold_start_s": [r["cold_start"]["installed_s"] for r in by_scale],
+        "logical_s": [r["cold_start"]["logical_s"] for r in by_scale],
+        "flows_per_node_mean": [r["flows_per_node"]["mean"] for r in by_scale],
+        "flows_all_nodes": [r["flows_all_nodes"] for r in by_scale],
+        "distinct_flows": [r["verified"]["distinct_flows"] for r in by_scale],
+        "port_node_median_ms": [r["port_changes"]["port_node_ms"]["median"] for r in by_scale],
+        "port_node_p99_ms": [r["port_changes"]["port_node_ms"]["p99"] for r in by_scale],
+        "every_node_median_ms": [r["port_changes"]["every_affected_node_ms"]["median"]
+                                 for r in by_scale],
+        "loom_rss_mib": [r["processes_at_end"]["loom_rss_mib_total"] for r in by_scale],
+        "change_cost_ratio_to_smallest": [
+            round(r["port_changes"]["port_node_ms"]["median"] / first, 2) for r in by_scale],
+        "baseline_from_scratch_s": [r["verified"]["baseline_from_scratch_s"] for r in by_scale],
+    }  # fmt: skip
+
+
+def plot(figures: Mapping[str, Any], path: Path) -> None:
+    """The growth of each figure with the scale, one panel each, as a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = [
+        ("cold_start_s", "cold start, s", TARGETS["cold_start_s"]),
+        ("port_node_median_ms", "port change → its node, median ms",
+         TARGETS["port_node_median_ms"]),
+        ("every_node_median_ms", "→ every affected node, median ms",
+         TARGETS["every_node_median_ms"]),
+        ("flows_per_node_mean", "flows per node, mean", None),
+        ("loom_rss_mib", "RSS of Loom's processes, MiB", TARGETS["loom_rss_mib"]),
+        ("baseline_from_scratch_s", "baseline: all tables from scratch, s", None),
+    ]  # fmt: skip
+    fig, axes = plt.subplots(2, 3, figsize=(13, 7))
+    for ax, (key, title, target) in zip(axes.flat, panels, strict=True):
+        ax.plot(figures["scale"], figures[key], marker="o")
+        if target is not None:
+            ax.axhline(target, color="red", linestyle="--", linewidth=1, label="target at S=1")
+            ax.legend(fontsize=8)
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("workload scale (1.0: 3,000 nodes)")
+        ax.grid(alpha=0.3)
+    fig.suptitle("loom-physical-bench: every hypervisor its own transport node")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the benchmark and print its JSON."""
-    import json
+    """Run the benchmark at each scale and print its JSON."""
+    from loom_common.workload import generate, read
 
-    from loom_common.workload import add_arguments as add_workload_arguments
-    from loom_common.workload import from_arguments as workload_from
-
-    parser = argparse.ArgumentParser(prog="loom-physical-bench", description=__doc__)
-    add_workload_arguments(parser)
-    parser.add_argument("--nodes", type=int, default=20)
-    parser.add_argument("--changes", type=int, default=100)
+    parser = argparse.ArgumentParser(
+        prog="loom-physical-bench",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument(
+        "--scale",
+        type=float,
+        action="append",
+        help="the NVP workload at this scale (repeatable; default 0.1)",
+    )
+    which.add_argument("--workload", type=Path, metavar="FILE", help="a loom-workload file")
+    parser.add_argument("--nodes", type=int, help="fold the hypervisors onto N nodes")
+    parser.add_argument("--real", type=int, default=20, help="real Open vSwitch nodes")
+    parser.add_argument("--controllers", type=int, default=2, help="physical controllers")
+    parser.add_argument("--changes", type=int, default=100, help="port adds and deletes")
+    parser.add_argument("--out", type=Path, help="also write the JSON (and plot) here")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
-    print(json.dumps(run(workload_from(args), args.nodes, args.changes), indent=2))
+    workloads = [read(args.workload)] if args.workload else [
+        generate(scale) for scale in (args.scale or [0.1])]  # fmt: skip
+    runs = []
+    for workload in workloads:
+        _progress(f"scale {workload.get('scale')}")
+        runs.append(run(workload, nodes=args.nodes, real=args.real,
+                        controllers=args.controllers, changes=args.changes))  # fmt: skip
+    document: dict[str, Any] = runs[0] if len(runs) == 1 else {"runs": runs, "growth": growth(runs)}
+    text = json.dumps(document, indent=2)
+    print(text)
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "physical-bench.json").write_text(text + "\n")
+        if len(runs) > 1:
+            plot(document["growth"], args.out / "physical-bench.png")
+    failed = [r["scale"] for r in runs if r["verified"]["nodes_unequal"]]
+    if failed:
+        _progress(f"tables differ from the computation at scales {failed}")
+        return 1
     return 0
 
 

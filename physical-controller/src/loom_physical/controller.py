@@ -35,6 +35,7 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import contextlib
+import json
 import logging
 import os
 import select
@@ -45,7 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from loom_common import heap, runner
+from loom_common import heap, procstat, runner
 from loom_common.cluster import membership
 from loom_common.ovsdb import OvsdbError, RawConnection, Replica, TransactError
 from loom_common.reconnect import CONNECTION_ERRORS, Link
@@ -154,6 +155,7 @@ class PhysicalController:
         rules: Path | None = None,
         workers: int = 1,
         retry_delays: tuple[float, ...] = RETRY_DELAYS,
+        pass_log: Path | None = None,
     ) -> None:
         """Describe the controller; `start()` listens, connects and runs it in a thread.
 
@@ -168,8 +170,14 @@ class PhysicalController:
             rules: the main rule file (default: the installed `rules/physical`).
             workers: the engine's worker threads.
             retry_delays: the waits after failed passes in a row (see `RETRY_DELAYS`).
+            pass_log: a file to append one JSON line to per pass that computed or pushed
+                something (`PassLog`: when, how long by phase, how many nodes pushed).
         """
         self.name = name
+        self._pass_log = PassLog(pass_log) if pass_log is not None else None
+        self._this_pass: dict[str, float] = {}
+        """Seconds by phase of the pass running (`pass_phases`, `PassLog`)."""
+        self._pushed_now = 0
         self._retry_delays = retry_delays
         self._rules = rules or main_file()
         self._workers = workers
@@ -365,6 +373,8 @@ class PhysicalController:
     def _pass(self) -> None:
         """One pass: poll, compute, push, report; then wait for something to do."""
         began = time.perf_counter()
+        wall = time.time()
+        self._this_pass, self._pushed_now = {}, 0
         with self._cond:  # `wait_pass` predicates see the state between passes
             masters = self._step()
             self._looked = 0
@@ -387,6 +397,11 @@ class PhysicalController:
         with self._cond:
             self.passes += 1
             self._cond.notify_all()
+        if self._pass_log is not None and self._this_pass:
+            masters_now = masters if masters is not None else set()
+            self._pass_log.write(wall, time.perf_counter() - began, self._this_pass,
+                                 self._pushed_now, len(self.nodes), len(masters_now),
+                                 self.core.generation)  # fmt: skip
         self._wait()
 
     def _settle_images(self) -> None:
@@ -485,10 +500,11 @@ class PhysicalController:
         pushed = self._realize_all(masters, core.generation, first=True)
         realized = time.perf_counter()
         if rounds > 1 or pushed:
-            self.pass_phases.append((began, {
-                "poll": polled - began, "engine": computed - polled,
-                "push": realized - computed,
-            }))  # fmt: skip
+            phases = {"poll": polled - began, "engine": computed - polled,
+                      "push": realized - computed}  # fmt: skip
+            self.pass_phases.append((began, phases))
+            self._this_pass.update(phases)
+            self._pushed_now += pushed
         return masters
 
     def _follow_datapaths(self) -> None:
@@ -526,7 +542,10 @@ class PhysicalController:
         began = time.perf_counter()
         pushed = self._realize_all(masters, self.core.generation, first=False)
         if pushed:
-            self.pass_phases.append((began, {"push_others": time.perf_counter() - began}))
+            phases = {"push_others": time.perf_counter() - began}
+            self.pass_phases.append((began, phases))
+            self._this_pass.update(phases)
+            self._pushed_now += pushed
         return pushed
 
     # ---- inputs ----
@@ -945,6 +964,35 @@ class PhysicalController:
         """The universal DB connection (for tests)."""
         assert self.universal.conn is not None
         return self.universal.conn
+
+
+class PassLog:
+    """One JSON line per pass that computed or pushed something, appended to a file: an
+    operator's (and the benchmark's) view of where a controller's time goes.
+
+        {"time": 1764000000.1, "seconds": 0.84, "phases": {"poll": 0.01, "engine": 0.5,
+         "push": 0.3}, "pushed": 120, "nodes": 1500, "masters": 750, "generation": 4,
+         "rss_mib": 812.5}
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def write(self, began: float, seconds: float, phases: dict[str, float], pushed: int,
+              nodes: int, masters: int, generation: int) -> None:  # fmt: skip
+        """Append one pass's line (wall-clock start, duration, phases, nodes sent
+        something, nodes connected and mastered, the universal generation computed)."""
+        record = {
+            "time": round(began, 4), "seconds": round(seconds, 4),
+            "phases": {k: round(v, 4) for k, v in phases.items()}, "pushed": pushed,
+            "nodes": nodes, "masters": masters, "generation": generation,
+            "rss_mib": round(procstat.rss_mib(), 1),
+        }  # fmt: skip
+        try:
+            with self.path.open("a") as out:
+                out.write(json.dumps(record) + "\n")
+        except OSError as exc:
+            log.warning("cannot write the pass log %s: %s", self.path, exc)
 
 
 def _log_slow_push(node: str, took: float, steps: dict[str, float], whole: bool) -> None:

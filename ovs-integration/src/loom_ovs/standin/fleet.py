@@ -33,7 +33,11 @@ The control socket `D/control.sock` takes one JSON object a line and answers one
 - `{"digest": ID}` -> `{"digest": HEX, "flows": N}` (`loom_ovs.standin.flows`);
 - `{"rows": {"node": ID, "table": NAME}}` -> `{"rows": {uuid: row}}` (columns as stored);
 - `{"flows": ID}` -> `{"flows": [[table, priority, match hex, cookie, instructions hex]]}`;
-- `{"set_managers": [TARGET, ...]}` -> every node's Manager rows replaced, dialled anew.
+- `{"set_managers": [TARGET, ...]}` -> every node's Manager rows replaced, dialled anew;
+- `{"commits": T}` -> `{"commits": {ID: [[time, flow mods], ...]}}`: every node's bundle
+  commits at or after wall-clock time T (the latest `switch.COMMIT_LOG` of each);
+- `{"select": ID}` -> `{"select": {TABLE: [row, ...]}}`: the rows of the tables a
+  controller reads (`loom_ovs.manager.NODE_TABLES`) as an OVSDB `select` returns them.
 
 An error is answered `{"error": "..."}`. With `LOOM_STANDIN_PROFILE=FILE` in its
 environment the process runs under cProfile and writes its statistics to FILE when it
@@ -62,6 +66,7 @@ from typing import Any, ClassVar
 
 import orjson
 
+from loom_ovs.manager import NODE_TABLES
 from loom_ovs.sandbox import VSWITCH_SCHEMA
 from loom_ovs.standin import vswitch
 from loom_ovs.standin.db import Change, Database, Monitor
@@ -596,6 +601,21 @@ class FleetServer:
             out.append([table, priority, match.hex(), cookie, instructions.hex()])
         return {"flows": out}
 
+    def _commits(self, request: dict[str, Any]) -> dict[str, Any]:
+        since = float(request["commits"])
+        found = {}
+        for system_id, node in self.nodes.items():
+            recent = [[t, n] for t, n in node.bridge.commits if t >= since]
+            if recent:
+                found[system_id] = recent
+        return {"commits": found}
+
+    def _select(self, request: dict[str, Any]) -> dict[str, Any]:
+        node = self._node(request["select"])
+        tables = list(NODE_TABLES)
+        results, _ = node.db.transact([{"op": "select", "table": t, "where": []} for t in tables])
+        return {"select": {t: r["rows"] for t, r in zip(tables, results, strict=True)}}
+
     def _set_managers(self, request: dict[str, Any]) -> dict[str, Any]:
         self.managers = list(request["set_managers"])
         for i, node in enumerate(self.nodes.values()):
@@ -609,7 +629,8 @@ class FleetServer:
     _answers: ClassVar[dict[str, Callable[[FleetServer, dict[str, Any]], dict[str, Any]]]] = {
         "ping": lambda fleet, _request: {"ok": True, "nodes": len(fleet.nodes)},
         "add_vif": _add_vif, "remove_vif": _remove_vif, "stats": _stats, "digest": _digest,
-        "rows": _rows, "flows": _flows, "set_managers": _set_managers,
+        "rows": _rows, "flows": _flows, "set_managers": _set_managers, "commits": _commits,
+        "select": _select,
     }  # fmt: skip
 
     def _totals(self) -> dict[str, Any]:

@@ -182,6 +182,18 @@ class Fleet:
         flows: list[list[Any]] = self.request({"flows": node})["flows"]
         return flows
 
+    def commits(self, since: float) -> dict[str, list[tuple[float, int]]]:
+        """Every node's bundle commits at or after wall-clock time `since`: node -> [(time,
+        flow mods)] (the latest few of each)."""
+        found = self.request({"commits": since})["commits"]
+        return {node: [(float(t), int(n)) for t, n in entries] for node, entries in found.items()}
+
+    def select(self, node: str) -> dict[str, list[dict[str, Any]]]:
+        """Node `node`'s rows of the tables a controller reads, as OVSDB `select`s give
+        them (`NodeSession.snapshot` reads them as a controller does)."""
+        rows: dict[str, list[dict[str, Any]]] = self.request({"select": node})["select"]
+        return rows
+
     def set_managers(self, managers: Iterable[str]) -> None:
         """Point every node at `managers` (their Manager rows replaced, dialled anew)."""
         self.managers = list(managers)

@@ -46,8 +46,10 @@ connection every 60 s; an idle controller is never dropped here).
 
 from __future__ import annotations
 
+import collections
 import logging
 import struct
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -60,6 +62,8 @@ INTERN_LIMIT = 1 << 22
 """Entries of a fleet's shared flow bytes (`Bridge.intern`) before it starts over: what
 is shared saves memory (most flows are the same on every node with their datapath), and
 starting over loses no flow."""
+COMMIT_LOG = 64
+"""Bundle commits kept per bridge (`Bridge.commits`)."""
 MAX_PART = 65000
 """The most bytes of flows in one multipart reply message (a message's length is 16 bits)."""
 _NO_ID = (1 << 64) - 1
@@ -112,6 +116,11 @@ class Bridge:
     counters: Counters = field(default_factory=Counters)
     intern: dict[bytes, bytes] | None = None
     """Shared across a fleet's bridges: equal keys and values kept once."""
+    commits: collections.deque[tuple[float, int]] = field(
+        default_factory=lambda: collections.deque(maxlen=COMMIT_LOG)
+    )
+    """The latest bundle commits: (wall-clock time, flow mods in it). A benchmark times a
+    change from outside the controllers by them."""
 
 
 @dataclass
@@ -420,6 +429,7 @@ class Connection:
                 del self.bundles[bundle_id]
                 self._apply(bundle.messages)
                 self.bridge.counters.bundles += 1
+                self.bridge.commits.append((time.time(), len(bundle.messages)))
         elif ctl == ofp.OFPBCT_DISCARD_REQUEST:
             if bundle is None:
                 self._reply_error(failed, ofp.OFPBFC_BAD_ID, xid, message)

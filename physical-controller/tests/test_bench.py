@@ -1,0 +1,56 @@
+"""`loom-physical-bench` end to end on a small workload: every hypervisor its own node,
+real and stand-in nodes, two physical controllers sharded by ZooKeeper, the port changes.
+This checks that the benchmark works and that its figures hang together (the tables on
+the nodes equal a from-scratch computation), not how fast anything is; the figures come
+from running it (README)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from loom_common.workload import generate
+from loom_physical.bench import growth, plot, run
+
+pytestmark = [pytest.mark.ovs, pytest.mark.zk, pytest.mark.system]
+
+
+@pytest.mark.timeout(300)
+def test_a_small_workload_end_to_end(tmp_path: Path) -> None:
+    workload = generate(0.004)
+    figures = run(workload, real=2, controllers=2, changes=4)
+
+    hypervisors = len(workload["hypervisors"])
+    assert figures["nodes"] == hypervisors
+    assert (figures["real_nodes"], figures["standins"]) == (2, hypervisors - 2)
+    assert figures["verified"]["nodes_equal"] == hypervisors, figures["verified"]
+    cold = figures["cold_start"]
+    assert 0 < cold["logical_s"] and 0 < cold["installed_s"]
+    stages = cold["controller_seconds_by_stage"]
+    assert len(stages["engine"]) == 2, "both controllers computed (master and standby)"
+    assert all(seconds > 0 for seconds in stages["engine"])
+    flows = figures["flows_per_node"]
+    assert 0 < flows["min"] <= flows["mean"] <= flows["max"]
+    assert figures["flows_all_nodes"] > figures["verified"]["distinct_flows"] > 0
+    changes = figures["port_changes"]
+    assert changes["changes"] == 4
+    node, every = changes["port_node_ms"], changes["every_affected_node_ms"]
+    assert 0 < node["median"] <= every["median"]
+    assert changes["affected_nodes_median"] >= 1
+    processes = figures["processes_at_end"]
+    assert {"logical", "physical_1", "physical_2", "config_db", "universal_db"} <= set(
+        processes["loom"]
+    )
+    assert processes["loom_rss_mib_total"] > 0
+    assert processes["standins"]["cpu_s"] > 0
+    assert processes["real_ovs"]["processes"] == 4
+
+    # several scales: the growth table and its plot
+    doc = growth([figures, {**figures, "scale": 0.008}])
+    assert doc["scale"] == [0.004, 0.008]
+    assert doc["change_cost_ratio_to_smallest"] == [1.0, 1.0]
+    plot(doc, tmp_path / "plot.png")
+    assert (tmp_path / "plot.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    json.dumps(figures)  # one JSON document
