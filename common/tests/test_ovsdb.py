@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import threading
 from pathlib import Path
@@ -18,6 +19,7 @@ from loom_common.ovsdb import (
     Replica,
     TransactError,
     free_ports,
+    readable,
     schema_name,
     tool,
 )
@@ -275,6 +277,29 @@ def test_raw_connection_reads_large_replies_with_braces_in_strings(config_db: Ov
         assert "tz-{late" in json.dumps(update)
     finally:
         conn.close()
+
+
+def test_a_connection_past_1024_descriptors(config_db: OvsdbServer) -> None:
+    """A controller with thousands of nodes has descriptors past `select`'s limit (1,024):
+    a connection, its replies and its waits work there (poll, not select)."""
+    pipes = [os.pipe() for _ in range(600)]
+    try:
+        conn = RawConnection(config_db.remote, timeout=30)
+        try:
+            assert conn.fileno() > 1024
+            insert_zone(config_db.remote, "far")
+            conn.call("monitor", ["Loom_Config", None, {"Transport_Zone": {}}])
+            insert_zone(config_db.remote, "farther")
+            assert "farther" in json.dumps(wait_for(conn.poll, 10, "the update"))
+            assert readable([conn.fileno(), pipes[-1][0]], 0) == set()
+            os.write(pipes[-1][1], b"x")
+            assert readable([conn.fileno(), pipes[-1][0]], 1) == {pipes[-1][0]}
+        finally:
+            conn.close()
+    finally:
+        for r, w in pipes:
+            os.close(r)
+            os.close(w)
 
 
 def test_ovsdb_server_runs_with_jemalloc(config_db: OvsdbServer) -> None:

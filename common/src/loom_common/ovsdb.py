@@ -674,7 +674,7 @@ class RawConnection:
             return
         view = memoryview(data)
         while view:
-            readable, writable, _ = select.select([self._sock], [self._sock], [])
+            readable, writable = _ready(self._sock, write=True)
             if readable:
                 self._take(self._sock.recv(RECV_SIZE))
             if writable:
@@ -692,7 +692,7 @@ class RawConnection:
                 if message is not None:
                     return message
             wait = 0.0 if not block else (QUIET if self._size else None)
-            if not select.select([self._sock], [], [], wait)[0]:
+            if not _ready(self._sock, timeout=wait)[0]:
                 if not block:
                     # Nothing more for now: try what is here, once per doubling.
                     if self._size and (not self._tried or self._size >= 2 * self._tried):
@@ -701,7 +701,7 @@ class RawConnection:
                 message = self._parse()  # nothing more is coming for now: try what is here
                 if message is not None:
                     return message
-                select.select([self._sock], [], [], None)
+                _ready(self._sock)
             self._take(self._sock.recv(RECV_SIZE))
 
     def _take(self, chunk: bytes) -> None:
@@ -875,3 +875,29 @@ class Replica:
         if self.conn is not None:
             self.conn.close()
             self.conn = None
+
+
+_IN = select.POLLIN | select.POLLPRI | select.POLLHUP | select.POLLERR
+"""What makes a socket readable (a closed or failed one too: its `recv` says so)."""
+
+
+def _ready(sock: socket.socket, *, write: bool = False,
+           timeout: float | None = None) -> tuple[bool, bool]:  # fmt: skip
+    """Wait until `sock` is readable (or, with `write`, writable), at most `timeout`
+    seconds (None: as long as it takes); return (readable, writable). `poll`, not `select`:
+    a controller with thousands of nodes has descriptors past `select`'s 1,024."""
+    poller = select.poll()
+    poller.register(sock, _IN | (select.POLLOUT if write else 0))
+    events = 0
+    for _, mask in poller.poll(None if timeout is None else timeout * 1000):
+        events |= mask
+    return bool(events & _IN), bool(events & select.POLLOUT)
+
+
+def readable(fds: Iterable[int], timeout: float | None) -> set[int]:
+    """Wait until one of `fds` is readable (or closed), at most `timeout` seconds; return
+    the readable ones. `poll`, not `select` (see `_ready`)."""
+    poller = select.poll()
+    for fd in fds:
+        poller.register(fd, _IN)
+    return {fd for fd, _ in poller.poll(None if timeout is None else timeout * 1000)}

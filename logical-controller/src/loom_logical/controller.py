@@ -24,7 +24,6 @@ import collections
 import contextlib
 import logging
 import os
-import select
 import threading
 import time
 from collections import defaultdict
@@ -34,7 +33,7 @@ from typing import Any
 
 from loom_common import heap, runner
 from loom_common.cluster import membership
-from loom_common.ovsdb import Change, RawConnection, Replica, TransactError
+from loom_common.ovsdb import Change, RawConnection, Replica, TransactError, readable
 from loom_common.reconnect import LOST, Link
 from loom_ddlog import PendingDelta, Program, Transaction, gc_paused
 from loom_logical.inputs import InputTable, input_tables
@@ -407,7 +406,7 @@ class LogicalController:
                 waiting.append(fd)
             else:
                 timeout = min(timeout, link.retry_in() or 0.0)
-        select.select(waiting, [], [], timeout)
+        readable(waiting, timeout)
 
     def _give_up(self, reason: str) -> None:
         """The controller cannot go on: record why, leave the cluster, wake the waiters."""

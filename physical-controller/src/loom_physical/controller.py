@@ -38,7 +38,6 @@ import contextlib
 import json
 import logging
 import os
-import select
 import threading
 import time
 from collections.abc import Callable
@@ -48,7 +47,7 @@ from typing import Any
 
 from loom_common import heap, procstat, runner
 from loom_common.cluster import membership
-from loom_common.ovsdb import OvsdbError, RawConnection, Replica, TransactError
+from loom_common.ovsdb import OvsdbError, RawConnection, Replica, TransactError, readable
 from loom_common.reconnect import CONNECTION_ERRORS, Link
 from loom_ddlog import Program
 from loom_ovs import packets
@@ -464,8 +463,7 @@ class PhysicalController:
                     return
                 fds.append(state.session.fileno())
         fds += [s.fileno() for s in self._pending if s.alive]
-        readable, _, _ = select.select(fds, [], [], timeout)
-        if self._wake_r in readable:
+        if self._wake_r in readable(fds, timeout):
             with contextlib.suppress(BlockingIOError):
                 while os.read(self._wake_r, 4096):
                     pass
