@@ -17,6 +17,16 @@ def test_the_rules_copy_is_generated_from_the_contract(path: str) -> None:
     assert (ROOT / path).read_text() == pipeline.dl_text(), f"{path} is stale: run `make rules`"
 
 
+def test_every_stage_is_a_typed_value_for_the_rules() -> None:
+    text = pipeline.dl_text()
+    for s in STAGES.values():
+        assert (
+            f"function s_{s.name}(): LogicalStage =\n"
+            f'    LogicalStage{{"{s.pipeline}", "{s.name}", "{s.kind}", {s.table}}}\n'
+        ) in text
+    assert text.count("(): LogicalStage =") == len(STAGES)
+
+
 def test_stages_number_their_pipelines_from_the_bases() -> None:
     for (kind, name), stages in pipeline.PIPELINES.items():
         base = pipeline.INGRESS_BASE if name == "ingress" else pipeline.EGRESS_BASE

@@ -12,8 +12,11 @@ type and `rEGBIT_*()` functions do), and nowhere else:
 - the logical port keys with fixed meanings, and the datapath key ranges.
 
 The rule programs get it as `pipeline.dl`, generated from this module (`make rules`; a test
-fails when the generated file is stale): `dl_text()`. `schemas/loom_universal.md` explains
-the meaning of each item; this module is what the code obeys.
+fails when the generated file is stale): `dl_text()`. There each stage is also a typed value,
+`s_ls_in_acl()` and so on, of type `LogicalStage` (its pipeline, name, datapath kind and
+table): the logical rules name stages only so, so a misspelt stage does not compile and a
+stage cannot be put in the other pipeline. `schemas/loom_universal.md` explains the meaning
+of each item; this module is what the code obeys.
 """
 
 from __future__ import annotations
@@ -249,6 +252,20 @@ def dl_text() -> str:
         f'Stage("{s.name}", "{s.kind}", "{s.pipeline}", {s.table}, {s.next_table}).'
         for s in STAGES.values()
     ]
+    lines += [
+        "",
+        "/* A stage as a value (OVN's `Stage` type): stage `name`, as universal flows spell it,",
+        " * of a `kind` datapath's `pipeline`, at OpenFlow table `table`. Rules name a stage",
+        " * only by its function, `s_NAME()`, so a misspelt stage does not compile and a stage",
+        " * cannot be put in the other pipeline. */",
+        "typedef LogicalStage = LogicalStage{pipeline: string, name: string, kind: string,",
+        "                                    table: bit<64>}",
+    ]
+    lines += [
+        f"function s_{s.name}(): LogicalStage =\n"
+        f'    LogicalStage{{"{s.pipeline}", "{s.name}", "{s.kind}", {s.table}}}'
+        for s in STAGES.values()
+    ]
     lines += ["", "function ingress_base(): bit<64> = " + str(INGRESS_BASE)]
     lines += ["function egress_base(): bit<64> = " + str(EGRESS_BASE)]
     lines += ["", "/* The physical tier's tables (loom_schemas.pipeline.Table). */"]
@@ -256,6 +273,7 @@ def dl_text() -> str:
     lines += ["", "/* The flags of reg10, by bit (loom_schemas.pipeline.Flag). */"]
     lines += [f"function f_{f.name.lower()}(): bit<64> = {f.value}" for f in Flag]
     bit = "x${hex(64'd1 << bit)}"
+    mask = "x${hex(mask)}"
     lines += [
         "/* Match: flag `bit` is set. */",
         f'function flag(bit: bit<64>): string = "{FLAGS.name}=0{bit}/0{bit}"',
@@ -265,6 +283,12 @@ def dl_text() -> str:
         f'function set_flag(bit: bit<64>): string = "set_field:0{bit}/0{bit}->{FLAGS.name}"',
         "/* Action: clear flag `bit`. */",
         f'function clear_flag(bit: bit<64>): string = "set_field:0/0{bit}->{FLAGS.name}"',
+        "/* The bit of flag `bit`, as a mask (or several, or-ed, for `set_flags`). */",
+        "function flag_mask(bit: bit<64>): bit<64> = 64'd1 << bit",
+        "/* Action: set every flag of `mask`. */",
+        f'function set_flags(mask: bit<64>): string = "set_field:0{mask}/0{mask}->{FLAGS.name}"',
+        "/* Action: clear every flag. */",
+        f'function clear_flags(): string = "set_field:0->{FLAGS.name}"',
     ]
     lines += [
         "",
