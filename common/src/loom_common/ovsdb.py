@@ -23,6 +23,7 @@ import socket
 import subprocess
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -438,6 +439,49 @@ def _checked(result: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return result
 
 
+class _Keeper:
+    """The thread that keeps idle connections alive (`RawConnection.keep_alive`): it looks
+    at each every half of its idle time. One per process, started with the first."""
+
+    TICK = 0.25
+    """Seconds between sweeps (each connection is looked at every `idle / 2`)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._kept: dict[int, tuple[weakref.ref[RawConnection], float, Callable[[], None]]] = {}
+        self._due: dict[int, float] = {}
+        self._thread: threading.Thread | None = None
+
+    def add(self, conn: RawConnection, idle: float, wake: Callable[[], None]) -> None:
+        """Keep `conn` alive until it closes (or is dropped)."""
+        with self._lock:
+            self._kept[id(conn)] = (weakref.ref(conn), idle, wake)
+            self._due[id(conn)] = time.monotonic() + idle / 2
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="ovsdb-keeper",
+                                                daemon=True)  # fmt: skip
+                self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            time.sleep(self.TICK)
+            now = time.monotonic()
+            with self._lock:
+                due = [(key, *self._kept[key]) for key, at in self._due.items() if at <= now]
+            for key, ref, idle, wake in due:
+                conn = ref()
+                alive = conn is not None and conn._keep(idle, wake)
+                with self._lock:
+                    if not alive:
+                        self._kept.pop(key, None)
+                        self._due.pop(key, None)
+                    elif key in self._due:
+                        self._due[key] = time.monotonic() + idle / 2
+
+
+_KEEPER = _Keeper()
+
+
 class RawConnection:
     """A JSON-RPC connection to ovsdb-server: blocking calls, and notifications polled.
 
@@ -583,28 +627,32 @@ class RawConnection:
 
         ovsdb-server drops a client that leaves its inactivity probe (an `echo`, every 5 s
         on a command-line remote) unanswered for another 5 s; a controller computing a
-        large change in the engine does exactly that. A daemon thread takes over whenever
-        the connection has not been used for `idle` seconds: it answers probes and keeps
-        notifications for `poll()`, calling `wake()` when it kept some (the owner may be
-        waiting on the socket, whose bytes the thread has consumed). It stops at `close()`.
+        large change in the engine does exactly that. The process's keeper thread
+        (`_KEEPER`: one for every connection, not one each: a physical controller has a
+        connection per node) takes over whenever the connection has not been used for
+        `idle` seconds: it answers probes and keeps notifications for `poll()`, calling
+        `wake()` when it kept some (the owner may be waiting on the socket, whose bytes
+        the keeper has consumed). It lets go at `close()`.
         """
+        _KEEPER.add(self, idle, wake)
 
-        def run() -> None:
-            while not self._closed.wait(idle / 2):
-                if time.monotonic() - self._used < idle or not self._lock.acquire(False):
-                    continue
-                try:
-                    before = len(self.notifications)
-                    self._pump()
-                    kept = len(self.notifications) > before
-                except (OSError, OvsdbError):
-                    return  # the owner finds out at its next call or poll
-                finally:
-                    self._lock.release()
-                if kept:
-                    wake()
-
-        threading.Thread(target=run, name="ovsdb-keepalive", daemon=True).start()
+    def _keep(self, idle: float, wake: Callable[[], None]) -> bool:
+        """One look by the keeper (`keep_alive`); False once the connection is done."""
+        if self._closed.is_set():
+            return False
+        if time.monotonic() - self._used < idle or not self._lock.acquire(False):
+            return True
+        try:
+            before = len(self.notifications)
+            self._pump()
+            kept = len(self.notifications) > before
+        except (OSError, OvsdbError):
+            return False  # the owner finds out at its next call or poll
+        finally:
+            self._lock.release()
+        if kept:
+            wake()
+        return True
 
     def transact(self, db: str, ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Run one transaction; return its per-operation results, raising on any error."""

@@ -56,6 +56,8 @@ NODE_TABLES: dict[str, list[str]] = {
     "Queue": ["other_config"],
 }  # fmt: skip
 PROTOCOLS = ["OpenFlow13", "OpenFlow15"]
+BACKLOG = 4096
+"""Connections waiting to be accepted (at cold start every node dials at once)."""
 ZONE_KEY = "loom-zone-"
 FENCE_KEY = "loom-fence"
 """`Open_vSwitch` external_ids key: the fencing token of the node's last claimed master."""
@@ -696,7 +698,7 @@ class Manager:
             sock.bind(where)
         else:
             raise ValueError(f"manager listen address must be ptcp: or punix:, not {self.listen!r}")
-        sock.listen(128)
+        sock.listen(BACKLOG)
         sock.setblocking(False)
         self._sock = sock
         return self

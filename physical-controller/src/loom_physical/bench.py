@@ -279,6 +279,7 @@ def site(run_dir: Path, the_plan: Plan, controllers: int) -> Iterator[Site]:
         stack.callback(zk.stop)
         began = time.perf_counter()
         drive_raw(config.remote, phases(the_plan.workload))
+        _bump_generation(config.remote)
         _progress(f"config DB loaded in {time.perf_counter() - began:.1f} s")
         targets = [f"unix:{run_dir / f'pc{i}.sock'}" for i in range(1, controllers + 1)]
         spares: dict[str, list[tuple[str, str]]] = {}
@@ -312,6 +313,26 @@ def site(run_dir: Path, the_plan: Plan, controllers: int) -> Iterator[Site]:
                         processes, [])  # fmt: skip
         stack.callback(lambda: [c.stop() for c in the_site.controllers])
         yield the_site
+
+
+def _bump_generation(remote: str) -> None:
+    """Count the load as one configuration change (as the API counts each of its writes):
+    the controllers' milestones are "generation 1 computed" and "realized" (a config DB
+    loaded without the API has no `Loom_Global` row: generation 0, which any stamp meets)."""
+    from loom_common.ovsdb import RawConnection
+
+    conn = RawConnection(remote)
+    try:
+        (found,) = conn.transact("Loom_Config", [
+            {"op": "select", "table": "Loom_Global", "where": []}])  # fmt: skip
+        if found["rows"]:
+            conn.transact("Loom_Config", [{"op": "mutate", "table": "Loom_Global", "where": [],
+                                           "mutations": [["generation", "+=", 1]]}])  # fmt: skip
+        else:
+            conn.transact("Loom_Config", [{"op": "insert", "table": "Loom_Global",
+                                           "row": {"generation": 1}}])  # fmt: skip
+    finally:
+        conn.close()
 
 
 def _pid(server: Any) -> int:
@@ -359,13 +380,26 @@ def start_controllers(s: Site, controllers: int) -> None:
 
 def run(
     workload: dict[str, Any], *, nodes: int | None = None, real: int = 20, controllers: int = 2,
-    changes: int = 100, timeout: float = 3600.0,
+    changes: int = 100, timeout: float = 3600.0, keep: Path | None = None,
 ) -> dict[str, Any]:  # fmt: skip
-    """One run on `workload` (see the module docstring); its figures."""
+    """One run on `workload` (see the module docstring); its figures. With `keep`, the
+    run's directory (logs, pass logs) is `keep` and stays (a short path: sockets are in
+    it)."""
     pairs = changes // 2 + 1  # (the first pair warms up)
     the_plan = plan(workload, nodes, real, pairs)
-    with tempfile.TemporaryDirectory(prefix="lpb-", dir="/tmp") as tmp, \
-            site(Path(tmp), the_plan, controllers) as s:  # fmt: skip
+    with ExitStack() as dirs:
+        if keep is None:
+            scratch = tempfile.TemporaryDirectory(prefix="lpb-", dir="/tmp")
+            run_dir = Path(dirs.enter_context(scratch))
+        else:
+            run_dir = keep
+            run_dir.mkdir(parents=True, exist_ok=True)
+        return _run(the_plan, run_dir, controllers, timeout)
+
+
+def _run(the_plan: Plan, run_dir: Path, controllers: int, timeout: float) -> dict[str, Any]:
+    workload = the_plan.workload
+    with site(run_dir, the_plan, controllers) as s:
         generation = s.config_generation()
         began = time.time()
         start_controllers(s, controllers)
@@ -474,6 +508,7 @@ def _verify(s: Site, the_plan: Plan) -> dict[str, Any]:
 
     equal, unequal = 0, []
     per_node = []
+    first_difference: dict[str, Any] | None = None
     for name, flows in tables_by_node.items():
         if name in s.real_nodes:
             same, count = _real_table_equals(s.real_nodes[name], flows)
@@ -485,16 +520,42 @@ def _verify(s: Site, the_plan: Plan) -> dict[str, Any]:
             equal += 1
         else:
             unequal.append(name)
+            if first_difference is None and name not in s.real_nodes:
+                first_difference = _difference(s, name, flows)
     distinct = sum(len(part) for part in core.images.parts.values())
     return {
         "nodes_equal": equal,
         "nodes_unequal": unequal[:20],
+        "first_difference": first_difference,
         "baseline_from_scratch_s": round(baseline_s, 2),
         "baseline_rounds": rounds + 1,
         "read_nodes_and_universal_db_s": round(read_s, 2),
         "distinct_flows": distinct,
         "flows_per_node": per_node,
     }
+
+
+def _difference(s: Site, node: str, flows: list[Any]) -> dict[str, Any]:
+    """How stand-in `node`'s table differs from `flows`: counts and a few examples."""
+    from loom_ovs.openflow import encode
+    from loom_ovs.standin.flows import parts, split
+
+    wanted = {}
+    for flow in flows:
+        table, priority, match, cookie, instructions = parts(*split(encode(("add", flow))))
+        wanted[(table, priority, match.hex())] = (flow, cookie, instructions.hex())
+    held = {(t, p, m): (c, i) for t, p, m, c, i in s.fleet.flows(node)}
+    missing = [wanted[k][0].text() for k in sorted(wanted.keys() - held.keys())]
+    extra = [f"table={t},priority={p},match={m}" for t, p, m in sorted(held.keys() - wanted.keys())]
+    changed = [
+        {"wanted": flow.text(), "held_cookie": hex(held[k][0]),
+         "same_instructions": held[k][1] == instructions}
+        for k, (flow, cookie, instructions) in sorted(wanted.items())
+        if k in held and held[k] != (cookie, instructions)
+    ]  # fmt: skip
+    return {"node": node, "missing": len(missing), "extra": len(extra), "changed": len(changed),
+            "missing_examples": missing[:3], "extra_examples": extra[:3],
+            "changed_examples": changed[:3]}  # fmt: skip
 
 
 def _monitor_row(table: str, row: dict[str, Any]) -> dict[str, Any]:
@@ -692,6 +753,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--controllers", type=int, default=2, help="physical controllers")
     parser.add_argument("--changes", type=int, default=100, help="port adds and deletes")
     parser.add_argument("--out", type=Path, help="also write the JSON (and plot) here")
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        metavar="DIR",
+        help="run in DIR and keep it (logs, pass logs; a short path)",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
@@ -699,9 +766,11 @@ def main(argv: list[str] | None = None) -> int:
         generate(scale) for scale in (args.scale or [0.1])]  # fmt: skip
     runs = []
     for workload in workloads:
-        _progress(f"scale {workload.get('scale')}")
+        scale = str(workload.get("scale"))
+        _progress(f"scale {scale}")
+        keep = args.keep / scale if args.keep else None
         runs.append(run(workload, nodes=args.nodes, real=args.real,
-                        controllers=args.controllers, changes=args.changes))  # fmt: skip
+                        controllers=args.controllers, changes=args.changes, keep=keep))  # fmt: skip
     document: dict[str, Any] = runs[0] if len(runs) == 1 else {"runs": runs, "growth": growth(runs)}
     text = json.dumps(document, indent=2)
     print(text)

@@ -210,6 +210,9 @@ class PhysicalController:
         self.nodes: dict[str, NodeState] = {}
         self._pending: list[NodeSession] = []
         """Sessions whose node has not said its system-id yet."""
+        self._accepted: collections.deque[NodeSession] = collections.deque()
+        """Sessions the acceptor thread started, for the loop to take (`_accepting`)."""
+        self._acceptor: threading.Thread | None = None
         self._report_due = True
         """Something `_report` writes may have changed since it last ran."""
         self._recheck: set[str] = set()
@@ -260,7 +263,31 @@ class PhysicalController:
             ).start()
         self._thread = threading.Thread(target=self._loop, name=f"physical-{self.name}")
         self._thread.start()
+        self._acceptor = threading.Thread(target=self._accepting, name=f"accept-{self.name}",
+                                          daemon=True)  # fmt: skip
+        self._acceptor.start()
         return self
+
+    def _accepting(self) -> None:
+        """The acceptor thread: take every node that dials in at once, read its database
+        (`NodeSession.start`) and hand it to the loop (`_accepted`). Done in the loop, a
+        node waited for the pass under way: at cold start with thousands of nodes, passes
+        of many seconds, and the nodes gave up on connections that their inactivity probe
+        found silent (and dialled again: churn)."""
+        listener = self.manager.fileno()
+        while not self._stop.is_set():
+            if not readable([listener], 0.5):
+                continue
+            for session in self.manager.accept():
+                try:
+                    session.start()
+                except (OSError, OvsdbError) as exc:
+                    log.warning("node from %s: could not read its database: %s", session.peer,
+                                exc)  # fmt: skip
+                    session.close()
+                    continue
+                self._accepted.append(session)
+                self._wake()
 
     @property
     def target(self) -> str:
@@ -275,6 +302,8 @@ class PhysicalController:
         self._wake()
         if self._thread is not None:
             self._thread.join(timeout)
+        if self._acceptor is not None:
+            self._acceptor.join(timeout)
         if self._member is not None:
             self._member.stop(timeout)
         if self._zk is not None:
@@ -283,7 +312,7 @@ class PhysicalController:
         self._pushers.shutdown(wait=True)
         for state in self.nodes.values():
             state.close()
-        for session in self._pending:
+        for session in [*self._pending, *self._accepted]:
             session.close()
         self.manager.close()
         for link in self.links:
@@ -447,7 +476,7 @@ class PhysicalController:
     def _wait(self) -> None:
         """Wait until a node, a database or `_wake` has something, a link is due to
         reconnect, or `POLL_MS` passed."""
-        fds = [self._wake_r, self.manager.fileno()]
+        fds = [self._wake_r]
         timeout = POLL_MS / 1000
         for link in self.links:
             if link.has_pending():
@@ -549,14 +578,8 @@ class PhysicalController:
     # ---- inputs ----
 
     def _accept(self) -> None:
-        for session in self.manager.accept():
-            try:
-                session.start()
-            except (OSError, OvsdbError) as exc:
-                log.warning("node from %s: could not read its database: %s", session.peer, exc)
-                session.close()
-                continue
-            self._pending.append(session)
+        while self._accepted:
+            self._pending.append(self._accepted.popleft())
         still = []
         for session in self._pending:
             session.poll()
