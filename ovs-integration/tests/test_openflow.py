@@ -16,6 +16,7 @@ from loom_ovs.openflow import (
     Mod,
     OpenFlowError,
     Switch,
+    bulk_adds,
     bundle_lines,
     cookie,
     parse_diff,
@@ -96,6 +97,30 @@ def test_push_and_replace_on_a_real_switch(tmp_path: Path) -> None:
             flow = next(f for f in after if priority in f)
             assert after[flow] >= before[flow], flow
         assert switch.replace(wanted) == []
+        switch.close()
+
+
+@pytest.mark.ovs
+def test_a_pre_encoded_table_loads_whole_and_a_refused_flow_is_named(tmp_path: Path) -> None:
+    """`Switch.load`: chunks made once (`bulk_adds`) go to an empty bridge as they are; a
+    bridge that holds flows is reconciled instead; a refused flow is named and nothing of
+    the bundle is applied."""
+    flows = [Flow(0, 100, f"in_port={i},reg0=5", "resubmit(,8)", cookie(i)) for i in range(1, 40)]
+    chunks = [bulk_adds(flows[:20]), bulk_adds(flows[20:])]
+    assert chunks[0] == bulk_adds(flows[:20])  # the same bytes for every switch
+    with Sandbox(tmp_path) as sandbox:
+        node = sandbox.add_node("hv1")
+        node.add_vif("vm", "vif", "50:54:00:00:00:01")  # (br-int made)
+        switch = Switch(node.openflow)
+        switch.load(flows, chunks)
+        assert len(switch.dump()) == len(flows)
+        switch.load(flows[:10], [bulk_adds(flows[:10])])  # not empty: only the difference
+        assert len(switch.dump()) == 10
+        switch.replace([])
+        bad = Flow(9, 1, "reg0=1", "ct(commit,zone=1)", cookie(99))  # (ct needs an IP match)
+        with pytest.raises(OpenFlowError, match="table=9"):
+            switch.load([*flows, bad], [*chunks, bulk_adds([bad])])
+        assert switch.dump() == []
         switch.close()
 
 

@@ -135,7 +135,8 @@ class Channel:
     # ---- I/O ----
 
     def _next_xid(self) -> int:
-        self._xid = (self._xid + 1) & 0xFFFFFFFF
+        """1, 2, ... 2**32 - 1, 1, ...: never 0, which pre-encoded messages carry."""
+        self._xid = self._xid % 0xFFFFFFFF + 1
         return self._xid
 
     def _send(self, data: bytes) -> None:
@@ -271,14 +272,20 @@ class Channel:
         if refused:
             raise ChannelError(remote=self.remote, detail="; ".join(refused))
 
-    def bundle(self, messages: Sequence[tuple[bytes, Callable[[], str]]]) -> None:
+    def bundle(
+        self, messages: Sequence[tuple[bytes, Callable[[], str]]], chunks: Sequence[bytes] = ()
+    ) -> None:
         """Apply `messages` (each an encoded message with xid 0, and what gives its name
-        for an error, called only if it is refused) atomically, in order."""
-        if not messages:
+        for an error, called only if it is refused), then the adds in `chunks` (each a run
+        of `ofp.bundle_add` messages to bundle `ofp.BULK_BUNDLE` with xid 0: bytes made once
+        and sent to many switches, which an error can only count), atomically, in order."""
+        if not messages and not chunks:
             return
         self._drain()
-        self._bundle_id = (self._bundle_id + 1) & 0xFFFFFFFF
-        bundle_id = self._bundle_id
+        if chunks:
+            bundle_id = ofp.BULK_BUNDLE
+        else:
+            self._bundle_id = bundle_id = self._bundle_id % 0xFFFFFFFF + 1  # (never BULK)
         named: dict[int, Callable[[], str]] = {}
         out = [ofp.bundle_control(bundle_id, ofp.OFPBCT_OPEN_REQUEST, self._next_xid())]
         for message, name in messages:
@@ -286,6 +293,7 @@ class Channel:
             named[xid] = name
             inner = message[:4] + struct.pack("!I", xid) + message[8:]
             out.append(ofp.bundle_add(bundle_id, inner, xid))
+        out += chunks
         barrier = self._next_xid()
         out.append(ofp.header(ofp.OFPT_BARRIER_REQUEST, 8, barrier))
         self._send(b"".join(out))
@@ -295,7 +303,8 @@ class Channel:
         self._send(ofp.bundle_control(bundle_id, ctl, done))
         refused += self._await(done, named)
         if refused:
-            raise BundleRefused(remote=self.remote, detail="; ".join(refused))
+            more = f"; and {len(refused) - 5} more" if len(refused) > 5 else ""
+            raise BundleRefused(remote=self.remote, detail="; ".join(refused[:5]) + more)
 
     def _await(self, xid: int, named: dict[int, Callable[[], str]]) -> list[str]:
         """Read until the answer to `xid`; the errors seen on the way, in words."""

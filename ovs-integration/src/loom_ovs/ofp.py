@@ -662,6 +662,10 @@ def bundle_control(bundle_id: int, ctl_type: int, xid: int) -> bytes:
     )
 
 
+BULK_BUNDLE = 0
+"""The bundle id of pre-encoded adds (`Channel.bundle`'s chunks); other bundles count from 1."""
+
+
 def bundle_add(bundle_id: int, message: bytes, xid: int) -> bytes:
     """`message` (whose xid must be `xid`) added to bundle `bundle_id`."""
     length = 16 + len(message)

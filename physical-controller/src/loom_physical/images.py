@@ -12,7 +12,8 @@ the logical tier. A node's table is the disjoint union of its parts:
 - `("node", N)`: node N's own flows (`NodeFlow`: classifier, flood, output, delivery,
   zones, tunnels).
 
-So a datapath's flows are computed and encoded once whatever the number of nodes that
+So a datapath's flows are computed and encoded once (`encoded`: a whole part's bundle
+messages, for every node that gets it whole) whatever the number of nodes that
 have it, and the work of a change grows with the flows it changes times the nodes that
 have them, never with the nodes' whole tables. Parts never share a key (the rules match
 a datapath in every flow of `dp` and `port` parts, a port's key in its `port` part's, and
@@ -20,7 +21,8 @@ keep the node's own flows in tables of their own), so the union needs no merging
 
 `Images` holds every part and what changed in it since the last `settle()`; a node's push
 is `mods(installed_parts, desired_parts)`: the changes of its kept parts, the whole of its
-new ones, the removal of those it lost.
+new ones (`changes` gives those apart, to be sent as their `encoded` bytes), the removal
+of those it lost.
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from loom_ovs.openflow import Flow, FlowTable, Key, Mod
+from loom_ovs.ofp import FlowSyntaxError
+from loom_ovs.openflow import Flow, FlowTable, Key, Mod, bulk_adds
 from loom_physical.translate import Unbound, UniversalFlow, physical
 
 log = logging.getLogger(__name__)
@@ -48,16 +51,31 @@ class Part:
     before: dict[Key, Flow | None] = field(default_factory=dict)
     """Key -> the flow it had at the last settle (None: none), for each key changed since:
     what the nodes that have the part hold."""
+    _encoded: bytes | None = field(default=None, repr=False, compare=False)
+    _unencodable: bool = field(default=False, repr=False, compare=False)
 
     def add(self, flow: Flow) -> None:
         """Want `flow` (once more) in this part."""
         self._remember(flow.key)
         self.table.add(flow)
+        self._encoded, self._unencodable = None, False
 
     def remove(self, flow: Flow) -> None:
         """Want `flow` once less."""
         self._remember(flow.key)
         self.table.remove(flow)
+        self._encoded, self._unencodable = None, False
+
+    def encoded(self) -> bytes | None:
+        """The part's flows as they are now, as `bulk_adds` (made once for every node that
+        gets the part whole, and again after it changes); None if a flow uses syntax the
+        encoder does not know."""
+        if self._encoded is None and not self._unencodable:
+            try:
+                self._encoded = bulk_adds(self.table)
+            except FlowSyntaxError:
+                self._unencodable = True
+        return self._encoded
 
     def _remember(self, key: Key) -> None:
         if key not in self.before:
@@ -166,6 +184,19 @@ class Images:
             if part is not None:
                 yield from part.table
 
+    def encoded(self, keys: Iterable[PartKey]) -> list[bytes] | None:
+        """Every flow of the parts `keys` as they are now, as pre-encoded bundle messages
+        (`Switch.load`); None if one uses syntax the encoder does not know."""
+        chunks = []
+        for key in keys:
+            part = self.parts.get(key)
+            if part is not None and len(part):
+                chunk = part.encoded()
+                if chunk is None:
+                    return None
+                chunks.append(chunk)
+        return chunks
+
     def size(self, keys: Iterable[PartKey]) -> int:
         """How many flows the parts `keys` hold."""
         return sum(len(self.parts[k]) for k in keys if k in self.parts)
@@ -176,22 +207,27 @@ class Images:
         """What turns a node that holds parts `installed` into one that holds `desired` as
         they are now: `installed` as of the last settle, or (`settled` False: the node was
         pushed since) as they are now."""
+        mods, new = self.changes(installed, desired, settled=settled)
+        return [*mods, *(("add", flow) for flow in self.flows(new))]
+
+    def changes(
+        self, installed: set[PartKey], desired: set[PartKey], *, settled: bool = True
+    ) -> tuple[list[Mod], list[PartKey]]:
+        """`mods` as the changes of the parts the node keeps and loses, and the parts it
+        gains, which it gets whole (`encoded`)."""
         mods: list[Mod] = []
         for key in sorted(installed - desired, key=repr):
             part = self.parts.get(key)
             if part is not None:
                 held = part.held() if settled else iter(part.table)
                 mods += [("delete", flow) for flow in held]
-        for key in sorted(desired - installed, key=repr):
-            part = self.parts.get(key)
-            if part is not None:
-                mods += [("add", flow) for flow in part.table]
         if settled:
             for key in sorted(installed & desired, key=repr):
                 part = self.parts.get(key)
                 if part is not None and part.before:
                     mods += part.changes()
-        return mods
+        new = [key for key in sorted(desired - installed, key=repr) if key in self.parts]
+        return mods, new
 
     def changed(self) -> set[PartKey]:
         """The parts changed since the last settle."""
