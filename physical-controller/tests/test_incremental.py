@@ -528,6 +528,9 @@ def check(run: Shell, world: World) -> None:
     assert core.images.bindings == other.images.bindings
     assert parts(core.images) == parts(other.images)
     assert core.needed_datapaths() == other.needed_datapaths()
+    for port in PORTS:
+        assert core.where(port) == other.where(port), port
+        assert core.where(port) == {n for n in world.connected if port in core.located(n)}
     for node in world.connected:
         assert core.desired_parts(node) == other.desired_parts(node), node
         assert core.flows(node) == other.flows(node), node

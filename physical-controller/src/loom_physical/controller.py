@@ -91,6 +91,8 @@ class NodeState:
     session: NodeSession
     parts: set[PartKey] = field(default_factory=set)
     """The parts its table holds as of the last push (`images.Images.settle`)."""
+    placed: bool = True
+    """Its desired parts may differ from `parts` (its datapaths or ports changed since)."""
     full_sync: bool = True
     """The next push replaces the whole table (connected, reconnected or taken over)."""
     pushed: bool = False
@@ -471,7 +473,7 @@ class PhysicalController:
             self.core.node(system_id, state.facts(), state.session.zones())
             self.core.carry_zones(system_id, old)
             state.parts = set()
-            state.full_sync = state.reconfigure = True
+            state.full_sync = state.reconfigure = state.placed = True
 
     def _wait(self) -> None:
         """Wait until a node, a database or `_wake` has something, a link is due to
@@ -562,6 +564,9 @@ class PhysicalController:
         for system_id in changed.reconfigure:
             if (state := self.nodes.get(system_id)) is not None:
                 state.reconfigure = True
+        for system_id in changed.placed:
+            if (state := self.nodes.get(system_id)) is not None:
+                state.placed = True
 
     def _push_others(self, masters: set[str]) -> int:
         """A pass's second push phase (the nodes where no port came or went), recorded in
@@ -647,12 +652,13 @@ class PhysicalController:
         are pushed in parallel (a whole table is compared by `ovs-ofctl diff-flows`, which
         waits on the node most of its time). Returns the number of nodes sent something."""
         busy = []
+        changed = self.core.images.changed()
         for system_id in sorted(masters):
             state = self.nodes[system_id]
             if first and not state.ports_changed:
                 continue
             state.ports_changed = False
-            if (state.reconfigure or state.full_sync or self._flows_due(system_id, state)
+            if (state.reconfigure or state.full_sync or self._flows_due(state, changed)
                     or self._zones_due(system_id) or state.qos_dirty
                     or state.unconfirmed is not None or self._probes_due(state)):  # fmt: skip
                 busy.append(system_id)
@@ -734,17 +740,17 @@ class PhysicalController:
 
     def pushes_due(self) -> bool:
         """Some node mastered here has flows to push."""
-        return any(self._flows_due(n, self.nodes[n]) for n in self.masters())
+        changed = self.core.images.changed()
+        return any(self._flows_due(self.nodes[n], changed) for n in self.masters())
 
-    def _flows_due(self, system_id: str, state: NodeState) -> bool:
-        """Node `system_id`'s table has changed since its last push."""
-        desired = self.desired_parts(system_id)
-        if desired != state.parts:
+    def _flows_due(self, state: NodeState, changed: set[PartKey]) -> bool:
+        """The node's table has changed since its last push: its parts (`placed`), or one
+        of them (`changed`: `Images.changed()`). (Its cost is its parts, not its flows.)"""
+        if state.placed:
             return True
         if state.pushed:  # in this pass: it has the parts as they are
             return False
-        parts = self.core.images.parts
-        return any(key in parts and parts[key].before for key in desired)
+        return not state.parts.isdisjoint(changed)
 
     def _openflow_remote(self, state: NodeState) -> str | None:
         """Where the node's br-int takes OpenFlow, if it does yet (else its status says
@@ -866,7 +872,7 @@ class PhysicalController:
         if state.full_sync:
             state.switch.ensure_tlv_map()
             state.switch.load(images.flows(desired), images.encoded(desired))
-            state.parts, state.pushed = desired, True
+            state.parts, state.pushed, state.placed = desired, True, False
             state.full_sync = False
             self._bulk_loaded = True
             self._recheck |= self.core.located(system_id)  # their status waited for this
@@ -879,7 +885,7 @@ class PhysicalController:
             state.switch.apply(mods)
         elif mods or adds:
             state.switch.apply(mods, adds, lambda: images.flows(new))
-        state.parts, state.pushed = desired, True
+        state.parts, state.pushed, state.placed = desired, True, False
         return bool(mods or adds)
 
     # ---- status ----
@@ -900,7 +906,7 @@ class PhysicalController:
             located = {p: n for n in masters for p in core.located(n)}
             check = set(located) | set(core.bindings) | set(self.config.rows["Logical_Switch_Port"])
         else:  # only the ports to check (a change's few, not the thousands located)
-            located = {p: n for p in check for n in masters if p in core.located(n)}
+            located = {p: n for p in check for n in core.where(p) if n in masters}
         synced = {n for n in masters if not self.nodes[n].full_sync}
         ops = status.binding_ops(core.bindings, located, check, masters, synced)
         if ops:
@@ -962,7 +968,7 @@ class PhysicalController:
         bindings = {r["logical_port"]: r for r in self.universal.rows["Port_Binding"].values()}
         for system_id in self.masters():
             state = self.nodes[system_id]
-            if state.full_sync or self._flows_due(system_id, state):
+            if state.full_sync or self._flows_due(state, self.core.images.changed()):
                 return False
             tunnels = {name for name, (_, ofport, _) in state.session.tunnels().items() if ofport}
             if any(s.port_name not in tunnels for s in self.core.tunnel_specs(system_id)):

@@ -102,6 +102,8 @@ class Changed:
     """Nodes whose ARP probes changed (sent at once)."""
     reconfigure: set[str] = field(default_factory=set)
     """Nodes whose tunnel ports may have to change."""
+    placed: set[str] = field(default_factory=set)
+    """Nodes whose datapaths or bound ports changed: the parts of their tables."""
     status: bool = False
     """Something of the bindings or the generation changed (a report is due)."""
 
@@ -143,6 +145,8 @@ class Localizer:
         self._node_dps: dict[int, set[str]] = {}
         """Datapath -> the nodes that need it (`NodeDatapath`)."""
         self._with_qos: set[str] = set()
+        self._where: dict[str, set[str]] = {}
+        """Logical port -> the nodes its VIF is on (`Located`; two while it moves)."""
         self._changed = Changed()
         self.zone_rounds = 0
         """Engine rounds run again for zones the rules asked for (not given beforehand)."""
@@ -309,6 +313,10 @@ class Localizer:
         view = self.nodes.get(node)
         return view.located if view is not None else set()
 
+    def where(self, port: str) -> set[str]:
+        """The nodes logical port `port`'s VIF is on (do not modify)."""
+        return self._where.get(port, set())
+
     def probes(self, node: str) -> set[tuple[Any, ...]]:
         """The ARP requests node `node` sends for its next hops (do not modify)."""
         view = self.nodes.get(node)
@@ -396,9 +404,7 @@ class Localizer:
             self._new_bindings.add(port)
         if port is not None:
             self._changed.ports.add(port)
-            for node, view in self.nodes.items():
-                if port in view.located:
-                    self._changed.qos.add(node)
+            self._changed.qos.update(n for n in self.where(port) if n in self.nodes)
 
     def _place_flows(self) -> None:
         """Put the universal flows of the rows that changed into their parts (translated
@@ -462,15 +468,23 @@ class Localizer:
                     del self._node_dps[dp]
             if (view := self.nodes.get(node)) is not None:
                 (view.datapaths.add if weight > 0 else view.datapaths.discard)(dp)
+            self._changed.placed.add(node)
         for weight, (node, port) in delta.get("Bound", []):
             if (view := self.nodes.get(node)) is not None:
                 (view.bound.add if weight > 0 else view.bound.discard)(port)
+            self._changed.placed.add(node)
 
     def _fold_nodes(self, delta: Delta) -> None:
         """Where VIFs are (`Located`), the ARP probes, the zones the rules ask for."""
         for weight, (port, node) in delta.get("Located", []):
             self._changed.ports.add(port)
             self._changed.status = True
+            if weight > 0:
+                self._where.setdefault(port, set()).add(node)
+            elif (nodes := self._where.get(port)) is not None:
+                nodes.discard(node)
+                if not nodes:
+                    del self._where[port]
             if (view := self.nodes.get(node)) is not None:
                 self._changed.located.add(node)
                 self._changed.qos.add(node)

@@ -135,6 +135,8 @@ class Images:
         value changes)."""
         self.malformed = 0
         """Universal flows that could not be translated (logged once each)."""
+        self._touched: set[PartKey] = set()
+        """The parts added to or removed from since the last settle."""
 
     # ---- inputs ----
 
@@ -160,15 +162,17 @@ class Images:
 
     def add(self, key: PartKey, flow: Flow) -> None:
         """Want `flow` in part `key` (the rules' `DpFlow` and `NodeFlow` rows)."""
-        self.part(key).add(flow)
+        self._part(key).add(flow)
+        self._touched.add(key)
 
     def remove(self, key: PartKey, flow: Flow) -> None:
         """Want `flow` in part `key` once less."""
         part = self.parts.get(key)
         if part is not None:
             part.remove(flow)
+            self._touched.add(key)
 
-    def part(self, key: PartKey) -> Part:
+    def _part(self, key: PartKey) -> Part:
         """Part `key`, made empty if it did not exist."""
         part = self.parts.get(key)
         if part is None:
@@ -231,16 +235,18 @@ class Images:
 
     def changed(self) -> set[PartKey]:
         """The parts changed since the last settle."""
-        return {key for key, part in self.parts.items() if part.before}
+        return {key for key in self._touched if key in self.parts and self.parts[key].before}
 
     def settle(self) -> None:
         """Every node that holds a part now holds it as it is: forget the changes; drop
-        the parts that are empty."""
-        for key in [k for k, part in self.parts.items() if part.before or not len(part)]:
-            part = self.parts[key]
-            part.before = {}
-            if not len(part):
-                del self.parts[key]
+        the parts that are empty. (Its cost is the parts changed, not all.)"""
+        for key in self._touched:
+            part = self.parts.get(key)
+            if part is not None:
+                part.before = {}
+                if not len(part):
+                    del self.parts[key]
+        self._touched = set()
 
     # ---- placing universal rows ----
 
@@ -250,7 +256,7 @@ class Images:
             for text in texts:
                 flow = self._translate(uuid, row, text)
                 if flow is not None:
-                    self.part(key).add(flow)
+                    self.add(key, flow)
                     placed.append((key, flow))
         if placed:
             self._placed[uuid] = placed
