@@ -60,7 +60,7 @@ bench-logical: install ## The logical controller benchmark (NVP workload, scale 
 	$(VENV)/bin/loom-logical-bench
 
 .PHONY: bench-physical
-bench-physical: install ## The physical benchmark (NVP workload at scale 0.1 on 20 simulated nodes): API change -> flows installed
+bench-physical: install ## The physical benchmark: every hypervisor of the NVP workload (scale 0.1: 300) its own node, 2 controllers
 	$(VENV)/bin/loom-physical-bench
 
 .PHONY: openapi

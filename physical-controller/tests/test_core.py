@@ -240,16 +240,17 @@ def test_zones_never_share_a_number(ops: list[tuple[bool, str]]) -> None:
 def test_port_bindings_follow_where_vifs_are() -> None:
     bindings = {"p1": {"chassis": ["set", []], "up": False, "type": "vif"},
                 "p2": {"chassis": "hv2", "up": True, "type": "vif"}}  # fmt: skip
-    ops = status.binding_ops(bindings, {"p1": "hv1"}, ["p1", "p2"], {"hv1", "hv2"}, {"hv1"})
+    uuids = {"p1": "u1", "p2": "u2"}
+    ops = status.binding_ops(bindings, {"p1": "hv1"}, ["p1", "p2"], {"hv1", "hv2"}, {"hv1"}, uuids)
     assert ops == [
-        {"op": "update", "table": "Port_Binding", "where": [["logical_port", "==", "p1"]],
+        {"op": "update", "table": "Port_Binding", "where": [["_uuid", "==", ["uuid", "u1"]]],
          "row": {"chassis": "hv1", "up": True}},
         {"op": "update", "table": "Port_Binding",
-         "where": [["logical_port", "==", "p2"], ["chassis", "==", "hv2"]],
+         "where": [["_uuid", "==", ["uuid", "u2"]], ["chassis", "==", "hv2"]],
          "row": {"chassis": ["set", []], "up": False}},
     ]  # fmt: skip
     # not before the node's whole table is in
-    assert status.binding_ops(bindings, {"p1": "hv1"}, ["p1"], {"hv1"}, set()) == []
+    assert status.binding_ops(bindings, {"p1": "hv1"}, ["p1"], {"hv1"}, set(), uuids) == []
 
 
 def test_the_realized_generation_is_the_least_of_every_connected_node() -> None:

@@ -908,7 +908,8 @@ class PhysicalController:
         else:  # only the ports to check (a change's few, not the thousands located)
             located = {p: n for p in check for n in core.where(p) if n in masters}
         synced = {n for n in masters if not self.nodes[n].full_sync}
-        ops = status.binding_ops(core.bindings, located, check, masters, synced)
+        ops = status.binding_ops(core.bindings, located, check, masters, synced,
+                                 core.binding_uuids)  # fmt: skip
         if ops:
             try:
                 self.universal.transact(ops)

@@ -135,6 +135,8 @@ class Localizer:
         self._row_node: dict[str, str] = {}
         self._binding_port: dict[str, str] = {}
         """Port_Binding uuid -> its logical port."""
+        self.binding_uuids: dict[str, str] = {}
+        """Logical port -> its Port_Binding row's uuid (do not modify)."""
         self._vif_ports: dict[str, str] = {}
         """VIF id -> its logical port (to give a new VIF's port its zone beforehand)."""
         self._vif_node: dict[str, str] = {}
@@ -389,6 +391,8 @@ class Localizer:
         self._changed.status = True
         port = self._binding_port.pop(uuid, None)
         if port is not None:
+            if self.binding_uuids.get(port) == uuid:
+                del self.binding_uuids[port]
             old = self.bindings.pop(port, None)
             self._with_qos.discard(port)
             if old is not None and self._vif_ports.get(opt(old["vif_id"])) == port:
@@ -396,6 +400,7 @@ class Localizer:
         if row is not None:
             port = str(row["logical_port"])
             self._binding_port[uuid] = port
+            self.binding_uuids[port] = uuid
             self.bindings[port] = row
             if vif := opt(row["vif_id"]):
                 self._vif_ports[vif] = port
