@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loom_common.group_feed import GroupFeed
+from loom_common.realized import node_realized
 from loom_ddlog import Program
 from loom_physical import status
 from loom_physical.core import Localizer, NodeFacts, liveness
@@ -253,23 +254,53 @@ def test_port_bindings_follow_where_vifs_are() -> None:
     assert status.binding_ops(bindings, {"p1": "hv1"}, ["p1"], {"hv1"}, set(), uuids) == []
 
 
-def test_the_realized_generation_is_the_least_of_every_connected_node() -> None:
+def test_the_realized_generation_is_the_least_of_every_member() -> None:
     reports = {"hv1": status.NodeReport(5, "", {}, True)}
-    others = [{"system_id": "hv2", "status": ["map", [["connected", "true"],
-                                                      ["realized_generation", "4"]]]},
-              {"system_id": "hv3", "status": ["map", [["connected", "false"]]]}]  # fmt: skip
-    assert status.realized_generation(6, reports, others) == 4
+    published = {"realized_generation:pc2": "4", "realized_generation:gone": "1"}
+    assert status.realized_generation(6, reports, published, ["pc2"]) == 4
+    assert status.realized_generation(6, {}, published, []) == 6  # (masters none)
+    # a member that has published nothing yet: not known
+    assert status.realized_generation(6, reports, published, ["pc2", "pc3"]) is None
     unsynced = {"hv1": status.NodeReport(5, "", {}, False)}
-    assert status.realized_generation(6, unsynced, others) is None
+    assert status.realized_generation(6, unsynced, published, ["pc2"]) is None
+    ops = status.published_ops(published, "g", "pc1", 5)
+    assert ops[0]["op"] == "mutate"
+    assert ops[0]["mutations"][1] == ["external_ids", "insert",
+                                      ["map", [["realized_generation:pc1", "5"]]]]  # fmt: skip
+    assert status.published_ops({"realized_generation:pc1": "5"}, "g", "pc1", 5) == []
+
+
+def test_a_node_untouched_by_a_change_keeps_its_row() -> None:
+    """A new generation that pushed nothing to a node rewrites nothing of its status (its
+    controller publishes the generation once); a push, a message or BFD verdicts do."""
+    said = status.node_status("pc1", status.NodeReport(3, "", {}, True))
+    rows = {"u1": {"system_id": "hv1", "status": ["map", sorted(said.items())]}}
+    now = {"hv1": status.NodeReport(4, "", {}, True)}
+    assert status.node_status_ops(rows, "pc1", now, {"hv1"}, {"hv1"}, touched=set()) == []
+    ops = status.node_status_ops(rows, "pc1", now, {"hv1"}, {"hv1"}, touched={"hv1"})
+    assert ("realized_generation", "4") in ops[0]["row"]["status"][1]
+    for report in (status.NodeReport(4, "waiting", {}, True),
+                   status.NodeReport(4, "", {"gw1": True}, True)):  # fmt: skip
+        assert status.node_status_ops(rows, "pc1", {"hv1": report}, {"hv1"}, {"hv1"}, set())
+    # what a reader makes of it: the larger of the row's and its controller's
+    published = {"realized_generation:pc1": "4"}
+    assert node_realized(said, published) == 4
+    assert node_realized({**said, "message": "waiting"}, published) == 3
+    assert node_realized({**said, "connected": "false"}, published) == 3
+    assert node_realized({**said, "controller": "pc2"}, published) == 3
+    # a node whose whole table is not in yet (newly connected or taken over)
+    unsynced = status.node_status("pc1", status.NodeReport(0, "", {}, False))
+    assert node_realized(unsynced, published) == 0
 
 
 def test_a_node_gone_is_reported_disconnected_once_by_its_controller() -> None:
     said = ["map", [["connected", "true"], ["controller", "pc1"]]]
     rows = {"u1": {"system_id": "hv1", "status": said}}
-    ops = status.node_status_ops(rows, "pc1", {}, connected=set(), seen={"hv1"})
+    ops = status.node_status_ops(rows, "pc1", {}, connected=set(), seen={"hv1"}, touched=set())
     assert len(ops) == 1
     assert ("connected", "false") in ops[0]["row"]["status"][1]
-    assert status.node_status_ops(rows, "pc2", {}, connected=set(), seen={"hv1"}) == []
+    assert status.node_status_ops(rows, "pc2", {}, connected=set(), seen={"hv1"},
+                                  touched=set()) == []  # fmt: skip
 
 
 # ---- feeding by group ----

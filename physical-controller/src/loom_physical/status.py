@@ -4,15 +4,21 @@ The controller writes them: `Port_Binding.chassis`/`up` into the universal DB (t
 controller reads where each VIF is), and into the config DB each node's status
 (`Transport_Node.status`), each port's (`Logical_Switch_Port.status`) and the generation
 every node has realized (`Loom_Global.realized_generation`).
+
+A node's status changes when the node does (`loom_common.realized`): its row is written
+when it was pushed something, or its message, BFD verdicts or connection changed, and each
+controller publishes once per change the generation every node it masters has realized.
+(Rewriting every node's `realized_generation` made each change a transaction of a row per
+node mastered, 1,500 at NVP's scale, read back by the API server and every controller.)
 """
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from loom_common.realized import PUBLISHED, as_generation
 from loom_ovs.manager import omap
 from loom_physical.inputs import opt
 
@@ -70,10 +76,12 @@ def binding_ops(
 
 
 def node_status(controller: str, report: NodeReport) -> dict[str, str]:
-    """`Transport_Node.status` of a node mastered by `controller`."""
+    """`Transport_Node.status` of a node mastered by `controller` (`synced` "false" until its
+    whole table is in: what its controller publishes does not count for it till then)."""
     return {
         "connected": "true", "controller": controller,
         "realized_generation": str(report.realized), "message": report.message,
+        **({} if report.synced else {"synced": "false"}),
         **{f"bfd:{peer}": "up" if up else "down" for peer, up in report.bfd.items()},
     }  # fmt: skip
 
@@ -84,9 +92,12 @@ def node_status_ops(
     reports: Mapping[str, NodeReport],
     connected: set[str],
     seen: set[str],
+    touched: set[str],
 ) -> list[Op]:
     """Config DB updates of the status of the nodes `reports` covers (mastered here), and
-    of those that were connected here (`seen`) and are not any more (`connected`)."""
+    of those that were connected here (`seen`) and are not any more (`connected`). A node's
+    `realized_generation` alone is written only if it is in `touched` (pushed something
+    since the last report: see the module docstring)."""
     ops: list[Op] = []
     for uuid, row in transport_nodes.items():
         system_id = str(row["system_id"])
@@ -102,9 +113,15 @@ def node_status_ops(
         if report is None:
             continue
         status = node_status(controller, report)
-        if said != status:
+        if said == status:
+            continue
+        if system_id in touched or _but_realized(said) != _but_realized(status):
             ops.append(set_status("Transport_Node", uuid, status))
     return ops
+
+
+def _but_realized(status: Mapping[str, str]) -> dict[str, str]:
+    return {k: v for k, v in status.items() if k != "realized_generation"}
 
 
 def port_status_ops(
@@ -135,22 +152,42 @@ def port_status_ops(
 def realized_generation(
     generation: int,
     reports: Mapping[str, NodeReport],
-    transport_nodes: Iterable[Mapping[str, Any]],
+    published: Mapping[str, str],
+    others: Iterable[str],
 ) -> int | None:
     """The generation every connected node has realized: the nodes mastered here as
-    `reports` says, the others as their status in the config DB says; None while a node
-    mastered here has not had its whole table yet."""
+    `reports` says, the other controllers' (`others`: the cluster's other members) as they
+    published (`published`: `Loom_Global.external_ids`); None while a node mastered here
+    has not had its whole table yet, or a member has published nothing."""
     if any(not report.synced for report in reports.values()):
         return None
-    for report in reports.values():
-        generation = min(generation, report.realized)
-    for row in transport_nodes:
-        status = omap(row["status"])
-        if str(row["system_id"]) in reports or status.get("connected") != "true":
-            continue
-        with contextlib.suppress(ValueError):
-            generation = min(generation, int(status.get("realized_generation", "0")))
+    generation = own_realized(generation, reports)
+    for member in others:
+        said = published.get(PUBLISHED + member)
+        if said is None:
+            return None
+        generation = min(generation, as_generation(said))
     return generation
+
+
+def own_realized(generation: int, reports: Mapping[str, NodeReport]) -> int:
+    """The generation every node mastered here has realized (`generation`, the latest, if
+    it masters none)."""
+    return min([generation, *(report.realized for report in reports.values())])
+
+
+def published_ops(
+    published: Mapping[str, str], uuid: str, controller: str, realized: int
+) -> list[Op]:
+    """The `Loom_Global` update that publishes `realized` as what the nodes `controller`
+    masters have realized (none if it says so already); other controllers' keys stay."""
+    key = PUBLISHED + controller
+    if published.get(key) == str(realized):
+        return []
+    mutations = [["external_ids", "delete", ["set", [key]]],
+                 ["external_ids", "insert", ["map", [[key, str(realized)]]]]]  # fmt: skip
+    where = [["_uuid", "==", ["uuid", uuid]]]
+    return [{"op": "mutate", "table": "Loom_Global", "where": where, "mutations": mutations}]
 
 
 def generation_ops(table: str, rows: Mapping[str, Mapping[str, Any]], realized: int) -> list[Op]:

@@ -27,6 +27,7 @@ from loom_api.service.types import (
 )
 from loom_api.service.zones import TransportZones
 from loom_api.store import ReadView, WriteView
+from loom_common.realized import node_realized
 
 
 class TunnelEndpoint(Body):
@@ -50,13 +51,15 @@ class TransportNodeBody(Body):
     tags: Tags = Field(default_factory=list)
 
 
-def node_status(row: Any) -> dict[str, Any]:
+def node_status(view: ReadView, row: Any) -> dict[str, Any]:
     """Return a node's status as physical controllers report it; disconnected until then."""
     status = row.status
+    glob = view.global_row()
+    published = dict(glob.external_ids) if glob is not None else {}
     return {
         "connected": status.get("connected") == "true",
         "controller": status.get("controller"),
-        "realized_generation": int(status.get("realized_generation", "0") or 0),
+        "realized_generation": node_realized(status, published),
         "message": status.get("message"),
         # its BFD sessions to other nodes (tunnels to and from service and gateway nodes)
         "bfd": {k[len("bfd:") :]: v for k, v in sorted(status.items()) if k.startswith("bfd:")},
@@ -85,7 +88,7 @@ class TransportNodes(Resource):
                 {"encap": ep.encap, "ip": ep.ip}
                 for ep in sorted(row.tunnel_endpoints, key=lambda e: (e.encap, e.ip))
             ],
-            "status": node_status(row),
+            "status": node_status(view, row),
         }
 
     def columns(

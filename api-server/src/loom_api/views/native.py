@@ -180,7 +180,7 @@ def node_status_view(node_id: str) -> Response:
 
     def read(view: ReadView) -> dict[str, Any]:
         node = crud.lookup(view, TransportNodes, caller, node_id)
-        return {"id": str(node.uuid), **node_status(node)}
+        return {"id": str(node.uuid), **node_status(view, node)}
 
     return jsonify(http.store().read(read))
 
