@@ -35,6 +35,7 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -54,7 +55,7 @@ from loom_ovs import packets
 from loom_ovs.manager import Manager, NodeSession, TunnelSpec, omap
 from loom_ovs.openflow import Flow, Key, Switch
 from loom_physical import status
-from loom_physical.core import Localizer, NodeFacts, liveness
+from loom_physical.core import Localizer, NodeFacts, node_liveness
 from loom_physical.images import PartKey
 from loom_physical.inputs import opt
 from loom_physical.rules import main_file
@@ -248,6 +249,17 @@ class PhysicalController:
         self._nodes_changed = True
         """Nodes connected or went, or `Transport_Node` rows changed (`_follow_nodes`)."""
         self._shards: set[str] | None = None
+        self._shards_due = True
+        """Nodes were configured, removed, connected or gone since the shards were set."""
+        self._node_rows: dict[str, tuple[str, bool, set[tuple[str, str, bool]]]] = {}
+        """`Transport_Node` uuid -> its node, live by its status, its BFD rows
+        (`core.node_liveness`: each row read when it changes)."""
+        self._node_uuid: dict[str, str] = {}
+        """System-id -> its `Transport_Node` row's uuid."""
+        self._rows_changed: set[str] = set()
+        """`Transport_Node` rows changed since the last status report (looked at again)."""
+        self._last_reports: dict[str, status.NodeReport] = {}
+        """What the last status report said of each node mastered."""
         self._touched: set[str] = set()
         """Nodes pushed something, or whose message or realized generation changed, since
         the last status report (their rows say so: `status.node_status_ops`)."""
@@ -616,13 +628,8 @@ class PhysicalController:
             self.core.node(system_id, state.facts(), session.zones())
             log.info("node %s connected from %s", system_id, session.peer)
             self._seen.add(system_id)
-            self._report_due = self._nodes_changed = True
+            self._report_due = self._nodes_changed = self._shards_due = True
         self._pending = still
-
-    def _configured_nodes(self) -> set[str]:
-        return {str(row["system_id"]) for row in self.config.rows["Transport_Node"].values()} | set(
-            self.nodes
-        )
 
     def _poll_config(self) -> None:
         for table, uuid, _ in self._config_link.sync():
@@ -630,18 +637,37 @@ class PhysicalController:
             if table == "Logical_Switch_Port":
                 self._recheck.add(uuid)
             elif table == "Transport_Node":
-                self._nodes_changed = True
+                self._node_row_changed(uuid)
+
+    def _node_row_changed(self, uuid: str) -> None:
+        """Read `Transport_Node` row `uuid` again (its node's liveness, BFD, shard)."""
+        row = self.config.rows["Transport_Node"].get(uuid)
+        old = self._node_rows.pop(uuid, None)
+        if old is not None and self._node_uuid.get(old[0]) == uuid:
+            del self._node_uuid[old[0]]
+        if row is not None:
+            self._node_rows[uuid] = node_liveness(row)
+            self._node_uuid[self._node_rows[uuid][0]] = uuid
+        self._rows_changed.add(uuid)
+        self._nodes_changed = True
+        if old is None or row is None or old[0] != self._node_rows[uuid][0]:
+            self._shards_due = True
 
     def _follow_nodes(self) -> None:
-        """The nodes configured or connected, or their status, changed: the shards to
-        assign (when this member leads) and who is live follow. (Read only then: each is
-        a look at every node.)"""
-        if not self._nodes_changed:
-            return
-        self._nodes_changed = False
-        self.core.set_liveness(*liveness(self.config.rows["Transport_Node"].values(), self.nodes))
-        if self._member is not None:
-            shards = self._configured_nodes()
+        """The nodes configured or connected, or their status, changed: who is live and
+        the shards to assign (when this member leads) follow."""
+        if self._nodes_changed:
+            self._nodes_changed = False
+            live = set(self.nodes)
+            bfd: set[tuple[str, str, bool]] = set()
+            for node, up, verdicts in self._node_rows.values():
+                if up:
+                    live.add(node)
+                    bfd |= verdicts
+            self.core.set_liveness(live, bfd)
+        if self._member is not None and self._shards_due:
+            self._shards_due = False
+            shards = set(self._node_uuid) | set(self.nodes)
             if shards != self._shards:
                 self._shards = shards
                 self._member.set_shards(shards)
@@ -668,7 +694,7 @@ class PhysicalController:
                     self._report_due = True  # (its status publishes them)
             if not state.session.alive:
                 log.info("node %s disconnected", system_id)
-                self._report_due = self._nodes_changed = True
+                self._report_due = self._nodes_changed = self._shards_due = True
                 self.nodes.pop(system_id).close()
                 self.core.node_gone(system_id)
 
@@ -689,7 +715,8 @@ class PhysicalController:
             state.ports_changed = False
             if (state.reconfigure or state.full_sync or self._flows_due(state, changed)
                     or self._zones_due(system_id) or state.qos_dirty
-                    or state.unconfirmed is not None or self._probes_due(state)):  # fmt: skip
+                    or state.unconfirmed is not None
+                    or self._probes_due(system_id, state)):  # fmt: skip
                 busy.append(system_id)
             elif state.realized != generation:
                 state.realized = generation
@@ -836,12 +863,12 @@ class PhysicalController:
             self._record_zones(state)
         if state.qos_dirty:
             self._write_qos(state)
-        if self._probes_due(state):
+        if self._probes_due(state.session.system_id or "", state):
             self._probe(state)
         return sent
 
-    def _probes_due(self, state: NodeState) -> bool:
-        probes = self.core.probes(state.session.system_id or "")
+    def _probes_due(self, system_id: str, state: NodeState) -> bool:
+        probes = self.core.probes(system_id)
         return bool(probes) and time.monotonic() - state.probed_at >= PROBE_INTERVAL
 
     def _probe(self, state: NodeState) -> None:
@@ -957,24 +984,32 @@ class PhysicalController:
                                  self.nodes[n].bfd, n in synced)
             for n in masters
         }  # fmt: skip
-        nodes = self.config.rows["Transport_Node"]
         touched, self._touched = self._touched, set()
-        ops = status.node_status_ops(nodes, self.name, reports, set(self.nodes), self._seen,
-                                     touched)  # fmt: skip
+        rows_changed, self._rows_changed = self._rows_changed, set()
+        # The rows to look at: of nodes pushed something, whose report changed, whose row
+        # changed, or gone (not every node's at every change).
+        changed = {n for n, r in reports.items() if _differs(self._last_reports.get(n), r)}
+        look = {self._node_uuid[n] for n in touched | changed | (self._seen - set(self.nodes))
+                if n in self._node_uuid} | rows_changed  # fmt: skip
+        nodes = self.config.rows["Transport_Node"]
+        ops = status.node_status_ops({u: nodes[u] for u in look if u in nodes}, self.name,
+                                     reports, set(self.nodes), self._seen, touched)  # fmt: skip
         ops += status.port_status_ops(self.config.rows["Logical_Switch_Port"], located, check,
                                       masters, synced)  # fmt: skip
         ops += self._realized_ops(reports)
-        if not ops:
-            return
-        conn = self.config.conn
-        assert conn is not None
-        try:
-            conn.transact("Loom_Config", ops)
-        except (TransactError, OSError) as exc:
-            log.warning("writing status failed: %s", exc)
-            self._recheck |= check
-            self._touched |= touched
-            self._report_due = True
+        if ops:
+            conn = self.config.conn
+            assert conn is not None
+            try:
+                conn.transact("Loom_Config", ops)
+            except (TransactError, OSError) as exc:
+                log.warning("writing status failed: %s", exc)
+                self._recheck |= check
+                self._touched |= touched
+                self._rows_changed |= look
+                self._report_due = True
+                return
+        self._last_reports = reports
 
     def _realized_ops(self, reports: dict[str, status.NodeReport]) -> list[status.Op]:
         """Publish what the nodes mastered here have realized; with what the cluster's other
@@ -1047,6 +1082,11 @@ class PhysicalController:
         """The universal DB connection (for tests)."""
         assert self.universal.conn is not None
         return self.universal.conn
+
+
+def _differs(last: status.NodeReport | None, now: status.NodeReport) -> bool:
+    """A node's report says something new, but for its realized generation."""
+    return last is None or dataclasses.replace(now, realized=last.realized) != last
 
 
 class PassLog:

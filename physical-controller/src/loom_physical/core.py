@@ -516,14 +516,22 @@ def liveness(
     BFD verdicts as their masters publish them there (`bfd:<peer>` = up/down), so that
     every controller judges a gateway alike."""
     live = set(connected)
-    bfd = set()
+    bfd: set[tuple[str, str, bool]] = set()
     for row in transport_nodes:
-        status = omap(row["status"])
-        if status.get("connected") != "true":
-            continue
-        node = str(row["system_id"])
-        live.add(node)
-        for key, value in status.items():
-            if key.startswith("bfd:"):
-                bfd.add((node, key[len("bfd:") :], value == "up"))
+        node, up, verdicts = node_liveness(row)
+        if up:
+            live.add(node)
+            bfd |= verdicts
     return live, bfd
+
+
+def node_liveness(row: Mapping[str, Any]) -> tuple[str, bool, set[tuple[str, str, bool]]]:
+    """One `Transport_Node` row's part of `liveness`: its node, whether its status says
+    connected, and its `Bfd` rows."""
+    node = str(row["system_id"])
+    status = omap(row["status"])
+    if status.get("connected") != "true":
+        return node, False, set()
+    verdicts = {(node, key[len("bfd:") :], value == "up")
+                for key, value in status.items() if key.startswith("bfd:")}  # fmt: skip
+    return node, True, verdicts
