@@ -35,7 +35,6 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import contextlib
-import dataclasses
 import json
 import logging
 import os
@@ -251,6 +250,9 @@ class PhysicalController:
         self._shards: set[str] | None = None
         self._shards_due = True
         """Nodes were configured, removed, connected or gone since the shards were set."""
+        self._nodes_version = 0
+        """Counts the nodes connecting and going (`_ownership`)."""
+        self._owned: tuple[Any, tuple[set[str], set[str]]] = (None, (set(), set()))
         self._node_rows: dict[str, tuple[str, bool, set[tuple[str, str, bool]]]] = {}
         """`Transport_Node` uuid -> its node, live by its status, its BFD rows
         (`core.node_liveness`: each row read when it changes)."""
@@ -386,18 +388,27 @@ class PhysicalController:
     # ---- ownership ----
 
     def masters(self) -> set[str]:
-        """The connected nodes this controller writes to."""
-        if self._member is None:
-            return set(self.nodes)
-        view = self._member.view
-        return {n for n in self.nodes if view.may_write(n)}
+        """The connected nodes this controller writes to (do not modify)."""
+        return self._ownership()[0]
 
     def _computed(self) -> set[str]:
         """The connected nodes whose flows this controller computes (masters, standbys)."""
-        if self._member is None:
-            return set(self.nodes)
-        view = self._member.view
-        return {n for n in self.nodes if n in view.masters or n in view.standbys}
+        return self._ownership()[1]
+
+    def _ownership(self) -> tuple[set[str], set[str]]:
+        """(masters, computed), worked out again only when the cluster's view or the
+        connected nodes changed (each is a look at every node)."""
+        view = self._member.view if self._member is not None else None
+        key = (view, self._nodes_version)
+        if self._owned[0] != key:
+            if view is None:
+                owned = (set(self.nodes), set(self.nodes))
+            else:
+                ours = view.masters | view.standbys
+                owned = ({n for n in self.nodes if view.may_write(n)},
+                         {n for n in self.nodes if n in ours})  # fmt: skip
+            self._owned = (key, owned)
+        return self._owned[1]
 
     # ---- the loop ----
 
@@ -629,6 +640,7 @@ class PhysicalController:
             log.info("node %s connected from %s", system_id, session.peer)
             self._seen.add(system_id)
             self._report_due = self._nodes_changed = self._shards_due = True
+            self._nodes_version += 1
         self._pending = still
 
     def _poll_config(self) -> None:
@@ -695,6 +707,7 @@ class PhysicalController:
             if not state.session.alive:
                 log.info("node %s disconnected", system_id)
                 self._report_due = self._nodes_changed = self._shards_due = True
+                self._nodes_version += 1
                 self.nodes.pop(system_id).close()
                 self.core.node_gone(system_id)
 
@@ -1086,7 +1099,11 @@ class PhysicalController:
 
 def _differs(last: status.NodeReport | None, now: status.NodeReport) -> bool:
     """A node's report says something new, but for its realized generation."""
-    return last is None or dataclasses.replace(now, realized=last.realized) != last
+    return last is None or (last.message, last.synced, last.bfd) != (
+        now.message,
+        now.synced,
+        now.bfd,
+    )
 
 
 class PassLog:
