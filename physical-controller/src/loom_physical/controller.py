@@ -391,10 +391,6 @@ class PhysicalController:
         """The connected nodes this controller writes to (do not modify)."""
         return self._ownership()[0]
 
-    def _computed(self) -> set[str]:
-        """The connected nodes whose flows this controller computes (masters, standbys)."""
-        return self._ownership()[1]
-
     def _ownership(self) -> tuple[set[str], set[str]]:
         """(masters, computed), worked out again only when the cluster's view or the
         connected nodes changed (each is a look at every node)."""
@@ -543,7 +539,11 @@ class PhysicalController:
         polled = time.perf_counter()
         core = self.core
         self._follow_nodes()
-        core.set_computed(self._computed())
+        # One view of the cluster for the whole pass: a node mastered is a node computed
+        # (the view changes on ZooKeeper's thread; read twice, a node that became ours
+        # between the computation and the push would be pushed an empty table).
+        masters, computed_nodes = self._ownership()
+        core.set_computed(computed_nodes)
         rounds = 0
         for rounds in range(1, MAX_ROUNDS + 1):  # noqa: B007 - counted for the pass record
             changed = core.compute()
@@ -555,7 +555,6 @@ class PhysicalController:
             return None
         self._take_changed()
         computed = time.perf_counter()
-        masters = self.masters()
         for system_id in masters - self._mastered:  # (re)gained: reconcile the whole table
             self.nodes[system_id].full_sync = self.nodes[system_id].reconfigure = True
         self._mastered = set(masters)
