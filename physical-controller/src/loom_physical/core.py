@@ -150,6 +150,13 @@ class Localizer:
         self._where: dict[str, set[str]] = {}
         """Logical port -> the nodes its VIF is on (`Located`; two while it moves)."""
         self._changed = Changed()
+        self._dirty: set[str] = set()
+        """Nodes whose facts, tunnels or computing changed since their rows were fed
+        (`NodeView.dirty`: kept as a set, so that a computation looks at those only)."""
+        self._zoned: set[str] = set()
+        """Nodes whose zones may have changes to feed (given, released, adopted)."""
+        self._speculated: set[str] = set()
+        """Nodes given zones beforehand since the last computation (`release_unasked`)."""
         self.zone_rounds = 0
         """Engine rounds run again for zones the rules asked for (not given beforehand)."""
 
@@ -184,15 +191,17 @@ class Localizer:
         view = self.nodes.get(node)
         if view is None:
             view = self.nodes[node] = NodeView(facts, NodeZones(node))
+            self._dirty.add(node)
             for vif in facts.vifs:
                 self._vif_node[vif] = node
         elif view.facts != facts:
             view.facts = facts
-            view.dirty = True
+            self._mark(node, view)
             for vif in facts.vifs:
                 self._vif_node[vif] = node
         if recorded_zones is not None:
             view.zones.adopt(recorded_zones)
+            self._zoned.add(node)
 
     def carry_zones(self, node: str, old: Localizer) -> None:
         """Keep node `node`'s zones as `old` (a core whose engine failed) gave them."""
@@ -201,10 +210,13 @@ class Localizer:
             zones.changes = [(1, row) for row in sorted(zones.rows())]
             zones.speculative = set()
             self.nodes[node].zones = zones
+            self._zoned.add(node)
 
     def node_gone(self, node: str) -> None:
         """Node `node` disconnected: its rows leave the engine."""
         view = self.nodes.pop(node, None)
+        self._dirty.discard(node)
+        self._zoned.discard(node)
         if view is None:
             return
         self._feed.drop(("node", node))
@@ -219,7 +231,7 @@ class Localizer:
         """The nodes this controller computes flows for (masters and standbys)."""
         for node in nodes ^ self._computed:
             if (view := self.nodes.get(node)) is not None:
-                view.dirty = True
+                self._mark(node, view)
         self._computed = set(nodes)
 
     def set_liveness(self, live: set[str], bfd: set[tuple[str, str, bool]]) -> None:
@@ -232,12 +244,15 @@ class Localizer:
         """One engine transaction of what changed; True if it changed anything."""
         self._place_flows()
         self._speculate_zones()
-        for node, view in self.nodes.items():
-            for weight, row in view.zones.take_changes():
+        for node in sorted(self._zoned):
+            for weight, row in self.nodes[node].zones.take_changes():
                 (self._feed.add if weight > 0 else self._feed.discard)(("zones", node), "Zone", row)
-            if view.dirty:
-                view.dirty = False
-                self._feed.replace(("node", node), self._node_rows(node, view))
+        self._zoned = set()
+        for node in sorted(self._dirty):
+            view = self.nodes[node]
+            view.dirty = False
+            self._feed.replace(("node", node), self._node_rows(node, view))
+        self._dirty = set()
         if not self._pending and not self._feed.pending():
             return False
         txn = self.program.transaction()
@@ -250,16 +265,16 @@ class Localizer:
         delta = txn.commit()
         self.transactions += 1
         self._fold(delta)
-        for view in self.nodes.values():
-            view.zones.release_unasked()
+        for node in self._speculated:
+            self.nodes[node].zones.release_unasked()
+        self._zoned |= self._speculated
+        self._speculated = set()
         return True
 
     def feeds_back(self) -> bool:
         """The last computation asks for another round before a push: zones to give (flows
         wait for them), or universal rows to feed (a newly needed datapath's)."""
-        return bool(self._pending or self._flows_changed) or any(
-            w > 0 for view in self.nodes.values() for w, _ in view.zones.changes
-        )
+        return bool(self._pending or self._flows_changed) or self._zones_given()
 
     def needed_datapaths(self) -> set[int]:
         """The datapaths whose universal flows some node computed here needs (and 0, what
@@ -326,9 +341,7 @@ class Localizer:
 
     def has_pending(self) -> bool:
         """Something taken in is not computed yet."""
-        return bool(self._pending or self._flows_changed) or any(
-            view.dirty for view in self.nodes.values()
-        )
+        return bool(self._pending or self._flows_changed or self._dirty)
 
     def engine_rows(self) -> dict[str, list[tuple[Any, ...]]]:
         """Every input row the engine holds, by relation (a from-scratch engine is fed
@@ -383,7 +396,7 @@ class Localizer:
             touched.add(node)
         for node in touched:
             if (view := self.nodes.get(node)) is not None:
-                view.dirty = True
+                self._mark(node, view)
             self._changed.reconfigure.add(node)
 
     def _bind(self, uuid: str, row: Mapping[str, Any] | None) -> None:
@@ -424,9 +437,9 @@ class Localizer:
         it) their zones before the rules ask (`NeedZone`): so they go in the same
         transaction as the VIF or the port, and its flows need no second round."""
         found: set[tuple[str, str]] = set()
-        for node in self._computed:
+        for node in self._dirty & self._computed:
             view = self.nodes.get(node)
-            if view is not None and view.dirty:
+            if view is not None:
                 for vif in view.facts.vifs:
                     if (port := self._vif_ports.get(vif)) is not None:
                         found.add((node, port))
@@ -441,6 +454,8 @@ class Localizer:
             row = self.bindings.get(port)
             if row is not None and opt(row["vif_id"]) in view.facts.vifs:
                 view.zones.speculate(port)
+                self._speculated.add(node)
+                self._zoned.add(node)
 
     def _fold(self, delta: Delta) -> None:
         """Fold an engine delta into the parts, the nodes' datapaths and ports, their
@@ -504,8 +519,18 @@ class Localizer:
                     view.zones.asked(owner)
                 else:
                     view.zones.release(owner)
-        if any(w > 0 for view in self.nodes.values() for w, _ in view.zones.changes):
+                self._zoned.add(node)
+        if self._zones_given():
             self.zone_rounds += 1
+
+    def _zones_given(self) -> bool:
+        """Zones were given that the engine has not been fed (flows wait for them)."""
+        return any(w > 0 for n in self._zoned for w, _ in self.nodes[n].zones.changes)
+
+    def _mark(self, node: str, view: NodeView) -> None:
+        """Node `node`'s rows are to be fed again."""
+        view.dirty = True
+        self._dirty.add(node)
 
 
 def liveness(
