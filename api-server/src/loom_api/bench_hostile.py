@@ -38,6 +38,7 @@ from typing import Any
 from loom_api import limits
 from loom_api.bench import TOKEN, HttpClient, _percentile, api_server
 from loom_common.ovsdb import OvsdbServer
+from loom_common.procstat import ProcessUsage
 from loom_schemas import CONFIG_SCHEMA, schema_path
 
 #: What the report saw hang the server: a 50 MB body.
@@ -191,12 +192,6 @@ class Attack:
             report["per_s"] = round(report["requests"] / report.pop("seconds"), 1)
 
 
-def _server_cpu_seconds(pid: int) -> float:
-    """Return the user + system CPU time the process `pid` has used."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def _create_latencies(base: str, token: str, names: list[str]) -> list[float]:
     """Create one logical switch per name, one after another; return each latency (s).
 
@@ -275,9 +270,9 @@ def run_hostile(creates: int, cost_seconds: float = 2.0) -> dict[str, Any]:
             port = int(base.rsplit(":", 1)[1])
             pid = int((root / "loom-api.pid").read_text())  # (api_server's Daemon's pid file)
             _create_latencies(base, TOKEN, [f"warm-{i}" for i in range(20)])
-            before = _server_cpu_seconds(pid)
+            before = ProcessUsage.of(pid).cpu_seconds
             phases["quiet"] = _create_latencies(base, TOKEN, [f"quiet-{i}" for i in range(creates)])
-            cpu_ms["per_create"] = (_server_cpu_seconds(pid) - before) / creates * 1000
+            cpu_ms["per_create"] = (ProcessUsage.of(pid).cpu_seconds - before) / creates * 1000
             for phase, targets in PHASES:
                 with Attack(port, *targets) as attack:
                     names = [f"{phase}-{i}" for i in range(creates)]
@@ -285,9 +280,9 @@ def run_hostile(creates: int, cost_seconds: float = 2.0) -> dict[str, Any]:
                 attacks[phase] = attack.reports
             for target in (oversized_attack, nested_attack, flood):
                 with Attack(port, target) as attack:
-                    before = _server_cpu_seconds(pid)
+                    before = ProcessUsage.of(pid).cpu_seconds
                     time.sleep(cost_seconds)  # (a measuring window, not a synchronisation)
-                    used = _server_cpu_seconds(pid) - before
+                    used = ProcessUsage.of(pid).cpu_seconds - before
                 cpu_ms[f"per_{target.__name__}_request"] = (
                     used / attack.reports[0]["requests"] * 1000
                 )

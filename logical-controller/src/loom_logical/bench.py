@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from loom_common import workload
+from loom_common.procstat import ProcessUsage
 from loom_logical import rules
 
 if TYPE_CHECKING:
@@ -47,10 +48,7 @@ def _rss_mib(pid: int | None = None) -> float:
     """Resident memory of `pid` (default: this process's peak), MiB."""
     if pid is None:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
+    return ProcessUsage.of(pid).rss_mib
 
 
 def _progress(text: str) -> None:

@@ -11,7 +11,6 @@ process's CPU seconds and memory read from `/proc`, apart from the controllers'.
 from __future__ import annotations
 
 import json
-import os
 import socket
 import sys
 import threading
@@ -22,6 +21,7 @@ from typing import Any
 
 from loom_common.errors import LoomError
 from loom_common.procs import Daemon
+from loom_common.procstat import ProcessUsage
 from loom_ovs.standin.fleet import NodeSpec
 
 
@@ -205,11 +205,7 @@ class Fleet:
         Raises:
             StandinError: it is not running.
         """
-        pid = self.pid
-        if pid is None:
-            raise StandinError(detail="not running")
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return self._usage().cpu_seconds
 
     def rss_bytes(self) -> int:
         """The fleet process's resident memory now (`VmRSS`).
@@ -217,13 +213,13 @@ class Fleet:
         Raises:
             StandinError: it is not running.
         """
+        return round(self._usage().rss_mib * 1024 * 1024)
+
+    def _usage(self) -> ProcessUsage:
         pid = self.pid
         if pid is None:
             raise StandinError(detail="not running")
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-        return 0
+        return ProcessUsage.of(pid)
 
     def __enter__(self) -> Fleet:
         return self.start()
