@@ -40,7 +40,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -584,21 +584,22 @@ class PhysicalController:
         changed = self.core.take_changed()
         self._recheck |= changed.ports
         self._report_due = self._report_due or changed.status or bool(changed.ports)
-        for system_id in changed.located:
+        for state in self._connected(changed.located):
+            state.ports_changed = True
+        for state in self._connected(changed.qos):
+            state.qos_dirty = True
+        for state in self._connected(changed.probes):
+            state.probed_at = 0.0  # a new one goes at once
+        for state in self._connected(changed.reconfigure):
+            state.reconfigure = True
+        for state in self._connected(changed.placed):
+            state.placed = True
+
+    def _connected(self, nodes: Iterable[str]) -> Iterator[NodeState]:
+        """The states of those of `nodes` that are connected."""
+        for system_id in nodes:
             if (state := self.nodes.get(system_id)) is not None:
-                state.ports_changed = True
-        for system_id in changed.qos:
-            if (state := self.nodes.get(system_id)) is not None:
-                state.qos_dirty = True
-        for system_id in changed.probes:
-            if (state := self.nodes.get(system_id)) is not None:
-                state.probed_at = 0.0  # a new one goes at once
-        for system_id in changed.reconfigure:
-            if (state := self.nodes.get(system_id)) is not None:
-                state.reconfigure = True
-        for system_id in changed.placed:
-            if (state := self.nodes.get(system_id)) is not None:
-                state.placed = True
+                yield state
 
     def _push_others(self, masters: set[str]) -> int:
         """A pass's second push phase (the nodes where no port came or went), recorded in
@@ -806,11 +807,6 @@ class PhysicalController:
         if state is None:
             return set()
         return {flow.key for flow in self.core.images.flows(state.parts)}
-
-    def pushes_due(self) -> bool:
-        """Some node mastered here has flows to push."""
-        changed = self.core.images.changed()
-        return any(self._flows_due(self.nodes[n], changed) for n in self.masters())
 
     def _flows_due(self, state: NodeState, changed: set[PartKey]) -> bool:
         """The node's table has changed since its last push: its parts (`placed`), or one

@@ -84,8 +84,6 @@ class NodeView:
     """The logical ports whose VIF is on it (`Located`)."""
     probes: set[tuple[Any, ...]] = field(default_factory=set)
     """The ARP requests it sends for its L3 services' next hops (`ArpProbe`)."""
-    dirty: bool = True
-    """Its facts or tunnels changed since its rows were fed."""
 
 
 @dataclass
@@ -151,8 +149,8 @@ class Localizer:
         """Logical port -> the nodes its VIF is on (`Located`; two while it moves)."""
         self._changed = Changed()
         self._dirty: set[str] = set()
-        """Nodes whose facts, tunnels or computing changed since their rows were fed
-        (`NodeView.dirty`: kept as a set, so that a computation looks at those only)."""
+        """Nodes whose facts, tunnels or computing changed since their rows were fed (a
+        computation feeds those only)."""
         self._zoned: set[str] = set()
         """Nodes whose zones may have changes to feed (given, released, adopted)."""
         self._speculated: set[str] = set()
@@ -196,7 +194,7 @@ class Localizer:
                 self._vif_node[vif] = node
         elif view.facts != facts:
             view.facts = facts
-            self._mark(node, view)
+            self._dirty.add(node)
             for vif in facts.vifs:
                 self._vif_node[vif] = node
         if recorded_zones is not None:
@@ -229,9 +227,7 @@ class Localizer:
 
     def set_computed(self, nodes: set[str]) -> None:
         """The nodes this controller computes flows for (masters and standbys)."""
-        for node in nodes ^ self._computed:
-            if (view := self.nodes.get(node)) is not None:
-                self._mark(node, view)
+        self._dirty |= (nodes ^ self._computed) & self.nodes.keys()
         self._computed = set(nodes)
 
     def set_liveness(self, live: set[str], bfd: set[tuple[str, str, bool]]) -> None:
@@ -249,9 +245,7 @@ class Localizer:
                 (self._feed.add if weight > 0 else self._feed.discard)(("zones", node), "Zone", row)
         self._zoned = set()
         for node in sorted(self._dirty):
-            view = self.nodes[node]
-            view.dirty = False
-            self._feed.replace(("node", node), self._node_rows(node, view))
+            self._feed.replace(("node", node), self._node_rows(node, self.nodes[node]))
         self._dirty = set()
         if not self._pending and not self._feed.pending():
             return False
@@ -394,10 +388,8 @@ class Localizer:
             index.setdefault(node, set()).add(uuid)
             self._row_node[uuid] = node
             touched.add(node)
-        for node in touched:
-            if (view := self.nodes.get(node)) is not None:
-                self._mark(node, view)
-            self._changed.reconfigure.add(node)
+        self._dirty |= touched & self.nodes.keys()
+        self._changed.reconfigure |= touched
 
     def _bind(self, uuid: str, row: Mapping[str, Any] | None) -> None:
         """Keep the bindings' indexes (by port, by VIF, with QoS) of a `Port_Binding` row."""
@@ -526,11 +518,6 @@ class Localizer:
     def _zones_given(self) -> bool:
         """Zones were given that the engine has not been fed (flows wait for them)."""
         return any(w > 0 for n in self._zoned for w, _ in self.nodes[n].zones.changes)
-
-    def _mark(self, node: str, view: NodeView) -> None:
-        """Node `node`'s rows are to be fed again."""
-        view.dirty = True
-        self._dirty.add(node)
 
 
 def liveness(
