@@ -40,18 +40,23 @@ def test_one_flow_per_match_and_conflicts_reported() -> None:
     assert table.conflicts() == []
 
 
-def test_mods_bring_installed_in_line() -> None:
+def test_a_key_wanted_again_and_released_keeps_one_flow() -> None:
     table = FlowTable()
-    installed: dict[tuple[int, int, str], Flow] = {}
     flow = Flow(0, 100, "in_port=1", "resubmit(,8)")
+    other = Flow(0, 100, "in_port=1", "resubmit(,8)", cookie(3))
     table.add(flow)
-    assert table.mods(table.take_dirty(), installed) == [("add", flow)]
-    assert table.mods(table.take_dirty(), installed) == []
+    table.add(other)
+    assert len(table) == 1 and table.candidates(flow.key) == sorted(
+        [(flow.cookie, flow.actions), (other.cookie, other.actions)]
+    )
+    assert table.conflicts() == []  # the same actions under two cookies
     table.remove(flow)
-    mods = table.mods(table.take_dirty(), installed)
-    assert mods == [("delete", flow)]
-    assert bundle_lines(mods) == ["flow delete_strict table=0,priority=100,in_port=1"]
-    assert installed == {}
+    assert list(table) == [other] and table.candidates(flow.key) == [(other.cookie, other.actions)]
+    table.remove(flow)  # not wanted any more: nothing changes
+    assert list(table) == [other]
+    table.remove(other)
+    assert len(table) == 0 and table.get(flow.key) is None
+    assert bundle_lines([("delete", flow)]) == ["flow delete_strict table=0,priority=100,in_port=1"]
     assert cookie(0xABCDEF) == 0xABCDEF << 32 | MARK
 
 

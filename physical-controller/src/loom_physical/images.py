@@ -30,6 +30,7 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -115,8 +116,9 @@ class Row:
     dp: int
     source: str
     cookie: int
-    flows: frozenset[str]
-    local_flows: frozenset[str]
+    flows: AbstractSet[str]
+    local_flows: AbstractSet[str]
+    """(Both the replica's own sets, not copies: it makes a new set when a row changes.)"""
 
 
 class Images:
@@ -128,8 +130,6 @@ class Images:
         """`${ident}` -> its value on every node (`GlobalBind`)."""
         self._rows: dict[str, Row] = {}
         """Universal_Flow uuid -> the row as placed."""
-        self._placed: dict[str, list[tuple[PartKey, Flow]]] = {}
-        """Universal_Flow uuid -> the flows it put into parts."""
         self._waiting: dict[str, set[str]] = defaultdict(set)
         """Identifier -> the rows with a flow that names it (translated again when its
         value changes)."""
@@ -153,12 +153,15 @@ class Images:
         """Identifier `ident` now means `text` everywhere (None: nothing)."""
         if self.bindings.get(ident) == text:
             return
+        waiting = sorted(self._waiting.get(ident, ()))
+        for uuid in waiting:  # translated as placed: with the value they were placed with
+            self._unplace(uuid)
         if text is None:
             self.bindings.pop(ident, None)
         else:
             self.bindings[ident] = text
-        for uuid in sorted(self._waiting.get(ident, ())):
-            self.set_row(uuid, self._rows[uuid])
+        for uuid in waiting:
+            self._place(uuid, self._rows[uuid])
 
     def add(self, key: PartKey, flow: Flow) -> None:
         """Want `flow` in part `key` (the rules' `DpFlow` and `NodeFlow` rows)."""
@@ -250,36 +253,41 @@ class Images:
 
     # ---- placing universal rows ----
 
+    # A row's flows are not kept apart from the parts they went into: a row leaves by
+    # being translated again (the same bindings: `set_binding` takes the rows that name
+    # an identifier out before it changes), which costs a change ~10 us a flow and saves
+    # ~140 bytes per flow placed (1.45M at S=1.0, in each controller).
+
     def _place(self, uuid: str, row: Row) -> None:
-        placed: list[tuple[PartKey, Flow]] = []
-        for key, texts in ((("dp", row.dp), row.flows), (("port", row.source), row.local_flows)):
-            for text in texts:
-                flow = self._translate(uuid, row, text)
-                if flow is not None:
-                    self.add(key, flow)
-                    placed.append((key, flow))
-        if placed:
-            self._placed[uuid] = placed
+        for key, flow in self._translated(uuid, row, placing=True):
+            self.add(key, flow)
 
     def _unplace(self, uuid: str) -> None:
-        for key, flow in self._placed.pop(uuid, ()):
-            self.remove(key, flow)
+        row = self._rows.get(uuid)
+        if row is not None:
+            for key, flow in self._translated(uuid, row, placing=False):
+                self.remove(key, flow)
         for rows in self._waiting.values():
             rows.discard(uuid)
 
-    def _translate(self, uuid: str, row: Row, text: str) -> Flow | None:
-        try:
-            flow = UniversalFlow.parse(text)
-            for ident in flow.identifiers:
-                self._waiting[ident].add(uuid)
-            return physical(row.dp, flow, row.cookie, self.bindings)
-        except Unbound:
-            return None
-        except ValueError as exc:
-            self.malformed += 1
-            log.warning("universal flow of %s in datapath %d not installed: %s",
-                        row.source, row.dp, exc)  # fmt: skip
-            return None
+    def _translated(self, uuid: str, row: Row, *, placing: bool) -> Iterator[tuple[PartKey, Flow]]:
+        """The flows of row `uuid` and their parts (`placing`: a malformed one is counted and
+        logged, once)."""
+        for key, texts in ((("dp", row.dp), row.flows), (("port", row.source), row.local_flows)):
+            for text in texts:
+                try:
+                    flow = UniversalFlow.parse(text)
+                    if placing:
+                        for ident in flow.identifiers:
+                            self._waiting[ident].add(uuid)
+                    yield key, physical(row.dp, flow, row.cookie, self.bindings)
+                except Unbound:
+                    continue
+                except ValueError as exc:
+                    if placing:
+                        self.malformed += 1
+                        log.warning("universal flow of %s in datapath %d not installed: %s",
+                                    row.source, row.dp, exc)  # fmt: skip
 
 
 def node_parts(node: str, datapaths: Iterable[int], ports: Iterable[str]) -> set[PartKey]:
@@ -302,4 +310,9 @@ def dp_rows(rows: Mapping[str, Mapping[str, Any]]) -> Iterator[tuple[str, Row]]:
 def to_row(row: Mapping[str, Any]) -> Row:
     """One replica row as a `Row`."""
     return Row(int(row["datapath"]), str(row["source"]), int(row["cookie"]),
-               frozenset(row.get("flows", ())), frozenset(row.get("local_flows", ())))  # fmt: skip
+               _texts(row.get("flows")), _texts(row.get("local_flows")))  # fmt: skip
+
+
+def _texts(value: Any) -> AbstractSet[str]:
+    """A `flows` column's set as it is (the replica's), else as a frozenset."""
+    return value if isinstance(value, (set, frozenset)) else frozenset(value or ())
