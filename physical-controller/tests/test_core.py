@@ -200,6 +200,28 @@ def test_zones_are_stable_recorded_first_and_reused_after_release() -> None:
     assert zones.zones["e"] == 8
 
 
+def test_a_standby_takes_the_zones_the_master_recorded() -> None:
+    # The standby computed the node too and gave its own zones (never recorded by it):
+    # the master's record wins, so a takeover keeps every port's zone.
+    standby = NodeZones("hv1")
+    for owner in ("a", "b", "c"):
+        standby.need(owner)
+    standby.take_changes()
+    assert standby.zones == {"a": 1, "b": 2, "c": 3}
+    standby.adopt({"a": 2, "b": 1, "x": 3})  # "c" not recorded yet, on "x"'s number
+    assert standby.zones["a"] == 2
+    assert standby.zones["b"] == 1
+    assert standby.zones["c"] not in (1, 2, 3)
+    assert standby.take_record() == ({"c": standby.zones["c"]}, set())
+    fed = dict.fromkeys(("a", "b", "c"), 0)
+    for weight, (_, owner, zone) in standby.take_changes():
+        fed[owner] = zone if weight > 0 else fed[owner]
+    assert fed == {"a": 2, "b": 1, "c": standby.zones["c"]}
+    standby.need("d")  # a zone neither given nor recorded
+    others = {zone for owner, zone in standby.zones.items() if owner != "d"}
+    assert standby.zones["d"] not in others | {1, 2, 3}
+
+
 def test_a_speculative_zone_not_asked_for_goes_back() -> None:
     zones = NodeZones("hv1")
     zones.speculate("p")
@@ -233,6 +255,28 @@ def test_zones_never_share_a_number(ops: list[tuple[bool, str]]) -> None:
     for need, owner in ops:
         (zones.need if need else zones.release)(owner)
         assert len(set(zones.zones.values())) == len(zones.zones)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.sampled_from("abcdefg"), max_size=7, unique=True),
+    st.dictionaries(st.sampled_from("abcdefgxyz"), st.integers(1, 12), max_size=8).filter(
+        lambda record: len(set(record.values())) == len(record)
+    ),
+)
+def test_an_adopted_record_wins_and_zones_stay_distinct(
+    given: list[str], record: dict[str, int]
+) -> None:
+    zones = NodeZones("hv1")
+    for owner in given:
+        zones.need(owner)
+    zones.adopt(record)
+    assert all(zones.zones[o] == z for o, z in record.items() if o in zones.zones)
+    assert len(set(zones.zones.values())) == len(zones.zones)
+    rows: set[tuple[str, str, int]] = set()
+    for weight, row in zones.take_changes():  # what the engine was fed adds up to the zones
+        (rows.add if weight > 0 else rows.discard)(row)
+    assert rows == zones.rows()
 
 
 # ---- status ----

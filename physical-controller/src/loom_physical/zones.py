@@ -92,16 +92,37 @@ class NodeZones:
 
     def adopt(self, recorded: Mapping[str, int]) -> None:
         """The node records `recorded` (owner -> zone; another master may have chosen
-        them): take them as they are, except those given here and not recorded yet."""
+        them): take them as they are — also over a zone given here and not recorded yet
+        (a standby gives zones it never records: kept, a takeover would move the node's
+        ports to other zones, and its connections with them) — and give another zone to an
+        owner of ours, not recorded, whose number the node records for another."""
         self.recorded, self.recorded_used = dict(recorded), set(recorded.values())
         if recorded:
             self.next_zone = max(self.next_zone, max(recorded.values()) + 1)
         for owner, zone in recorded.items():
             current = self.zones.get(owner)
-            if current is not None and current != zone and owner not in self.unsaved:
-                self.changes.append((-1, (self.node, owner, current)))
-                self.changes.append((1, (self.node, owner, zone)))
-                self.zones[owner] = zone
+            if current is None:
+                continue
+            if current != zone:
+                self._move(owner, zone)
+                if self.unsaved.get(owner) == current:
+                    self.free.append(current)  # ours, never recorded: free again
+            self.unsaved.pop(owner, None)
+        for owner, zone in sorted(self.unsaved.items()):
+            if zone in self.recorded_used:
+                new = self._allocate()
+                if new is None:
+                    log.warning("node %s: no conntrack zone left for %s", self.node, owner)
+                    self.release(owner)
+                    continue
+                self._move(owner, new)
+                self.unsaved[owner] = new
+
+    def _move(self, owner: str, zone: int) -> None:
+        """`owner`'s zone is `zone` now (fed to the engine as a change)."""
+        self.changes.append((-1, (self.node, owner, self.zones[owner])))
+        self.changes.append((1, (self.node, owner, zone)))
+        self.zones[owner] = zone
 
     def take_changes(self) -> list[tuple[int, ZoneRow]]:
         """The `Zone` rows to feed the engine (+1 insert, -1 delete), once."""
