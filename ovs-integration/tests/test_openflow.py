@@ -46,16 +46,19 @@ def test_a_key_wanted_again_and_released_keeps_one_flow() -> None:
     other = Flow(0, 100, "in_port=1", "resubmit(,8)", cookie(3))
     table.add(flow)
     table.add(other)
-    assert len(table) == 1 and table.candidates(flow.key) == sorted(
+    assert len(table) == 1
+    assert table.candidates(flow.key) == sorted(
         [(flow.cookie, flow.actions), (other.cookie, other.actions)]
     )
     assert table.conflicts() == []  # the same actions under two cookies
     table.remove(flow)
-    assert list(table) == [other] and table.candidates(flow.key) == [(other.cookie, other.actions)]
+    assert list(table) == [other]
+    assert table.candidates(flow.key) == [(other.cookie, other.actions)]
     table.remove(flow)  # not wanted any more: nothing changes
     assert list(table) == [other]
     table.remove(other)
-    assert len(table) == 0 and table.get(flow.key) is None
+    assert len(table) == 0
+    assert table.get(flow.key) is None
     assert bundle_lines([("delete", flow)]) == ["flow delete_strict table=0,priority=100,in_port=1"]
     assert cookie(0xABCDEF) == 0xABCDEF << 32 | MARK
 

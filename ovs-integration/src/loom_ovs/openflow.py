@@ -41,8 +41,6 @@ from __future__ import annotations
 
 import logging
 import subprocess
-import tempfile
-from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -426,11 +424,10 @@ class Switch:
 
     def _reconcile(self, flows: Iterable[Flow]) -> list[Mod]:
         """`replace` on a bridge that holds flows: `ovs-ofctl diff-flows`, then one bundle."""
-        with tempfile.NamedTemporaryFile("w", prefix="loom-flows-", suffix=".txt") as wanted:
-            wanted.writelines(f"{flow.text()}\n" for flow in flows)
-            wanted.flush()
-            # exit status 2: the tables differ
-            diff = self._ofctl("diff-flows", self.remote, wanted.name, ok=(0, 2))
+        # The wanted table on ovs-ofctl's stdin (a temporary file was left behind whenever
+        # the controller was killed during a reconciliation); exit status 2: they differ.
+        wanted = "".join(f"{flow.text()}\n" for flow in flows)
+        diff = self._ofctl("diff-flows", self.remote, "/dev/stdin", stdin=wanted, ok=(0, 2))
         mods = parse_diff(diff)
         self.apply(mods)
         return mods
