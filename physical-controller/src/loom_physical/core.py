@@ -215,6 +215,7 @@ class Localizer:
         view = self.nodes.pop(node, None)
         self._dirty.discard(node)
         self._zoned.discard(node)
+        self._speculated.discard(node)  # (given zones by a computation that fed nothing)
         if view is None:
             return
         self._feed.drop(("node", node))
