@@ -152,10 +152,24 @@ class _Ports:
 class NodeSession:
     """One node's connection to this controller: a replica of its switch tables."""
 
-    def __init__(self, conn: RawConnection, peer: str, wake: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        conn: RawConnection,
+        peer: str,
+        wake: Callable[[], None],
+        kept: set[NodeSession] | None = None,
+    ) -> None:
+        """A session on `conn`; `wake()` is called when the connection's keep-alive thread
+        kept updates for `poll()`, after it adds the session to `kept`."""
         self.peer = peer
         """The address the node connected from (for logs)."""
-        self.replica = Replica(peer, DB, NODE_TABLES, wake=wake, connect=lambda: conn)
+
+        def woken() -> None:
+            if kept is not None:
+                kept.add(self)
+            wake()
+
+        self.replica = Replica(peer, DB, NODE_TABLES, wake=woken, connect=lambda: conn)
         self.alive = True
         self._zones_read: tuple[Any, dict[str, int]] | None = None
         """(br-int's external_ids as last read, the zones they held)."""
@@ -681,6 +695,9 @@ class Manager:
         """
         self.listen = listen
         self.wake = wake
+        self.kept: set[NodeSession] = set()
+        """Sessions whose keep-alive thread kept updates since the owner took them (the
+        socket no longer says so: its bytes are read)."""
         self._sock: socket.socket | None = None
 
     def start(self) -> Manager:
@@ -730,7 +747,7 @@ class Manager:
             sock.settimeout(30.0)
             peer = f"{address[0]}:{address[1]}" if isinstance(address, tuple) else "unix"
             conn = RawConnection.accepted(sock, f"node@{peer}")
-            sessions.append(NodeSession(conn, peer, self.wake))
+            sessions.append(NodeSession(conn, peer, self.wake, self.kept))
 
     def close(self) -> None:
         """Stop listening."""

@@ -65,8 +65,9 @@ log = logging.getLogger(__name__)
 
 POLL_MS = 1000
 SWEEP_S = 1.0
-"""Seconds between looks at every node's session (else a pass reads the nodes that are
-readable or were written to: a session closed by another thread is seen here)."""
+"""Seconds between looks at every node's session for updates nobody said were there
+(else a pass reads the nodes that are readable, were written to, or whose keep-alive
+thread kept updates)."""
 MAX_ROUNDS = 8
 """Engine rounds per pass (zones and new datapaths feed back into the rules)."""
 HANDOFF = 0.05
@@ -557,6 +558,11 @@ class PhysicalController:
         self._wait_for_input()
         if self._to_read is not None:
             self._to_read |= self._node_fds.ready()
+            kept = self.manager.kept
+            while kept:  # (added to by keep-alive threads: popped one at a time)
+                session = kept.pop()
+                if session.system_id is not None:
+                    self._to_read.add(session.system_id)
 
     def _wait_for_input(self) -> None:
         fds = [self._wake_r]
@@ -569,10 +575,15 @@ class PhysicalController:
                 fds.append(fd)
             else:
                 timeout = min(timeout, link.retry_in() or 0.0)
-        if time.monotonic() - self._swept > SWEEP_S:
+        to_read = self._to_read
+        if to_read is None:
+            return  # (the first pass reads every node)
+        if time.monotonic() - self._swept > SWEEP_S:  # a safety net: ~1 us a node
             self._swept = time.monotonic()
-            self._to_read = None  # every node, now and then: one closed elsewhere goes
-        for system_id in self._to_read or ():  # written to: a reply may have brought more
+            for system_id, node in self.nodes.items():
+                if not node.session.alive or node.session.replica.has_pending():
+                    to_read.add(system_id)
+        for system_id in to_read:  # written to: a reply may have brought more
             state = self.nodes.get(system_id)
             if state is not None and state.session.alive and state.session.replica.has_pending():
                 return
