@@ -293,6 +293,22 @@ class PhysicalController:
         """The nodes `_poll_nodes` reads (None: every node): readable, or written to since
         they were read (a transaction's reply can bring their updates along)."""
         self._swept = 0.0
+        self._due: set[str] = set()
+        """Nodes that may have something to push: flagged (reconfigure, full sync, QoS,
+        zones, a record to confirm, ports placed) since their last push, or still waiting.
+        A pass's second push phase looks at these, the holders of the parts that changed
+        and the nodes that probe, not at every node mastered."""
+        self._first: set[str] = set()
+        """Nodes where a port came or went (`ports_changed`): a pass's first push phase."""
+        self._holding: dict[PartKey, set[str]] = {}
+        """Part -> the nodes that hold it (their `NodeState.parts`)."""
+        self._holding_lock = threading.Lock()
+        self._pushed_states: list[NodeState] = []
+        """The nodes pushed in this pass (`NodeState.pushed`)."""
+        self._probing: set[str] = set()
+        """Nodes that send ARP probes (their next pushes look at them)."""
+        self._idle_realized: tuple[int, frozenset[str]] | None = None
+        """(generation, masters) when every master not pushed was last marked realized."""
         """When every node's session was last looked at (one closed elsewhere is seen)."""
         self._nodes_changed = True
         """Nodes connected or went, or `Transport_Node` rows changed (`_follow_nodes`)."""
@@ -516,10 +532,14 @@ class PhysicalController:
         pushed (its push failed, or it was not ours to push) gets its whole table next time;
         then the parts' changes are forgotten (`Images.settle`)."""
         images = self.core.images
-        changed = images.changed()
-        for state in self.nodes.values():
-            if not state.pushed and not state.parts.isdisjoint(changed):
-                state.full_sync = True
+        for key in images.changed():
+            for system_id in self._holding.get(key, ()):
+                state = self.nodes[system_id]
+                if not state.pushed:
+                    state.full_sync = True
+                    self._due.add(system_id)
+        pushed, self._pushed_states = self._pushed_states, []
+        for state in pushed:
             state.pushed = False
         images.settle()
 
@@ -549,8 +569,9 @@ class PhysicalController:
         for system_id, state in self.nodes.items():
             self.core.node(system_id, state.facts(), state.session.zones())
             self.core.carry_zones(system_id, old)
-            state.parts = set()
+            self._set_parts(system_id, state, set())
             state.full_sync = state.reconfigure = state.placed = True
+            self._due.add(system_id)
 
     def _wait(self) -> None:
         """Wait until a node, a database or `_wake` has something, a link is due to
@@ -624,6 +645,7 @@ class PhysicalController:
         computed = time.perf_counter()
         for system_id in masters - self._mastered:  # (re)gained: reconcile the whole table
             self.nodes[system_id].full_sync = self.nodes[system_id].reconfigure = True
+            self._due.add(system_id)
         self._mastered = set(masters)
         pushed = self._realize_all(masters, core.generation, first=True)
         realized = time.perf_counter()
@@ -661,6 +683,14 @@ class PhysicalController:
             state.reconfigure = True
         for state in self._connected(changed.placed):
             state.placed = True
+        for system_id in changed.probes:
+            if self.core.probes(system_id):
+                self._probing.add(system_id)
+            else:
+                self._probing.discard(system_id)
+        self._first |= changed.located & self.nodes.keys()
+        self._due |= (changed.located | changed.qos | changed.probes | changed.reconfigure
+                      | changed.placed | changed.zoned) & self.nodes.keys()  # fmt: skip
 
     def _connected(self, nodes: Iterable[str]) -> Iterator[NodeState]:
         """The states of those of `nodes` that are connected."""
@@ -705,6 +735,9 @@ class PhysicalController:
                 state.reconfigure = True
             self.core.node(system_id, state.facts(), session.zones())
             self._node_fds.watch(system_id, session.fileno())
+            self._due.add(system_id)
+            if self.core.probes(system_id):  # (a node back: its probes go again)
+                self._probing.add(system_id)
             if self._to_read is not None:
                 self._to_read.add(system_id)
             log.info("node %s connected from %s", system_id, session.peer)
@@ -771,6 +804,7 @@ class PhysicalController:
                 self._to_read.add(system_id)  # (read the rest next pass; `_wait` returns)
             if state.session.poll():
                 state.reconfigure = True
+                self._due.add(system_id)
                 self.core.node(system_id, state.facts(), state.session.zones())
                 if state.session.bfd() != state.bfd:
                     state.bfd = dict(state.session.bfd())
@@ -781,6 +815,10 @@ class PhysicalController:
                 self._nodes_version += 1
                 self._node_fds.drop(system_id)
                 self._to_read.discard(system_id)
+                self._set_parts(system_id, state, set())
+                self._due.discard(system_id)
+                self._first.discard(system_id)
+                self._probing.discard(system_id)
                 self.nodes.pop(system_id).close()
                 self.core.node_gone(system_id)
 
@@ -789,29 +827,69 @@ class PhysicalController:
     def _realize_all(self, masters: set[str], generation: int, *, first: bool) -> int:
         """Realize `generation` on the nodes in `masters`: with `first`, only the nodes where
         a port was bound or unbound (the cloud waits for those ports' status, which is
-        reported before the others are pushed), else all. The nodes with something to send
-        are pushed in parallel (a whole table is compared by `ovs-ofctl diff-flows`, which
-        waits on the node most of its time). Returns the number of nodes sent something."""
+        reported before the others are pushed), else the others that may have something
+        to send (`_due`, the holders of the parts changed, the nodes that probe: not every
+        node mastered). The nodes with something to send are pushed in parallel (a whole
+        table is compared by `ovs-ofctl diff-flows`, which waits on the node most of its
+        time). Returns the number of nodes sent something."""
         busy = []
         changed = self.core.images.changed()
-        for system_id in sorted(masters):
+        if first:
+            candidates, self._first = self._first & masters, self._first - masters
+        else:
+            candidates = set(self._due)
+            for key in changed:
+                candidates |= self._holding.get(key, set())
+            candidates = (candidates | self._probing | self._first) & masters
+        for system_id in sorted(candidates):
             state = self.nodes[system_id]
             if first and not state.ports_changed:
                 continue
             state.ports_changed = False
-            if (state.reconfigure or state.full_sync or self._flows_due(state, changed)
-                    or self._zones_due(system_id) or state.qos_dirty
-                    or state.unconfirmed is not None
-                    or self._probes_due(system_id, state)):  # fmt: skip
+            if self._push_due(system_id, state, changed):
                 busy.append(system_id)
             elif state.realized != generation:
                 state.realized = generation
                 self._report_due = True
+        if not first:
+            self._realize_idle(masters, generation, candidates)
         if self._to_read is not None:  # (read next pass: a reply may bring their updates)
             self._to_read.update(busy)
         if len(busy) <= 1:
-            return sum(self._realize(system_id, generation) for system_id in busy)
-        return sum(self._pushers.map(lambda n: self._realize(n, generation), busy))
+            pushed = sum(self._realize(system_id, generation) for system_id in busy)
+        else:
+            pushed = sum(self._pushers.map(lambda n: self._realize(n, generation), busy))
+        if not first:  # what is still to do (a tunnel port's ofport, a record to confirm)
+            self._due = {n for n in self._due | candidates
+                         if n in self.nodes and self._still_due(self.nodes[n])}  # fmt: skip
+        return pushed
+
+    def _push_due(self, system_id: str, state: NodeState, changed: set[PartKey]) -> bool:
+        """Node `system_id` has something to be sent."""
+        return (state.reconfigure or state.full_sync or self._flows_due(state, changed)
+                or self._zones_due(system_id) or state.qos_dirty
+                or state.unconfirmed is not None
+                or self._probes_due(system_id, state))  # fmt: skip
+
+    @staticmethod
+    def _still_due(state: NodeState) -> bool:
+        """After a push: the node waits for something that another push must finish."""
+        return (state.reconfigure or state.full_sync or state.qos_dirty or state.placed
+                or state.unconfirmed is not None)  # fmt: skip
+
+    def _realize_idle(self, masters: set[str], generation: int, looked: set[str]) -> None:
+        """The masters with nothing to send (not `looked` at) realize `generation`: marked so
+        once per generation and set of masters (their status is not rewritten for it:
+        `status`), not at every pass."""
+        key = (generation, frozenset(masters))
+        if self._idle_realized == key:
+            return
+        self._idle_realized = key
+        for system_id in masters - looked:
+            state = self.nodes[system_id]
+            if state.realized != generation and not self._still_due(state):
+                state.realized = generation
+                self._report_due = True
 
     def _zones_due(self, system_id: str) -> bool:
         zones = self.core.zones(system_id)
@@ -846,6 +924,7 @@ class PhysicalController:
             self._report_due = True
             state.full_sync = True
             state.reconfigure = True
+            self._due.add(system_id)
             return False
         _log_slow_push(system_id, time.perf_counter() - began, steps, whole)
         state.pushes += 1
@@ -1012,7 +1091,9 @@ class PhysicalController:
         if state.full_sync:
             state.switch.ensure_tlv_map()
             state.switch.load(images.flows(desired), images.encoded(desired))
-            state.parts, state.pushed, state.placed = desired, True, False
+            self._set_parts(system_id, state, desired)
+            state.pushed, state.placed = True, False
+            self._pushed_states.append(state)
             state.full_sync = False
             self._bulk_loaded = True
             self._recheck |= self.core.located(system_id)  # their status waited for this
@@ -1025,8 +1106,24 @@ class PhysicalController:
             state.switch.apply(mods)
         elif mods or adds:
             state.switch.apply(mods, adds, lambda: images.flows(new))
-        state.parts, state.pushed, state.placed = desired, True, False
+        self._set_parts(system_id, state, desired)
+        if not state.pushed:
+            self._pushed_states.append(state)
+        state.pushed, state.placed = True, False
         return bool(mods or adds)
+
+    def _set_parts(self, system_id: str, state: NodeState, parts: set[PartKey]) -> None:
+        """Node `system_id` holds `parts` now (`_holding` follows; pushes run in threads)."""
+        with self._holding_lock:
+            for key in state.parts - parts:
+                holders = self._holding.get(key)
+                if holders is not None:
+                    holders.discard(system_id)
+                    if not holders:
+                        del self._holding[key]
+            for key in parts - state.parts:
+                self._holding.setdefault(key, set()).add(system_id)
+            state.parts = parts
 
     # ---- status ----
 

@@ -102,6 +102,8 @@ class Changed:
     """Nodes whose tunnel ports may have to change."""
     placed: set[str] = field(default_factory=set)
     """Nodes whose datapaths or bound ports changed: the parts of their tables."""
+    zoned: set[str] = field(default_factory=set)
+    """Nodes whose zones were given, released or adopted (a record may be due)."""
     status: bool = False
     """Something of the bindings or the generation changed (a report is due)."""
 
@@ -241,6 +243,7 @@ class Localizer:
         """One engine transaction of what changed; True if it changed anything."""
         self._place_flows()
         self._speculate_zones()
+        self._changed.zoned |= self._zoned
         for node in sorted(self._zoned):
             for weight, row in self.nodes[node].zones.take_changes():
                 (self._feed.add if weight > 0 else self._feed.discard)(("zones", node), "Zone", row)
@@ -263,6 +266,7 @@ class Localizer:
         for node in self._speculated:
             self.nodes[node].zones.release_unasked()
         self._zoned |= self._speculated
+        self._changed.zoned |= self._zoned
         self._speculated = set()
         return True
 
