@@ -138,6 +138,7 @@ class UniversalReplica:
         self.datapaths: frozenset[int] = frozenset()
         self.conn: RawConnection | None = None
         self._types: dict[str, dict[str, Any]] = {}
+        self._defaults: dict[str, dict[str, Any]] = {}
         """Table -> column -> its OVSDB type (from the server's schema, at `start`)."""
 
     def start(self, datapaths: Iterable[int] | None = None) -> list[Change]:
@@ -158,6 +159,11 @@ class UniversalReplica:
             self._types = {
                 table: {c: schema[table]["columns"][c]["type"] for c in columns}
                 for table, columns in TABLES.items()
+            }
+            # (shared by the rows: a value is replaced when it changes, never modified)
+            self._defaults = {
+                table: {c: _default(t) for c, t in types.items()}
+                for table, types in self._types.items()
             }
             requests: dict[str, Any] = {t: [{"columns": cols}] for t, cols in TABLES.items()}
             where = _where(self.datapaths)
@@ -222,9 +228,9 @@ class UniversalReplica:
         types = self._types[table]
         if "modify" not in update:  # initial or insert: the columns not at their default
             columns = update.get("insert") or update.get("initial") or {}
-            row = {c: columns[c] if c in columns else _default(t) for c, t in types.items()}
+            row = {**self._defaults[table], **columns}  # (only the columns monitored come)
         else:
-            row = dict(rows.get(uuid) or {c: _default(t) for c, t in types.items()})
+            row = dict(rows.get(uuid) or self._defaults[table])
             for column, diff in update["modify"].items():
                 row[column] = _apply_diff(_column_kind(types[column]), row[column], diff)
         rows[uuid] = row
