@@ -440,43 +440,58 @@ def _checked(result: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 class _Keeper:
-    """The thread that keeps idle connections alive (`RawConnection.keep_alive`): it looks
-    at each every half of its idle time. One per process, started with the first."""
+    """The thread that keeps idle connections alive (`RawConnection.keep_alive`). One per
+    process, started with the first connection; every `TICK` it asks one `epoll` set of
+    them which are readable, and reads those its owner has left idle: its cost is the
+    connections with something to read, not all (a sweep that read each of 3,000 node
+    connections every second, most with nothing to read, held the GIL ~15 ms at a time
+    four times a second)."""
 
     TICK = 0.25
-    """Seconds between sweeps (each connection is looked at every `idle / 2`)."""
+    """Seconds between looks (a probe is answered within `idle` + `TICK` of its coming)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._kept: dict[int, tuple[weakref.ref[RawConnection], float, Callable[[], None]]] = {}
-        self._due: dict[int, float] = {}
+        """Descriptor -> the connection on it, its idle time, its owner's wake."""
+        self._epoll: select.epoll | None = None
         self._thread: threading.Thread | None = None
 
     def add(self, conn: RawConnection, idle: float, wake: Callable[[], None]) -> None:
         """Keep `conn` alive until it closes (or is dropped)."""
+        fd = conn.fileno()
         with self._lock:
-            self._kept[id(conn)] = (weakref.ref(conn), idle, wake)
-            self._due[id(conn)] = time.monotonic() + idle / 2
+            if self._epoll is None:
+                self._epoll = select.epoll()
+            self._kept[fd] = (weakref.ref(conn), idle, wake)
+            try:
+                self._epoll.register(fd, select.EPOLLIN)
+            except FileExistsError:  # (a number reused: the old socket's entry is stale)
+                self._epoll.modify(fd, select.EPOLLIN)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="ovsdb-keeper",
                                                 daemon=True)  # fmt: skip
                 self._thread.start()
 
     def _run(self) -> None:
+        epoll = self._epoll
+        assert epoll is not None
         while True:
             time.sleep(self.TICK)
-            now = time.monotonic()
-            with self._lock:
-                due = [(key, *self._kept[key]) for key, at in self._due.items() if at <= now]
-            for key, ref, idle, wake in due:
-                conn = ref()
-                alive = conn is not None and conn._keep(idle, wake)
+            for fd, _ in epoll.poll(0):  # readable or closed (a closed socket leaves the set)
                 with self._lock:
-                    if not alive:
-                        self._kept.pop(key, None)
-                        self._due.pop(key, None)
-                    elif key in self._due:
-                        self._due[key] = time.monotonic() + idle / 2
+                    entry = self._kept.get(fd)
+                if entry is None:
+                    continue
+                ref, idle, wake = entry
+                conn = ref()
+                if conn is not None and conn._keep(idle, wake):
+                    continue
+                with self._lock:
+                    if self._kept.get(fd) is entry:
+                        del self._kept[fd]
+                        with contextlib.suppress(OSError):
+                            epoll.unregister(fd)
 
 
 _KEEPER = _Keeper()
