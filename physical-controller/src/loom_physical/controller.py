@@ -293,6 +293,10 @@ class PhysicalController:
         """The nodes `_poll_nodes` reads (None: every node): readable, or written to since
         they were read (a transaction's reply can bring their updates along)."""
         self._swept = 0.0
+        self._said_node: dict[str, str] = {}
+        """Logical_Switch_Port uuid -> the node its status names (`transport_node`)."""
+        self._said_ports: dict[str, set[str]] = {}
+        """Node -> the ports whose status names it."""
         self._due: set[str] = set()
         """Nodes that may have something to push: flagged (reconfigure, full sync, QoS,
         zones, a record to confirm, ports placed) since their last push, or still waiting.
@@ -751,8 +755,23 @@ class PhysicalController:
             self._report_due = True
             if table == "Logical_Switch_Port":
                 self._recheck.add(uuid)
+                self._port_said_on(uuid)
             elif table == "Transport_Node":
                 self._node_row_changed(uuid)
+
+    def _port_said_on(self, uuid: str) -> None:
+        """Index `Logical_Switch_Port` row `uuid` by the node its status names."""
+        old = self._said_node.pop(uuid, None)
+        if old is not None:
+            ports = self._said_ports[old]
+            ports.discard(uuid)
+            if not ports:
+                del self._said_ports[old]
+        row = self.config.rows["Logical_Switch_Port"].get(uuid)
+        node = omap(row["status"]).get("transport_node") if row is not None else None
+        if node:
+            self._said_node[uuid] = node
+            self._said_ports.setdefault(node, set()).add(uuid)
 
     def _node_row_changed(self, uuid: str) -> None:
         """Read `Transport_Node` row `uuid` again (its node's liveness, BFD, shard)."""
@@ -1135,15 +1154,17 @@ class PhysicalController:
             return
         if not all(link.up for link in self.links):
             return  # written once both are back (`_report_due` stays set)
-        check = self._recheck if masters == self._reported_masters else None
+        previous, check = self._reported_masters, self._recheck
         self._recheck, self._report_due = set(), False
         self._reported_masters = set(masters)
         core = self.core
-        if check is None:
-            located = {p: n for n in masters for p in core.located(n)}
-            check = set(located) | set(core.bindings) | set(self.config.rows["Logical_Switch_Port"])
-        else:  # only the ports to check (a change's few, not the thousands located)
-            located = {p: n for p in check for n in core.where(p) if n in masters}
+        gained = masters - previous
+        if gained:  # their ports: located there, bound there, or said to be there
+            check = check | core.bound_to(gained)
+            for node in gained:
+                check |= core.located(node) | self._said_ports.get(node, set())
+        # (a node no longer ours: its new master writes its ports)
+        located = {p: n for p in check for n in core.where(p) if n in masters}
         synced = {n for n in masters if not self.nodes[n].full_sync}
         ops = status.binding_ops(core.bindings, located, check, masters, synced,
                                  core.binding_uuids)  # fmt: skip

@@ -136,6 +136,8 @@ class Localizer:
         self._binding_port: dict[str, str] = {}
         """Port_Binding uuid -> its logical port."""
         self.binding_uuids: dict[str, str] = {}
+        self._chassis_ports: dict[str, set[str]] = {}
+        """Node -> the ports whose Port_Binding row names it as chassis."""
         """Logical port -> its Port_Binding row's uuid (do not modify)."""
         self._vif_ports: dict[str, str] = {}
         """VIF id -> its logical port (to give a new VIF's port its zone beforehand)."""
@@ -329,6 +331,10 @@ class Localizer:
         view = self.nodes.get(node)
         return view.located if view is not None else set()
 
+    def bound_to(self, nodes: Iterable[str]) -> set[str]:
+        """The ports whose binding names one of `nodes` as its chassis."""
+        return set().union(*(self._chassis_ports.get(node, ()) for node in nodes))
+
     def where(self, port: str) -> set[str]:
         """The nodes logical port `port`'s VIF is on (do not modify)."""
         return self._where.get(port, set())
@@ -405,6 +411,12 @@ class Localizer:
                 del self.binding_uuids[port]
             old = self.bindings.pop(port, None)
             self._with_qos.discard(port)
+            if old is not None and (chassis := opt(old["chassis"])) is not None:
+                ports = self._chassis_ports.get(chassis)
+                if ports is not None:
+                    ports.discard(port)
+                    if not ports:
+                        del self._chassis_ports[chassis]
             if old is not None and self._vif_ports.get(opt(old["vif_id"])) == port:
                 del self._vif_ports[opt(old["vif_id"])]
         if row is not None:
@@ -412,6 +424,8 @@ class Localizer:
             self._binding_port[uuid] = port
             self.binding_uuids[port] = uuid
             self.bindings[port] = row
+            if (chassis := opt(row["chassis"])) is not None:
+                self._chassis_ports.setdefault(str(chassis), set()).add(port)
             if vif := opt(row["vif_id"]):
                 self._vif_ports[vif] = port
             if omap(row["qos"]):
