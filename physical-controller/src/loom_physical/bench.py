@@ -603,11 +603,9 @@ def _real_table_equals(node: Any, flows: list[Any]) -> tuple[bool, int]:
     many flows it holds."""
     from loom_common.ovsdb import tool
 
-    with tempfile.NamedTemporaryFile("w", prefix="lpb-flows-", suffix=".txt") as wanted:
-        wanted.writelines(f"{flow.text()}\n" for flow in flows)
-        wanted.flush()
-        argv = [tool("ovs-ofctl"), "-O", "OpenFlow15", "diff-flows", node.openflow, wanted.name]
-        diff = subprocess.run(argv, capture_output=True, text=True, check=False)
+    wanted = "".join(f"{flow.text()}\n" for flow in flows)  # (on stdin, as Switch does)
+    argv = [tool("ovs-ofctl"), "-O", "OpenFlow15", "diff-flows", node.openflow, "/dev/stdin"]
+    diff = subprocess.run(argv, input=wanted, capture_output=True, text=True, check=False)
     dumped = node.ofctl("dump-aggregate")
     count = int(dumped.split("flow_count=")[1].split()[0])
     return diff.returncode == 0, count

@@ -55,7 +55,7 @@ from loom_ovs import packets
 from loom_ovs.manager import Manager, NodeSession, TunnelSpec, omap
 from loom_ovs.openflow import Flow, Key, Switch
 from loom_physical import status
-from loom_physical.core import Localizer, NodeFacts, node_liveness
+from loom_physical.core import Localizer, NodeFacts, node_liveness, unindex
 from loom_physical.images import PartKey
 from loom_physical.inputs import opt
 from loom_physical.rules import main_file
@@ -293,6 +293,7 @@ class PhysicalController:
         """The nodes `_poll_nodes` reads (None: every node): readable, or written to since
         they were read (a transaction's reply can bring their updates along)."""
         self._swept = 0.0
+        """When every node's session was last looked at (one closed elsewhere is seen)."""
         self._said_node: dict[str, str] = {}
         """Logical_Switch_Port uuid -> the node its status names (`transport_node`)."""
         self._said_ports: dict[str, set[str]] = {}
@@ -313,7 +314,6 @@ class PhysicalController:
         """Nodes that send ARP probes (their next pushes look at them)."""
         self._idle_realized: tuple[int, frozenset[str]] | None = None
         """(generation, masters) when every master not pushed was last marked realized."""
-        """When every node's session was last looked at (one closed elsewhere is seen)."""
         self._nodes_changed = True
         """Nodes connected or went, or `Transport_Node` rows changed (`_follow_nodes`)."""
         self._shards: set[str] | None = None
@@ -536,12 +536,11 @@ class PhysicalController:
         pushed (its push failed, or it was not ours to push) gets its whole table next time;
         then the parts' changes are forgotten (`Images.settle`)."""
         images = self.core.images
-        for key in images.changed():
-            for system_id in self._holding.get(key, ()):
-                state = self.nodes[system_id]
-                if not state.pushed:
-                    state.full_sync = True
-                    self._due.add(system_id)
+        for system_id in self._holders(images.changed()):
+            state = self.nodes[system_id]
+            if not state.pushed:
+                state.full_sync = True
+                self._due.add(system_id)
         pushed, self._pushed_states = self._pushed_states, []
         for state in pushed:
             state.pushed = False
@@ -763,10 +762,7 @@ class PhysicalController:
         """Index `Logical_Switch_Port` row `uuid` by the node its status names."""
         old = self._said_node.pop(uuid, None)
         if old is not None:
-            ports = self._said_ports[old]
-            ports.discard(uuid)
-            if not ports:
-                del self._said_ports[old]
+            unindex(self._said_ports, old, uuid)
         row = self.config.rows["Logical_Switch_Port"].get(uuid)
         node = omap(row["status"]).get("transport_node") if row is not None else None
         if node:
@@ -856,10 +852,7 @@ class PhysicalController:
         if first:
             candidates, self._first = self._first & masters, self._first - masters
         else:
-            candidates = set(self._due)
-            for key in changed:
-                candidates |= self._holding.get(key, set())
-            candidates = (candidates | self._probing | self._first) & masters
+            candidates = (self._due | self._holders(changed) | self._probing) & masters
         for system_id in sorted(candidates):
             state = self.nodes[system_id]
             if first and not state.ports_changed:
@@ -1131,15 +1124,15 @@ class PhysicalController:
         state.pushed, state.placed = True, False
         return bool(mods or adds)
 
+    def _holders(self, parts: Iterable[PartKey]) -> set[str]:
+        """The nodes that hold one of `parts` (as of their last push)."""
+        return set().union(*(self._holding.get(key, ()) for key in parts))
+
     def _set_parts(self, system_id: str, state: NodeState, parts: set[PartKey]) -> None:
         """Node `system_id` holds `parts` now (`_holding` follows; pushes run in threads)."""
         with self._holding_lock:
             for key in state.parts - parts:
-                holders = self._holding.get(key)
-                if holders is not None:
-                    holders.discard(system_id)
-                    if not holders:
-                        del self._holding[key]
+                unindex(self._holding, key, system_id)
             for key in parts - state.parts:
                 self._holding.setdefault(key, set()).add(system_id)
             state.parts = parts

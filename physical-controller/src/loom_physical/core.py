@@ -31,7 +31,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from loom_common.engine_inputs import Change, feed
 from loom_common.group_feed import GroupFeed
@@ -43,6 +43,9 @@ from loom_physical.inputs import opt, universal_tables
 from loom_physical.zones import NodeZones
 
 log = logging.getLogger(__name__)
+
+K = TypeVar("K")
+V = TypeVar("V")
 
 FLOWS = "Flow"
 """The universal replica's name for `Universal_Flow` rows (`UniversalReplica`)."""
@@ -136,9 +139,9 @@ class Localizer:
         self._binding_port: dict[str, str] = {}
         """Port_Binding uuid -> its logical port."""
         self.binding_uuids: dict[str, str] = {}
+        """Logical port -> its Port_Binding row's uuid (do not modify)."""
         self._chassis_ports: dict[str, set[str]] = {}
         """Node -> the ports whose Port_Binding row names it as chassis."""
-        """Logical port -> its Port_Binding row's uuid (do not modify)."""
         self._vif_ports: dict[str, str] = {}
         """VIF id -> its logical port (to give a new VIF's port its zone beforehand)."""
         self._vif_node: dict[str, str] = {}
@@ -225,10 +228,7 @@ class Localizer:
         self._feed.drop(("node", node))
         self._feed.drop(("zones", node))
         for dp in view.datapaths:
-            if (nodes := self._node_dps.get(dp)) is not None:
-                nodes.discard(node)
-                if not nodes:
-                    del self._node_dps[dp]
+            unindex(self._node_dps, dp, node)
 
     def set_computed(self, nodes: set[str]) -> None:
         """The nodes this controller computes flows for (masters and standbys)."""
@@ -412,11 +412,7 @@ class Localizer:
             old = self.bindings.pop(port, None)
             self._with_qos.discard(port)
             if old is not None and (chassis := opt(old["chassis"])) is not None:
-                ports = self._chassis_ports.get(chassis)
-                if ports is not None:
-                    ports.discard(port)
-                    if not ports:
-                        del self._chassis_ports[chassis]
+                unindex(self._chassis_ports, chassis, port)
             if old is not None and self._vif_ports.get(opt(old["vif_id"])) == port:
                 del self._vif_ports[opt(old["vif_id"])]
         if row is not None:
@@ -493,10 +489,8 @@ class Localizer:
         for weight, (node, dp) in delta.get("NodeDatapath", []):
             if weight > 0:
                 self._node_dps.setdefault(dp, set()).add(node)
-            elif (nodes := self._node_dps.get(dp)) is not None:
-                nodes.discard(node)
-                if not nodes:
-                    del self._node_dps[dp]
+            else:
+                unindex(self._node_dps, dp, node)
             if (view := self.nodes.get(node)) is not None:
                 (view.datapaths.add if weight > 0 else view.datapaths.discard)(dp)
             self._changed.placed.add(node)
@@ -512,10 +506,8 @@ class Localizer:
             self._changed.status = True
             if weight > 0:
                 self._where.setdefault(port, set()).add(node)
-            elif (nodes := self._where.get(port)) is not None:
-                nodes.discard(node)
-                if not nodes:
-                    del self._where[port]
+            else:
+                unindex(self._where, port, node)
             if (view := self.nodes.get(node)) is not None:
                 self._changed.located.add(node)
                 self._changed.qos.add(node)
@@ -537,6 +529,15 @@ class Localizer:
     def _zones_given(self) -> bool:
         """Zones were given that the engine has not been fed (flows wait for them)."""
         return any(w > 0 for n in self._zoned for w, _ in self.nodes[n].zones.changes)
+
+
+def unindex(index: dict[K, set[V]], key: K, value: V) -> None:
+    """Take `value` out of `index[key]`, and the key out once its set is empty."""
+    values = index.get(key)
+    if values is not None:
+        values.discard(value)
+        if not values:
+            del index[key]
 
 
 def liveness(

@@ -138,8 +138,9 @@ class UniversalReplica:
         self.datapaths: frozenset[int] = frozenset()
         self.conn: RawConnection | None = None
         self._types: dict[str, dict[str, Any]] = {}
-        self._defaults: dict[str, dict[str, Any]] = {}
         """Table -> column -> its OVSDB type (from the server's schema, at `start`)."""
+        self._defaults: dict[str, dict[str, Any]] = {}
+        """Table -> column -> its value when `update2` leaves it out."""
 
     def start(self, datapaths: Iterable[int] | None = None) -> list[Change]:
         """(Re)connect and read the flows of `datapaths` (default: those followed now);
