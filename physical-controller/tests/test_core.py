@@ -95,6 +95,36 @@ def test_a_node_gets_its_datapaths_its_ports_and_its_own_flows() -> None:
     assert [s.port_name for s in core.tunnel_specs("hv1")] == ["loom-geneve"]
 
 
+def _ways_to(core: Localizer, node: str, key: int) -> list[str]:
+    """The flows in node `node`'s table that send a packet for port key `key` by tunnel."""
+    return [f.actions for f in core.flows(node)
+            if f"reg15={key:#x}" in f.match and "tun_dst" in f.actions]  # fmt: skip
+
+
+def test_the_way_to_a_port_no_chassis_names_goes_out_with_its_vif() -> None:
+    """A port's VIF found (no chassis written yet: a cold start, a port added): the way to
+    it is in the other nodes' tables in the same computation, and its chassis, once
+    written, changes nothing; a VIF on two nodes before that: one way, to the least."""
+    core = _core("hv1", "hv2")
+    assert len(way := _ways_to(core, "hv1", 2)) == 1
+    assert "192.168.0.2->tun_dst" in way[0]
+    core.images.settle()
+    core.universal([("Port_Binding", "b2", _binding("p2", 1, 2, "vif-2", chassis="hv2"))])
+    _settle(core)
+    assert _ways_to(core, "hv1", 2) == way
+    assert core.images.changed() == set()
+
+    two = Localizer(_program())
+    two.universal(_universal())
+    two.node("hv1", NodeFacts(vifs={"vif-1": 5, "vif-2": 9}, tunnels={"loom-geneve": 20}))
+    two.node("hv2", NodeFacts(vifs={"vif-2": 7}, tunnels={"loom-geneve": 20}))
+    two.set_computed({"hv1", "hv2"})
+    two.set_liveness({"hv1", "hv2"}, set())
+    _settle(two)
+    assert len(way := _ways_to(two, "hv2", 2)) == 1
+    assert "192.168.0.1->tun_dst" in way[0]
+
+
 def test_what_changed_is_said_once() -> None:
     core = _core("hv1", "hv2")
     changed = core.take_changed()

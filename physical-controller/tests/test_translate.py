@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 
 from loom_ovs.openflow import cookie
-from loom_physical.translate import Unbound, UniversalFlow, datapath_match, physical
+from loom_physical.translate import (
+    Unbound,
+    UniversalFlow,
+    datapath_match,
+    physical,
+    physical_text,
+)
 from loom_schemas.pipeline import Table, table
 
 
@@ -69,3 +75,36 @@ def test_malformed_flows_are_refused(text: str) -> None:
 def test_next_at_a_pipelines_end_is_refused() -> None:
     with pytest.raises(ValueError, match="last stage"):
         physical(1, flow("egress\tls_out_deliver\t0\t\tresubmit(,@next)"), 1, {})
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "ingress\tls_in_l2_lkup\t50\tdl_dst=00:00:00:00:00:01\tset_field:0x1->reg15,resubmit(,@egress)",
+        "egress\tls_out_pre_acl\t0\t\tresubmit(,@next)",
+        "ingress\tls_in_arp_rsp\t50\tarp\tresubmit(,@stage:ls_out_pre_acl)",
+        "egress\tls_out_deliver\t50\treg15=0x1\tresubmit(,@deliver)",
+        "ingress\tls_in_port_sec_l2\t0\t\tdrop",
+    ],
+)
+@pytest.mark.parametrize("dp", [0, 5, 1 << 23])
+def test_the_one_step_translation_is_the_parsed_one(text: str, dp: int) -> None:
+    """`physical_text` (placing, cached by stage and actions) gives what parsing and
+    `physical` give, twice (the second from its cache)."""
+    for _ in range(2):
+        assert physical_text(dp, text, cookie(7)) == physical(dp, flow(text), 7, {})
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "ingress\tls_in_acl\t1",
+        "ingress\tno_such_stage\t1\t\tdrop",
+        "egress\tls_in_acl\t1\t\tdrop",
+        "ingress\tls_in_acl\tten\t\tdrop",
+        "egress\tls_out_deliver\t0\t\tresubmit(,@next)",
+    ],
+)
+def test_the_one_step_translation_refuses_what_parsing_refuses(text: str) -> None:
+    with pytest.raises(ValueError, match=r"universal flow|ls_in_acl|invalid|last stage"):
+        physical_text(1, text, cookie(1))

@@ -80,6 +80,8 @@ SLOW_PUSH = 0.5
 """Seconds after which a node's push is logged with where its time went."""
 LONG_PASS = 0.5
 """Seconds after which a pass counts as having made many objects (`heap.settle` follows)."""
+LOGGED_PASS = 0.05
+"""Seconds after which a pass that pushed nothing is written to the pass log all the same."""
 PUSH_THREADS = 16
 """Nodes pushed at once (a whole table is compared by `ovs-ofctl diff-flows`, whose process
 the thread waits for)."""
@@ -509,27 +511,34 @@ class PhysicalController:
             self._let_waiters_look()
         if masters is not None:
             with self._cond:
-                self._report(masters)
+                self._timed("report", self._report, masters)
             # the nodes where no port came or went, once the others' ports are up
             with self._cond:
                 if self._push_others(masters):
-                    self._report(masters)
-                self._settle_images()
+                    self._timed("report", self._report, masters)
+                self._timed("settle", self._settle_images)
                 self._cond.notify_all()
         # Whole tables are in, or a long pass made many objects (the status of thousands
         # of ports): out of the collector's sight (`loom_common.heap`).
         if self._bulk_loaded or time.perf_counter() - began > LONG_PASS:
             self._bulk_loaded = False
-            heap.settle()
+            self._timed("settle", heap.settle)
         with self._cond:
             self.passes += 1
             self._cond.notify_all()
-        if self._pass_log is not None and self._this_pass:
+        took = time.perf_counter() - began
+        if self._pass_log is not None and (self._pushed_now or took >= LOGGED_PASS):
             masters_now = masters if masters is not None else set()
-            self._pass_log.write(wall, time.perf_counter() - began, self._this_pass,
+            self._pass_log.write(wall, took, self._this_pass,
                                  self._pushed_now, len(self.nodes), len(masters_now),
                                  self.core.generation)  # fmt: skip
         self._wait()
+
+    def _timed(self, phase: str, do: Callable[..., object], *args: Any) -> None:
+        """Run `do(*args)`, its time added to this pass's `phase` (the pass log's)."""
+        began = time.perf_counter()
+        do(*args)
+        self._this_pass[phase] = self._this_pass.get(phase, 0.0) + time.perf_counter() - began
 
     def _settle_images(self) -> None:
         """The pass's pushes are done: a node that holds a part that changed and was not
@@ -652,12 +661,12 @@ class PhysicalController:
         self._mastered = set(masters)
         pushed = self._realize_all(masters, core.generation, first=True)
         realized = time.perf_counter()
+        phases = {"poll": polled - began, "engine": computed - polled,
+                  "push": realized - computed}  # fmt: skip
+        self._this_pass.update(phases)
+        self._pushed_now += pushed
         if rounds > 1 or pushed:
-            phases = {"poll": polled - began, "engine": computed - polled,
-                      "push": realized - computed}  # fmt: skip
             self.pass_phases.append((began, phases))
-            self._this_pass.update(phases)
-            self._pushed_now += pushed
         return masters
 
     def _follow_datapaths(self) -> None:
@@ -1288,8 +1297,10 @@ def _differs(last: status.NodeReport | None, now: status.NodeReport) -> bool:
 
 
 class PassLog:
-    """One JSON line per pass that computed or pushed something, appended to a file: an
-    operator's (and the benchmark's) view of where a controller's time goes.
+    """One JSON line per pass that pushed something or took `LOGGED_PASS` or more, appended
+    to a file: an operator's (and the benchmark's) view of where a controller's time goes
+    (phases: poll, engine, push, report — the status written to the databases —,
+    push_others — the second push phase —, settle).
 
         {"time": 1764000000.1, "seconds": 0.84, "phases": {"poll": 0.01, "engine": 0.5,
          "push": 0.3}, "pushed": 120, "nodes": 1500, "masters": 750, "generation": 4,

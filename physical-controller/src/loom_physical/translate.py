@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 
 from loom_ovs.openflow import Flow, cookie
 from loom_schemas.pipeline import PLACEHOLDERS, STAGES, Stage
@@ -116,3 +117,40 @@ def physical(dp: int, flow: UniversalFlow, object_cookie: int, bindings: Mapping
         match = f"{match},{flow.match}"
     return Flow(flow.stage.table, flow.priority, match, resolve(flow, bindings),
                 cookie(object_cookie))  # fmt: skip
+
+
+def physical_text(dp: int, text: str, flow_cookie: int) -> Flow:
+    """`physical(dp, UniversalFlow.parse(text), ...)` for a flow that names no identifier
+    (`"${" not in text`), in one step: a cold start places every universal flow (1.45M at
+    S=1.0, in each controller), and its datapaths share their flows' actions (~10 flows
+    per distinct stage and actions): resolved once each (`_resolved`).
+
+    Args:
+        dp: the datapath key (`ALL_SWITCHES` for the flows every switch shares).
+        text: one flow of a `Universal_Flow` row (`UniversalFlow.parse`).
+        flow_cookie: the flow's OpenFlow cookie (`cookie(row's cookie)`).
+
+    Raises:
+        ValueError: the flow is malformed (`UniversalFlow.parse`, `resolve`).
+    """
+    try:
+        pipeline, stage_name, priority, match, actions = text.split("\t")
+        table, actions = _resolved(pipeline, stage_name, actions)
+    except (ValueError, KeyError):
+        return physical(dp, UniversalFlow.parse(text), 0, {})  # (raises what it is)
+    head = SWITCHES_MATCH if dp == ALL_SWITCHES else f"metadata={dp:#x}"
+    return Flow(table, int(priority), f"{head},{match}" if match else head, actions, flow_cookie)
+
+
+@lru_cache(maxsize=1 << 17)
+def _resolved(pipeline: str, stage_name: str, actions: str) -> tuple[int, str]:
+    """The table of stage `stage_name` and `actions` resolved there (`resolve`).
+
+    Raises:
+        KeyError: an unknown stage, or one of another pipeline.
+        ValueError: see `resolve`.
+    """
+    stage = STAGES[stage_name]
+    if stage.pipeline != pipeline:
+        raise KeyError(stage_name)
+    return stage.table, resolve(UniversalFlow(stage, 0, "", actions), {})
