@@ -44,7 +44,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from loom_common import heap, procstat, runner
 from loom_common.cluster import membership
@@ -59,9 +59,12 @@ from loom_physical.core import Localizer, NodeFacts, node_liveness, unindex
 from loom_physical.images import PartKey
 from loom_physical.inputs import opt
 from loom_physical.rules import main_file
+from loom_physical.universal import DB as UNIVERSAL_DB
 from loom_physical.universal import UniversalReplica
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 POLL_MS = 1000
 SWEEP_S = 1.0
@@ -511,10 +514,12 @@ class PhysicalController:
             self._let_waiters_look()
         if masters is not None:
             with self._cond:
-                self._timed("report", self._report, masters)
-            # the nodes where no port came or went, once the others' ports are up
+                sent = self._timed("report", self._send_report, masters)
+            # the nodes where no port came or went, once the others' ports are written
             with self._cond:
-                if self._push_others(masters):
+                pushed = self._push_others(masters)
+                self._timed("report", sent.finish)
+                if pushed:
                     self._timed("report", self._report, masters)
                 self._timed("settle", self._settle_images)
                 self._cond.notify_all()
@@ -534,11 +539,12 @@ class PhysicalController:
                                  self.core.generation)  # fmt: skip
         self._wait()
 
-    def _timed(self, phase: str, do: Callable[..., object], *args: Any) -> None:
-        """Run `do(*args)`, its time added to this pass's `phase` (the pass log's)."""
+    def _timed(self, phase: str, do: Callable[..., T], *args: Any) -> T:
+        """`do(*args)`, its time added to this pass's `phase` (the pass log's)."""
         began = time.perf_counter()
-        do(*args)
+        result = do(*args)
         self._this_pass[phase] = self._this_pass.get(phase, 0.0) + time.perf_counter() - began
+        return result
 
     def _settle_images(self) -> None:
         """The pass's pushes are done: a node that holds a part that changed and was not
@@ -1149,13 +1155,22 @@ class PhysicalController:
     # ---- status ----
 
     def _report(self, masters: set[str]) -> None:
-        """Write what changed of the masters' status to the universal and config DBs: the
+        """Write what changed of the masters' status (`_send_report`) and wait for the
+        databases' answers."""
+        self._send_report(masters).finish()
+
+    def _send_report(self, masters: set[str]) -> _Sent:
+        """Send what changed of the masters' status to the universal and config DBs: the
         ports whose location, binding or config row changed since the last report (every
-        port when the nodes mastered changed), the nodes' status, the realized generation."""
+        port when the nodes mastered changed), the nodes' status, the realized generation.
+        The answers are waited for by the `_Sent` returned (`_pass` pushes the other nodes
+        meanwhile: the status is at the databases first, and their commits overlap the
+        pushes)."""
+        sent = _Sent()
         if not self._report_due and masters == self._reported_masters:
-            return
+            return sent
         if not all(link.up for link in self.links):
-            return  # written once both are back (`_report_due` stays set)
+            return sent  # written once both are back (`_report_due` stays set)
         previous, check = self._reported_masters, self._recheck
         self._recheck, self._report_due = set(), False
         self._reported_masters = set(masters)
@@ -1171,16 +1186,23 @@ class PhysicalController:
         ops = status.binding_ops(core.bindings, located, check, masters, synced,
                                  core.binding_uuids)  # fmt: skip
         if ops:
-            try:
-                self.universal.transact(ops)
-            except (TransactError, OSError) as exc:
+
+            def bindings_lost(exc: Exception) -> None:
                 log.warning("writing port bindings failed: %s", exc)
                 self._recheck |= check
                 self._report_due = True
-        self._report_config(masters, located, check, synced)
+
+            sent.send(self.universal.conn, UNIVERSAL_DB, ops, bindings_lost)
+        self._report_config(sent, masters, located, check, synced)
+        return sent
 
     def _report_config(
-        self, masters: set[str], located: dict[str, str], check: set[str], synced: set[str]
+        self,
+        sent: _Sent,
+        masters: set[str],
+        located: dict[str, str],
+        check: set[str],
+        synced: set[str],
     ) -> None:
         reports = {
             n: status.NodeReport(self.nodes[n].realized, self.nodes[n].message,
@@ -1199,22 +1221,24 @@ class PhysicalController:
                                      reports, set(self.nodes), self._seen, touched)  # fmt: skip
         ops += status.port_status_ops(self.config.rows["Logical_Switch_Port"], located, check,
                                       masters, synced)  # fmt: skip
-        ops += self._realized_ops(reports)
-        if ops:
-            conn = self.config.conn
-            assert conn is not None
-            try:
-                conn.transact("Loom_Config", ops)
-            except (TransactError, OSError) as exc:
-                log.warning("writing status failed: %s", exc)
-                self._recheck |= check
-                self._touched |= touched
-                self._rows_changed |= look
-                self._report_due = True
-                return
-        self._last_reports = reports
+        ops += self._realized_ops(sent, reports)
 
-    def _realized_ops(self, reports: dict[str, status.NodeReport]) -> list[status.Op]:
+        def status_lost(exc: Exception) -> None:
+            log.warning("writing status failed: %s", exc)
+            self._recheck |= check
+            self._touched |= touched
+            self._rows_changed |= look
+            self._report_due = True
+
+        def status_written() -> None:
+            self._last_reports = reports
+
+        if ops:
+            sent.send(self.config.conn, "Loom_Config", ops, status_lost, status_written)
+        else:
+            status_written()
+
+    def _realized_ops(self, sent: _Sent, reports: dict[str, status.NodeReport]) -> list[status.Op]:
         """Publish what the nodes mastered here have realized; with what the cluster's other
         members published, the generation every node has (`Loom_Global`, and the universal
         DB's copy)."""
@@ -1231,21 +1255,21 @@ class PhysicalController:
         realized = status.realized_generation(generation, reports, published, others)
         if realized is not None:
             ops += status.generation_ops("Loom_Global", rows, realized)
-            self._report_universal_realized(realized)
+            self._report_universal_realized(sent, realized)
         return ops
 
-    def _report_universal_realized(self, realized: int) -> None:
+    def _report_universal_realized(self, sent: _Sent, realized: int) -> None:
         """Copy the realized generation to `Universal_Global.realized_generation`."""
         ops = status.generation_ops(
             "Universal_Global", self.universal.rows["Universal_Global"], realized
         )
-        if not ops:
-            return
-        try:
-            self.universal.transact(ops)
-        except (TransactError, OSError) as exc:
+
+        def generation_lost(exc: Exception) -> None:
             log.warning("writing the realized generation failed: %s", exc)
             self._report_due = True
+
+        if ops:
+            sent.send(self.universal.conn, UNIVERSAL_DB, ops, generation_lost)
 
     # ---- for tests and tools ----
 
@@ -1294,6 +1318,38 @@ def _differs(last: status.NodeReport | None, now: status.NodeReport) -> bool:
         now.synced,
         now.bfd,
     )
+
+
+@dataclass
+class _Sent:
+    """Transactions sent and not yet answered (`PhysicalController._send_report`)."""
+
+    waiting: list[tuple[RawConnection, int, Callable[[Exception], None], Callable[[], None]]] = (
+        field(default_factory=list)
+    )
+
+    def send(self, conn: RawConnection | None, db: str, ops: list[dict[str, Any]],
+             lost: Callable[[Exception], None],
+             done: Callable[[], None] = lambda: None) -> None:  # fmt: skip
+        """Send `ops` to `db` on `conn`; at `finish`, `done()` once committed, else
+        `lost(error)` (at once if it cannot be sent)."""
+        try:
+            if conn is None:
+                raise OSError("not connected")
+            self.waiting.append((conn, conn.send_transact(db, ops), lost, done))
+        except (TransactError, OSError) as exc:
+            lost(exc)
+
+    def finish(self) -> None:
+        """Wait for every answer, in the order sent; say each outcome."""
+        waiting, self.waiting = self.waiting, []
+        for conn, request, lost, done in waiting:
+            try:
+                conn.finish_transact(request)
+            except (TransactError, OSError) as exc:
+                lost(exc)
+            else:
+                done()
 
 
 class PassLog:
