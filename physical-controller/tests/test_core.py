@@ -3,6 +3,7 @@ node facts -> each node's desired state), `NodeZones`, the status reports, `Grou
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ from loom_common.group_feed import GroupFeed
 from loom_common.realized import node_realized
 from loom_ddlog import Program
 from loom_physical import status
+from loom_physical.controller import NodeState
 from loom_physical.core import Localizer, NodeFacts, liveness
 from loom_physical.rules import main_file
 from loom_physical.zones import ZONES, NodeZones
@@ -447,3 +449,19 @@ def test_a_vif_moving_to_another_ofport_moves_its_classifier_flow(ofport: int) -
     matches = [f.match for f in core.flows("hv1") if f.table == 0]
     assert any(f"in_port={ofport}" in m for m in matches)
     assert not any("in_port=5" in m.split(",") for m in matches)
+
+
+def test_a_node_state_marks_itself_when_its_report_may_change() -> None:
+    """Setting a field of a node's status report puts the node in the controller's marks
+    (a report remakes those nodes' reports, not every node's); other fields do not."""
+    marks: set[str] = set()
+    state = NodeState(SimpleNamespace(system_id="hv1"), marks=marks)  # type: ignore[arg-type]
+    assert marks == set()  # (the controller marks a new node itself)
+    state.pushes = 3
+    state.qos_dirty = False
+    assert marks == set()
+    for name, value in (("realized", 4), ("message", "waiting"), ("bfd", {"hv2": True}),
+                        ("full_sync", False)):  # fmt: skip
+        marks.clear()
+        setattr(state, name, value)
+        assert marks == {"hv1"}, name

@@ -94,9 +94,17 @@ RETRY_DELAYS = (1.0, 2.0, 4.0, 8.0)
 cluster, so that a standby takes its nodes over, and the daemon exits non-zero."""
 
 
+REPORTED = frozenset({"realized", "message", "bfd", "full_sync"})
+"""The `NodeState` fields its status report (`status.NodeReport`) is made of."""
+
+
 @dataclass
 class NodeState:
-    """What the shell holds for one connected node (the core holds what it decides)."""
+    """What the shell holds for one connected node (the core holds what it decides).
+
+    Setting a field of its status report (`REPORTED`) adds the node to `marks` (the
+    controller's nodes whose report may have changed: a report rebuilds theirs, not every
+    node's)."""
 
     session: NodeSession
     parts: set[PartKey] = field(default_factory=set)
@@ -131,6 +139,15 @@ class NodeState:
     """The node's BFD verdicts last seen (published in its status)."""
     probed_at: float = 0.0
     """When its next hops were last probed (0: due)."""
+    marks: set[str] | None = field(default=None, repr=False, compare=False)
+    """The controller's nodes whose report may have changed (None: reported by nobody)."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)
+        if name in REPORTED:
+            marks = self.__dict__.get("marks")
+            if marks is not None:
+                marks.add(self.session.system_id or "")
 
     def facts(self) -> NodeFacts:
         """What its OVSDB says that the rules read."""
@@ -335,7 +352,11 @@ class PhysicalController:
         self._rows_changed: set[str] = set()
         """`Transport_Node` rows changed since the last status report (looked at again)."""
         self._last_reports: dict[str, status.NodeReport] = {}
-        """What the last status report said of each node mastered."""
+        """What the last status report written said of each node mastered."""
+        self._reports: dict[str, status.NodeReport] = {}
+        """Each node mastered's report as last made (`_report_config`)."""
+        self._report_marks: set[str] = set()
+        """Nodes whose report may differ from `_reports` (`NodeState.marks`)."""
         self._touched: set[str] = set()
         """Nodes pushed something, or whose message or realized generation changed, since
         the last status report (their rows say so: `status.node_status_ops`)."""
@@ -518,7 +539,7 @@ class PhysicalController:
             # the nodes where no port came or went, once the others' ports are written
             with self._cond:
                 pushed = self._push_others(masters)
-                self._timed("report", sent.finish)
+                self._timed("report_wait", sent.finish)
                 if pushed:
                     self._timed("report", self._report, masters)
                 self._timed("settle", self._settle_images)
@@ -744,7 +765,8 @@ class PhysicalController:
                 continue
             state = self.nodes.get(system_id)
             if state is None:
-                state = self.nodes[system_id] = NodeState(session)
+                state = self.nodes[system_id] = NodeState(session, marks=self._report_marks)
+                self._report_marks.add(system_id)
             else:
                 state.close()  # the node came back: a new session, a new OpenFlow channel
                 state.session, state.switch = session, None
@@ -1204,16 +1226,13 @@ class PhysicalController:
         check: set[str],
         synced: set[str],
     ) -> None:
-        reports = {
-            n: status.NodeReport(self.nodes[n].realized, self.nodes[n].message,
-                                 self.nodes[n].bfd, n in synced)
-            for n in masters
-        }  # fmt: skip
+        reports, remade = self._remake_reports(masters)
         touched, self._touched = self._touched, set()
         rows_changed, self._rows_changed = self._rows_changed, set()
         # The rows to look at: of nodes pushed something, whose report changed, whose row
         # changed, or gone (not every node's at every change).
-        changed = {n for n, r in reports.items() if _differs(self._last_reports.get(n), r)}
+        last = self._last_reports
+        changed = {n for n in remade if _differs(last.get(n), reports[n])}
         look = {self._node_uuid[n] for n in touched | changed | (self._seen - set(self.nodes))
                 if n in self._node_uuid} | rows_changed  # fmt: skip
         nodes = self.config.rows["Transport_Node"]
@@ -1228,15 +1247,34 @@ class PhysicalController:
             self._recheck |= check
             self._touched |= touched
             self._rows_changed |= look
+            self._report_marks |= remade  # compared with what was written, next time
             self._report_due = True
 
         def status_written() -> None:
-            self._last_reports = reports
+            for n in last.keys() - reports.keys():
+                del last[n]
+            last.update((n, reports[n]) for n in remade)
 
         if ops:
             sent.send(self.config.conn, "Loom_Config", ops, status_lost, status_written)
         else:
             status_written()
+
+    def _remake_reports(self, masters: set[str]) -> tuple[dict[str, status.NodeReport], set[str]]:
+        """Every node mastered's report, and the nodes whose report was made again: those
+        marked since the last report and those newly mastered (cost: those, not every node
+        mastered, at every pass that reports)."""
+        reports = self._reports
+        for n in reports.keys() - masters:
+            del reports[n]
+        marks = set(self._report_marks)  # (the set the nodes hold: emptied, not replaced)
+        self._report_marks.clear()
+        remade = (marks & masters) | (masters - reports.keys())
+        for n in remade:
+            state = self.nodes[n]
+            reports[n] = status.NodeReport(state.realized, state.message, state.bfd,
+                                           not state.full_sync)  # fmt: skip
+        return reports, remade
 
     def _realized_ops(self, sent: _Sent, reports: dict[str, status.NodeReport]) -> list[status.Op]:
         """Publish what the nodes mastered here have realized; with what the cluster's other
@@ -1355,8 +1393,8 @@ class _Sent:
 class PassLog:
     """One JSON line per pass that pushed something or took `LOGGED_PASS` or more, appended
     to a file: an operator's (and the benchmark's) view of where a controller's time goes
-    (phases: poll, engine, push, report — the status written to the databases —,
-    push_others — the second push phase —, settle).
+    (phases: poll, engine, push, report — the status sent to the databases —, push_others
+    — the second push phase —, report_wait — the databases' answers —, settle).
 
         {"time": 1764000000.1, "seconds": 0.84, "phases": {"poll": 0.01, "engine": 0.5,
          "push": 0.3}, "pushed": 120, "nodes": 1500, "masters": 750, "generation": 4,
