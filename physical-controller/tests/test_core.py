@@ -111,10 +111,17 @@ def test_the_way_to_a_port_no_chassis_names_goes_out_with_its_vif() -> None:
     assert len(way := _ways_to(core, "hv1", 2)) == 1
     assert "192.168.0.2->tun_dst" in way[0]
     core.images.settle()
+    bindings = core.program.dump("Port_Binding")
     core.universal([("Port_Binding", "b2", _binding("p2", 1, 2, "vif-2", chassis="hv2"))])
     _settle(core)
     assert _ways_to(core, "hv1", 2) == way
     assert core.images.changed() == set()
+    # the chassis reaches the rules as VifChassis alone: the binding itself is unchanged
+    assert core.program.dump("Port_Binding") == bindings
+    assert ("p2", 1, 2, "hv2") in core.program.dump("VifChassis")
+    core.universal([("Port_Binding", "b2", None)])
+    _settle(core)
+    assert [row for row in core.program.dump("VifChassis") if row[0] == "p2"] == []
 
     two = Localizer(_program())
     two.universal(_universal())

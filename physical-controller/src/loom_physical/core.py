@@ -55,7 +55,7 @@ BY_NODE = {"Tunnel": "from_node", "Node_Endpoint": "node"}
 Delta = dict[str, list[tuple[int, tuple[Any, ...]]]]
 INPUTS = ("Datapath", "Port_Binding", "Node_Endpoint", "Gateway_Assignment", "Replication_Set",
           "Node", "Iface", "FlowTunnel", "TunnelPort", "Zone", "Live", "Uplink", "Neighbour",
-          "Bfd")  # fmt: skip
+          "Bfd", "VifChassis")  # fmt: skip
 """The physical rules' input relations (`rules/physical/inputs.dl`, `universal.dl`)."""
 
 
@@ -409,6 +409,7 @@ class Localizer:
         if port is not None:
             if self.binding_uuids.get(port) == uuid:
                 del self.binding_uuids[port]
+                self._feed.drop(("chassis", port))
             old = self.bindings.pop(port, None)
             self._with_qos.discard(port)
             if old is not None and (chassis := opt(old["chassis"])) is not None:
@@ -424,6 +425,11 @@ class Localizer:
                 self._chassis_ports.setdefault(str(chassis), set()).add(port)
             if vif := opt(row["vif_id"]):
                 self._vif_ports[vif] = port
+            if row["type"] == "vif":
+                at = (port, int(row["datapath"]), int(row["port_key"]), opt(row["chassis"]))
+                self._feed.replace(("chassis", port), {"VifChassis": {at}})
+            else:
+                self._feed.drop(("chassis", port))
             if omap(row["qos"]):
                 self._with_qos.add(port)
             self._new_bindings.add(port)
