@@ -51,19 +51,28 @@ class UniversalFlow:
         Raises:
             ValueError: malformed text, an unknown stage, or a stage of another pipeline.
         """
-        try:
-            pipeline, stage_name, priority, match, actions = text.split("\t")
-            stage = STAGES[stage_name]
-        except (ValueError, KeyError):
-            raise ValueError(f"not a universal flow: {text!r}") from None
-        if stage.pipeline != pipeline:
-            raise ValueError(f"stage {stage_name} is not in the {pipeline} pipeline: {text!r}")
-        return cls(stage, int(priority), match, actions)
+        return cls(*_fields(text))
 
     @property
     def identifiers(self) -> frozenset[str]:
         """The `${...}` identifiers the actions name."""
         return frozenset(_IDENT.findall(self.actions))
+
+
+def _fields(text: str) -> tuple[Stage, int, str, str]:
+    """A universal flow's (stage, priority, match, actions) (`UniversalFlow.parse`).
+
+    Raises:
+        ValueError: malformed text, an unknown stage, or a stage of another pipeline.
+    """
+    try:
+        pipeline, stage_name, priority, match, actions = text.split("\t")
+        stage = STAGES[stage_name]
+    except (ValueError, KeyError):
+        raise ValueError(f"not a universal flow: {text!r}") from None
+    if stage.pipeline != pipeline:
+        raise ValueError(f"stage {stage_name} is not in the {pipeline} pipeline: {text!r}")
+    return stage, int(priority), match, actions
 
 
 def datapath_match(dp: int) -> str:
@@ -133,24 +142,17 @@ def physical_text(dp: int, text: str, flow_cookie: int) -> Flow:
     Raises:
         ValueError: the flow is malformed (`UniversalFlow.parse`, `resolve`).
     """
-    try:
-        pipeline, stage_name, priority, match, actions = text.split("\t")
-        table, actions = _resolved(pipeline, stage_name, actions)
-    except (ValueError, KeyError):
-        return physical(dp, UniversalFlow.parse(text), 0, {})  # (raises what it is)
+    stage, priority, match, actions = _fields(text)
     head = SWITCHES_MATCH if dp == ALL_SWITCHES else f"metadata={dp:#x}"
-    return Flow(table, int(priority), f"{head},{match}" if match else head, actions, flow_cookie)
+    return Flow(stage.table, priority, f"{head},{match}" if match else head,
+                _resolved(stage.name, actions), flow_cookie)  # fmt: skip
 
 
 @lru_cache(maxsize=1 << 17)
-def _resolved(pipeline: str, stage_name: str, actions: str) -> tuple[int, str]:
-    """The table of stage `stage_name` and `actions` resolved there (`resolve`).
+def _resolved(stage_name: str, actions: str) -> str:
+    """`actions` resolved at stage `stage_name` (`resolve`, no identifier bound).
 
     Raises:
-        KeyError: an unknown stage, or one of another pipeline.
         ValueError: see `resolve`.
     """
-    stage = STAGES[stage_name]
-    if stage.pipeline != pipeline:
-        raise KeyError(stage_name)
-    return stage.table, resolve(UniversalFlow(stage, 0, "", actions), {})
+    return resolve(UniversalFlow(STAGES[stage_name], 0, "", actions), {})

@@ -265,11 +265,6 @@ class UniversalReplica:
         """True if updates already received wait for `poll()`."""
         return self.conn is not None and self.conn.has_pending()
 
-    def transact(self, ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Write to the universal DB (the replica's connection)."""
-        assert self.conn is not None
-        return self.conn.transact(DB, ops)
-
     def close(self) -> None:
         """Close the connection."""
         if self.conn is not None:
