@@ -12,6 +12,7 @@ import http.client
 import json
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,6 +66,8 @@ class Writer:
 
     api: Api
     acked: list[str] = field(default_factory=list)
+    acked_at: list[float] = field(default_factory=list)
+    """When each acknowledgement arrived (monotonic seconds)."""
     refused: list[tuple[int, Any]] = field(default_factory=list)
     stop: threading.Event = field(default_factory=threading.Event)
     progress: threading.Condition = field(default_factory=threading.Condition)
@@ -84,6 +87,7 @@ class Writer:
             with self.progress:
                 if status == 201:
                     self.acked.append(name)
+                    self.acked_at.append(time.monotonic())
                 else:
                     self.refused.append((status, body))
                 self.progress.notify_all()
@@ -147,6 +151,7 @@ def test_kill9_ovsdb_server_503_then_recovers_without_restart(
     writer = Writer(api).start()
     writer.wait_for(lambda w: len(w.acked) >= 30)
     config_db.kill9()
+    killed = time.monotonic()
     writer.wait_for(lambda w: any(status == 503 for status, _ in w.refused))
     status, body = api.status("GET", "/api/v1/transport-zones")
     assert status == 503
@@ -156,7 +161,11 @@ def test_kill9_ovsdb_server_503_then_recovers_without_restart(
     assert health == 503
     acked_while_down = len(writer.acked)
     config_db.restart()
+    restarted = time.monotonic()
     writer.wait_for(lambda w: len(w.acked) >= acked_while_down + 10)
+    print(json.dumps({"database_restart_to_first_write_s":
+                      round(writer.acked_at[acked_while_down] - restarted, 3),
+                      "down_for_s": round(restarted - killed, 3)}))  # fmt: skip
     writer.finish()
     assert api.daemon.running, "the API server must recover without a restart"
     assert set(writer.acked) <= stored_zone_names(api)
@@ -175,8 +184,11 @@ def test_kill9_cluster_member_loses_no_acknowledged_change(
         m for m in config_db_cluster.members if "Role: leader" in config_db_cluster.member_status(m)
     )
     leader.kill9()
+    killed = time.monotonic()
     before = len(writer.acked)
     writer.wait_for(lambda w: len(w.acked) >= before + 30)
+    print(json.dumps({"leader_killed_to_first_write_s":
+                      round(writer.acked_at[before] - killed, 3)}))  # fmt: skip
     leader.restart()
     config_db_cluster.wait_member(leader, WAIT)
     writer.finish()

@@ -15,6 +15,7 @@ import pytest
 from loom_common import cli
 from loom_common.ovsdb import free_port, tool
 from loom_common.procs import pid_exists
+from loom_common.supervise import RestartPolicy, Supervisor
 
 LOOM = Path(sys.executable).parent / "loom"
 
@@ -164,32 +165,48 @@ class _Proc:
     def __init__(self) -> None:
         self.running = True
         self.stopped = False
+        self.restarts = 0
 
     def stop(self) -> None:
         self.running = False
         self.stopped = True
 
+    def restart(self) -> None:
+        self.restarts += 1
+        self.running = True
 
-def test_watch_reports_each_dead_process_once_and_stop_is_newest_first(tmp_path: Path) -> None:
+
+def test_watch_restarts_a_dead_daemon_reports_the_demo_once_and_stop_is_newest_first(
+    tmp_path: Path,
+) -> None:
     deployment = cli.Deployment(
         tmp_path, api_port=1, admin_token="t", tenant_tokens=[], db_cluster=False
     )
-    db, api = _Proc(), _Proc()
-    deployment.processes = {"config DB": db, "API server": api}
+    db, api, demo = _Proc(), _Proc(), _Proc()
+    deployment.processes = {"config DB": db, "API server": api, "demo nodes": demo}
     reports: list[str] = []
     ticks = [0]
 
     def sleep(seconds: float) -> None:
         ticks[0] += 1
         if ticks[0] == 1:
-            api.running = False
+            api.running = demo.running = False
         if ticks[0] == 3:
             raise cli.Stopped(signal.SIGINT)
 
+    supervisor = Supervisor(deployment.processes, lambda n: n not in cli.UNSUPERVISED,
+                            policy=RestartPolicy(first_delay=0.0), where=str(tmp_path))  # fmt: skip
     with pytest.raises(cli.Stopped):
-        cli.watch(deployment, sleep=sleep, err=reports.append)
-    assert reports == [f"loom: API server exited; see its log under {tmp_path}"]
+        cli.watch(deployment, sleep=sleep, err=reports.append, supervisor=supervisor)
+    assert api.restarts == 1
+    assert api.running
+    assert db.restarts == 0
+    assert demo.restarts == 0
+    assert reports[0] == "loom: API server exited; restarting it in 0.00 s"
+    assert reports[1].startswith("loom: API server restarted (")
+    assert reports[2:] == [f"loom: demo nodes exited; see its log under {tmp_path}"]
 
+    del deployment.processes["demo nodes"]
     order: list[str] = []
     db.stop = lambda: order.append("db")  # type: ignore[method-assign]
     api.stop = lambda: order.append("api")  # type: ignore[method-assign]

@@ -1,10 +1,11 @@
 """The `loom` command: the local deployment's composition root.
 
 `loom up` starts, in order, the configuration database (standalone, or a 3-member RAFT
-cluster with `--db-cluster`), the universal-flow database, ZooKeeper, the API server and a
-logical controller, prints the API URL and the admin token, and stays up until Ctrl-C or
-SIGTERM, then stops everything it started (by PID, newest first). Issue 5 adds the physical
-controllers and simulated transport nodes to `Deployment`.
+cluster with `--db-cluster`), the universal-flow database, ZooKeeper, the API server, a
+logical and a physical controller (and with `--demo`, simulated transport nodes), prints the
+API URL and the admin token, and stays up until Ctrl-C or SIGTERM, restarting a daemon that
+dies (`loom_common.supervise`: bounded backoff, a line each time, left down after repeated
+quick failures); then it stops everything it started (by PID, newest first).
 
 `loom db` starts only the configuration database and prints its remote.
 
@@ -49,6 +50,7 @@ from loom_common.errors import LoomError
 from loom_common.ovsdb import OvsdbCluster, OvsdbServer, free_port, tool
 from loom_common.procs import Daemon, listens_on
 from loom_common.statedir import claim, release
+from loom_common.supervise import Supervisor
 from loom_common.zookeeper import ZooKeeperServer
 from loom_schemas import CONFIG_SCHEMA, UNIVERSAL_SCHEMA, schema_path
 
@@ -81,7 +83,8 @@ class Stopped(BaseException):
 
 
 class Process(Protocol):
-    """Anything the deployment started: it can say whether it runs, and be stopped."""
+    """Anything the deployment started: it can say whether it runs, be stopped, and be
+    started again on its own files (`loom_common.supervise`)."""
 
     @property
     def running(self) -> bool:
@@ -89,6 +92,13 @@ class Process(Protocol):
 
     def stop(self) -> object:
         """Stop it (by the PIDs it started)."""
+
+    def restart(self) -> object:
+        """Start it again after it died."""
+
+
+UNSUPERVISED = frozenset({"demo nodes"})
+"""Processes `loom up` reports when they die but does not restart."""
 
 
 def stop_on_signals(install: InstallHandler = signal.signal) -> None:
@@ -191,8 +201,7 @@ def admin_token(args: argparse.Namespace, environ: dict[str, str] | os._Environ[
 class Deployment:
     """What `loom up` runs; `start()` brings it up in order, `stop()` tears it down in reverse.
 
-    Later issues add ZooKeeper, the controllers and transport nodes as further `_start_*`
-    steps; each step appends what it started to `processes` before waiting on it, so a
+    Each `_start_*` step appends what it started to `processes` before waiting on it, so a
     failure or a signal during startup still stops it.
     """
 
@@ -357,26 +366,27 @@ def watch(
     deployment: Deployment,
     *,
     sleep: Callable[[float], None] = time.sleep,
-    interval: float = 1.0,
+    interval: float = 0.25,
     err: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
+    supervisor: Supervisor | None = None,
 ) -> None:
-    """Report processes of `deployment` that die, until a signal raises `Stopped`.
-
-    A dead process is reported once and not restarted: the operator decides (a RAFT cluster
-    keeps serving without one member; the API server does not).
+    """Restart the deployment's daemons that die (`loom_common.supervise`), until a signal
+    raises `Stopped`. The demo's nodes are not restarted (reported once): they are the
+    demo's, not Loom's.
 
     Args:
         deployment: the running deployment.
         sleep: how to wait between checks.
         interval: seconds between checks.
-        err: where reports go.
+        err: where the supervisor's lines go.
+        supervisor: the supervisor (default: one with `loom up`'s policy).
     """
-    reported: set[str] = set()
+    if supervisor is None:
+        supervisor = Supervisor(deployment.processes, lambda name: name not in UNSUPERVISED,
+                                where=str(deployment.state_dir))  # fmt: skip
     while True:
-        for name in deployment.dead():
-            if name not in reported:
-                reported.add(name)
-                err(f"loom: {name} exited; see its log under {deployment.state_dir}")
+        for line in supervisor.tick():
+            err(line)
         sleep(interval)
 
 

@@ -63,6 +63,8 @@ class Daemon:
         self._clock = clock
         self._sleep = sleep
         self._proc: subprocess.Popen[bytes] | None = None
+        self._ready: Callable[[], bool] | None = None
+        self._ready_timeout = 30.0
 
     @property
     def pid(self) -> int | None:
@@ -89,6 +91,7 @@ class Daemon:
         """
         if self.running:
             raise DaemonError(name=self.name, detail="already running")
+        self._ready, self._ready_timeout = ready, timeout
         self.state_dir.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, **(self._env or {})}
         with self.log_path.open("ab") as log:
@@ -161,6 +164,16 @@ class Daemon:
                 proc.wait()
         self._forget_pid()
         return proc.returncode
+
+    def restart(self) -> Daemon:
+        """Start it again with the command and readiness of its last `start()` (after it
+        died, or was stopped or killed).
+
+        Raises:
+            DaemonError: as `start()`.
+        """
+        self.stop()
+        return self.start(ready=self._ready, timeout=self._ready_timeout)
 
     def kill9(self) -> None:
         """Kill the process with SIGKILL, as a crash would (durability tests), and reap it.
