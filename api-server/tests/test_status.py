@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from loom_api.store import Store, WriteView
+from loom_common.liveness import LEASE_S, Heartbeat
+from loom_common.testing import wait_for
 
 if TYPE_CHECKING:  # (mypy checks api-server/tests as top-level modules)
     from loom_api.testing import ApiClient
@@ -135,3 +138,27 @@ def test_node_status_is_for_the_admin_only(
     assert anonymous.get(f"{NODES}/{node['id']}/status").status_code == 401
     assert admin.get(f"{NODES}/{MISSING}/status").status_code == 404
     assert admin.get(f"{NODES}/junk/status").status_code == 404
+
+
+def test_node_status_ages_out_when_its_controller_stops_beating(
+    admin: ApiClient, node: dict[str, Any], store: Store, config_db: Any
+) -> None:
+    """A node whose controller wrote "connected" shows not connected once the controller's
+    heartbeat stops (a dead or hung controller writes nothing more)."""
+    beat = Heartbeat(config_db.remote, "pc-2", interval=0.1).start()
+    try:
+        said = {"connected": "true", "controller": "pc-2", "realized_generation": "7"}
+        set_status(store, "Transport_Node", node["id"], said)
+        wait_for(lambda: beat.beats >= 3, 10, what="three beats")
+        body = admin.get(f"{NODES}/{node['id']}/status").get_json()
+        assert body["connected"] is True
+        assert body["message"] is None
+    finally:
+        beat.stop()
+    url = f"{NODES}/{node['id']}/status"
+    wait_for(lambda: admin.get(url).get_json()["connected"] is False, LEASE_S + 10,
+             what="the node shown not connected")  # fmt: skip
+    body = admin.get(url).get_json()
+    assert body["controller"] == "pc-2"
+    assert body["message"].startswith("its physical controller pc-2 has not been heard from")
+    assert store.liveness.silent_for("pc-2", time.monotonic()) > LEASE_S

@@ -42,6 +42,7 @@ import ovs.poller
 import ovs.vlog
 
 from loom_api import errors
+from loom_common.liveness import Liveness
 
 LOG = logging.getLogger(__name__)
 
@@ -94,8 +95,10 @@ def _index_entry(index: Any, row: Any) -> Any:
 class ReadView:
     """Read access to the replica; valid only inside `Store.read` / `Store.write` callbacks."""
 
-    def __init__(self, idl: Any) -> None:
+    def __init__(self, idl: Any, liveness: Liveness | None = None) -> None:
         self._idl = idl
+        self.liveness = liveness
+        """The physical controllers' beats as this API server saw them (None: not kept)."""
 
     def rows(self, table: str) -> Iterator[Any]:
         """Yield every row of `table` (python-ovs `Row` objects)."""
@@ -153,8 +156,8 @@ class ReadView:
 class WriteView(ReadView):
     """A `ReadView` plus the changes of one transaction; valid only inside `Store.write`."""
 
-    def __init__(self, idl: Any, txn: Any) -> None:
-        super().__init__(idl)
+    def __init__(self, idl: Any, txn: Any, liveness: Liveness | None = None) -> None:
+        super().__init__(idl, liveness)
         self._txn = txn
         self.inserted_ids: list[uuidlib.UUID] = []
 
@@ -301,6 +304,9 @@ class Store:
         self._running = False
         self._thread: threading.Thread | None = None
         self._seen: tuple[int, bool] = (-1, False)
+        self.liveness = Liveness(time.monotonic())
+        """The physical controllers' beats (`loom_common.liveness`), kept by the IDL
+        thread: a node whose controller is silent is shown not connected."""
 
     # ---- lifecycle -----------------------------------------------------------------------
 
@@ -355,7 +361,7 @@ class Store:
         with self._lock:
             if not self._monitoring():
                 raise errors.Unavailable(detail=f"no connection to {self._remote}")
-            return fn(ReadView(self._idl))
+            return fn(ReadView(self._idl, self.liveness))
 
     def write(self, fn: Callable[[WriteView], T]) -> Committed[T]:
         """Run `fn` in a transaction on the IDL thread; return its result and the new generation.
@@ -380,7 +386,7 @@ class Store:
         deadline = time.monotonic() + timeout
         with self._changed:
             while True:
-                realized = ReadView(self._idl).realized_generation()
+                realized = ReadView(self._idl, self.liveness).realized_generation()
                 left = deadline - time.monotonic()
                 if realized >= generation or left <= 0:
                     return realized
@@ -390,7 +396,7 @@ class Store:
     def locked(self) -> Iterator[ReadView]:
         """Hold the replica lock for a sequence of reads that must agree (tests, status)."""
         with self._lock:
-            yield ReadView(self._idl)
+            yield ReadView(self._idl, self.liveness)
 
     # ---- the IDL thread ------------------------------------------------------------------
 
@@ -418,6 +424,9 @@ class Store:
             state = (self._idl.change_seqno, self._monitoring())
             if state != self._seen:
                 self._seen = state
+                glob = ReadView(self._idl).global_row()
+                if glob is not None:
+                    self.liveness.observe(glob.external_ids, time.monotonic())
                 self._changed.notify_all()
 
     def _block(self, timeout_ms: int | None = None, txn: Any = None) -> None:
@@ -471,7 +480,7 @@ class Store:
             with self._lock:
                 seqno = self._idl.change_seqno
                 txn = ovs.db.idl.Transaction(self._idl)
-                view = WriteView(self._idl, txn)
+                view = WriteView(self._idl, txn, self.liveness)
                 try:
                     result = job.fn(view)
                 except BaseException:
@@ -486,7 +495,7 @@ class Store:
             sent = status == txn.INCOMPLETE
             status = self._finish(txn, job.deadline)
             if status == txn.UNCHANGED:  # `fn` changed nothing: no new generation
-                return Committed(result, ReadView(self._idl).generation(), {})
+                return Committed(result, ReadView(self._idl, self.liveness).generation(), {})
             if status == txn.SUCCESS:
                 generation = txn.get_increment_new_value() if global_row is not None else 1
                 inserted = {temp: txn.get_insert_uuid(temp) for temp in view.inserted_ids}

@@ -48,6 +48,7 @@ from typing import Any, TypeVar
 
 from loom_common import heap, procstat, runner
 from loom_common.cluster import membership
+from loom_common.liveness import Heartbeat
 from loom_common.ovsdb import OvsdbError, RawConnection, Replica, TransactError, readable
 from loom_common.reconnect import CONNECTION_ERRORS, Link
 from loom_ddlog import Program
@@ -266,6 +267,8 @@ class PhysicalController:
             },
             wake=self._wake,
         )
+        self.heartbeat = Heartbeat(config_remote, name)
+        """Tells the config DB's readers this controller is there (`loom_common.liveness`)."""
         self.links = (Link("Loom_Universal", self.universal), Link("Loom_Config", self.config))
         """The databases' connections: each up, or down and reconnecting (`Link`)."""
         self._universal_link, self._config_link = self.links
@@ -382,6 +385,7 @@ class PhysicalController:
             ).start()
         self._thread = threading.Thread(target=self._loop, name=f"physical-{self.name}")
         self._thread.start()
+        self.heartbeat.start()
         self._acceptor = threading.Thread(target=self._accepting, name=f"accept-{self.name}",
                                           daemon=True)  # fmt: skip
         self._acceptor.start()
@@ -419,6 +423,7 @@ class PhysicalController:
             return
         self._stop.set()
         self._wake()
+        self.heartbeat.stop()
         if self._thread is not None:
             self._thread.join(timeout)
         if self._acceptor is not None:
@@ -588,6 +593,7 @@ class PhysicalController:
             return
         log.error("physical controller %s cannot continue: %s", self.name, reason)
         runner.leave_cluster(self._member, log)
+        self.heartbeat.stop()  # its nodes' status ages out
         self.failure = reason  # once it has left: whoever sees the failure sees it gone
         with self._cond:
             self._cond.notify_all()

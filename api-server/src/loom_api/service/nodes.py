@@ -8,6 +8,7 @@ and may.
 
 from __future__ import annotations
 
+import time
 from typing import Any, Literal
 
 from pydantic import Field
@@ -27,6 +28,7 @@ from loom_api.service.types import (
 )
 from loom_api.service.zones import TransportZones
 from loom_api.store import ReadView, WriteView
+from loom_common.liveness import node_view
 from loom_common.realized import node_realized
 
 
@@ -52,8 +54,11 @@ class TransportNodeBody(Body):
 
 
 def node_status(view: ReadView, row: Any) -> dict[str, Any]:
-    """Return a node's status as physical controllers report it; disconnected until then."""
+    """Return a node's status as physical controllers report it; disconnected until then,
+    and when its controller has gone silent (`loom_common.liveness`)."""
     status = row.status
+    if view.liveness is not None:
+        status = node_view(status, view.liveness, time.monotonic())
     glob = view.global_row()
     published = dict(glob.external_ids) if glob is not None else {}
     return {
