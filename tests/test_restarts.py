@@ -14,6 +14,8 @@ came back.
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 import threading
 import time
@@ -29,6 +31,7 @@ from loom_api.auth import Tokens
 from loom_api.store import Store
 from loom_api.testing import ApiClient, running_store
 from loom_common.cluster import membership
+from loom_common.liveness import LEASE_S
 from loom_common.ovsdb import OvsdbCluster, OvsdbServer, free_port
 from loom_common.procs import Daemon, listens_on
 from loom_common.testing import register_log, wait_for
@@ -359,3 +362,37 @@ def test_a_controller_that_cannot_continue_leaves_the_cluster(
         for physical in physicals:
             physical.stop()
         logical.stop()
+
+
+def _nodes_connected(site: Site) -> dict[str, bool]:
+    """Each transport node's `connected`, as the API shows it."""
+    items = site.api.get("/api/v1/transport-nodes").get_json()["items"]
+    return {item["name"]: item["status"]["connected"] for item in items}
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("site", ["standalone"], indirect=True)
+def test_a_hung_physical_controller_shows_and_its_nodes_keep_forwarding(site: Site) -> None:
+    """SIGSTOP of the only physical controller (a hang, longer than its ZooKeeper session):
+    its nodes' status says it is gone within the lease, their flows keep forwarding; after
+    SIGCONT it masters them again and a change made then is installed."""
+    physical = site.controllers["physical"]
+    assert physical.pid is not None
+    assert _nodes_connected(site) == {"hv1": True, "hv2": True}
+    os.kill(physical.pid, signal.SIGSTOP)
+    try:
+        stopped = time.monotonic()
+        wait_for(lambda: _nodes_connected(site) == {"hv1": False, "hv2": False},
+                 LEASE_S + 10, "the nodes shown not connected")  # fmt: skip
+        shown = time.monotonic() - stopped
+        items = site.api.get("/api/v1/transport-nodes").get_json()["items"]
+        assert all("physical-0 has not been heard from" in item["status"]["message"]
+                   for item in items)  # fmt: skip
+        site.reachable("p2", timeout=10)  # the flows stay on the nodes
+        wait_for(lambda: time.monotonic() - stopped > SESSION + 1, WAIT, "the session's end")
+    finally:
+        os.kill(physical.pid, signal.SIGCONT)
+    print(f"hung controller -> nodes shown not connected after {shown:.2f} s")
+    wait_for(lambda: _nodes_connected(site) == {"hv1": True, "hv2": True}, WAIT,
+             "the nodes connected again")  # fmt: skip
+    _check_after(site)

@@ -62,6 +62,22 @@ def _run(argv: list[str], *, check: bool = True, stdin: str | None = None) -> st
     return done.stdout
 
 
+def _add_route(node: OvsNode, prefix: str, bridge: str, timeout: float = 10.0) -> None:
+    """`ovs/route/add PREFIX BRIDGE`, again until ovs-vswitchd takes it: it refuses the
+    route ("Error while inserting route") until it has learned the bridge's address, which
+    on the netdev datapath comes from the kernel a moment after `ip addr add` (one demo
+    start in seven failed on it)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            node.appctl("ovs/route/add", prefix, bridge)
+            return
+        except SandboxError as exc:
+            if "Error while inserting route" not in str(exc) or time.monotonic() > deadline:
+                raise
+        time.sleep(0.02)  # (polling ovs-vswitchd's state: it says nothing when it learns)
+
+
 def underlay_ip(index: int) -> str:
     """The underlay address of node number `index` (0-based)."""
     return f"{UNDERLAY_PREFIX}.{index // 250}.{index % 250 + 1}"
@@ -395,7 +411,7 @@ class Sandbox:
             )  # fmt: skip
             _run(["ip", "-n", node.netns, "addr", "add", f"{node.encap_ip}/16", "dev", "br-phy"])
             _run(["ip", "-n", node.netns, "link", "set", "br-phy", "up"])
-        node.appctl("ovs/route/add", f"{node.encap_ip}/16", "br-phy")
+        _add_route(node, f"{node.encap_ip}/16", "br-phy")
         # Static underlay neighbours: nothing answers ARP on the dummy underlay, and on the
         # netdev one the first packet to a new peer would be dropped while OVS resolves it.
         for other in self.nodes.values():
