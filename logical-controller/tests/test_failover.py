@@ -191,3 +191,31 @@ def test_kill9_master_standby_takes_over(
         )
 
     assert flows(after) == flows(recomputed)
+
+
+@pytest.mark.ovs
+@pytest.mark.zk
+@pytest.mark.timeout(120)
+def test_the_last_change_is_realized_whichever_controller_writes_last(
+    zk: ZooKeeperServer, config_db: OvsdbServer, universal_db: OvsdbServer, admin: ApiClient,
+    dump: Dump,
+) -> None:  # fmt: skip
+    """Two controllers share the shards; after each change, made alone on a quiet system,
+    `Universal_Global.generation` reaches it, whether the global shard's master or the other
+    controller wrote its part last (it used to stay one behind until the next change when
+    the other one wrote last)."""
+    controllers = [LogicalController(config_db.remote, universal_db.remote, name=name,
+                                     zookeeper=zk.hosts, session_timeout=SESSION)
+                   for name in ("lc1", "lc2")]  # fmt: skip
+    try:
+        for controller in controllers:
+            controller.start()
+        wait_for(lambda: all(len(a[0]) > 0 for a in assignments(universal_db, dump).values())
+                 and len(assignments(universal_db, dump)) == 2, 30, "both own shards")  # fmt: skip
+        for i in range(6):
+            generation = create_ports(admin, 1, f"q{i}x")
+            wait_for(lambda g=generation: realized(universal_db, dump) >= g, 30,  # type: ignore[misc]
+                     f"generation {generation} realized")  # fmt: skip
+    finally:
+        for controller in controllers:
+            controller.stop()

@@ -440,6 +440,7 @@ class LogicalController:
                 or self._streaming is not None
                 or generation > self._written_generation
                 or self._assignment_row_stale()
+                or self._realized_behind()
             ):
                 conn = self._universal_conn()
                 if self._streaming is not None:
@@ -631,13 +632,7 @@ class LogicalController:
                     "row": {"name": self.name, **row}}]  # fmt: skip
         if not self.owns(GLOBAL_SHARD):
             return ops
-        live = set(self._member.view.members) if self._member is not None else {self.name}
-        others = [
-            int(r["generation"])
-            for r in controllers
-            if r["name"] != self.name and r["name"] in live
-        ]
-        realized = min([generation, *others])
+        realized = self._realized(generation)
         if self._universal.rows["Universal_Global"]:
             ops.append({"op": "update", "table": "Universal_Global", "where": [],
                         "row": {"generation": realized}})  # fmt: skip
@@ -645,6 +640,26 @@ class LogicalController:
             ops.append({"op": "insert", "table": "Universal_Global",
                         "row": {"generation": realized}})  # fmt: skip
         return ops
+
+    def _realized(self, generation: int) -> int:
+        """The generation every live logical controller has written, this one `generation`."""
+        live = set(self._member.view.members) if self._member is not None else {self.name}
+        others = [
+            int(r["generation"])
+            for r in self._universal.rows["Logical_Controller"].values()
+            if r["name"] != self.name and r["name"] in live
+        ]
+        return min([generation, *others])
+
+    def _realized_behind(self) -> bool:
+        """As master of the global shard: every live controller has written a newer
+        generation than `Universal_Global` says (the last of them wrote it after this one
+        stamped its own; with nothing more to write, it would say so only at the next
+        change)."""
+        if self._written_generation < 0 or not self.owns(GLOBAL_SHARD):
+            return False
+        said = [int(r["generation"]) for r in self._universal.rows["Universal_Global"].values()]
+        return bool(said) and self._realized(self._written_generation) > said[0]
 
     def _assignment_columns(self) -> dict[str, Any]:
         """`Logical_Controller`'s view of the assignment: its version, the shards this
