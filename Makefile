@@ -107,6 +107,10 @@ typecheck: ## mypy (strict) and stubtest of the native module
 	$(UV) run --no-sync mypy logical-controller/tests
 	$(UV) run --no-sync python -m mypy.stubtest loom_ddlog._native
 
+.PHONY: test-faults
+test-faults: install ## The fault matrix alone (part of make test), each row's figures printed as JSON
+	$(UV) run --no-sync pytest -s -p no:cacheprovider nvp-tests/tests/test_faults.py
+
 .PHONY: test-rust
 test-rust: ## cargo test, release
 	cargo test --manifest-path $(CARGO_MANIFEST) --workspace --release

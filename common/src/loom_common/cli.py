@@ -51,7 +51,7 @@ from loom_common.ovsdb import OvsdbCluster, OvsdbServer, free_port, tool
 from loom_common.procs import Daemon, listens_on
 from loom_common.statedir import claim, release
 from loom_common.supervise import Supervisor
-from loom_common.zookeeper import ZooKeeperServer
+from loom_common.zookeeper import ZooKeeperEnsemble, ZooKeeperServer
 from loom_schemas import CONFIG_SCHEMA, UNIVERSAL_SCHEMA, schema_path
 
 DEFAULT_STATE_DIR = Path("run/loom")
@@ -215,6 +215,10 @@ class Deployment:
         tenant_tokens_text: str = "",
         db_cluster: bool,
         neutron_auth: str = "token",
+        zookeeper_ensemble: bool = False,
+        logical_controllers: int = 1,
+        physical_controllers: int = 1,
+        session_timeout: float | None = None,
     ) -> None:
         """Describe the deployment (see `loom up --help` for the meaning of each option).
 
@@ -226,6 +230,12 @@ class Deployment:
             tenant_tokens_text: more, as the lines of a tokens file.
             db_cluster: run the config DB as a 3-member RAFT cluster.
             neutron_auth: `token` (X-Auth-Token as the native tokens) or `noauth`.
+            zookeeper_ensemble: run ZooKeeper as a 3-member ensemble.
+            logical_controllers: how many logical controllers (they shard the work through
+                ZooKeeper, each the hot standby of the others' shards).
+            physical_controllers: how many physical controllers (likewise, by node).
+            session_timeout: the controllers' ZooKeeper session timeout, seconds (default
+                theirs).
         """
         self.state_dir = state_dir.resolve()
         self.api_port = api_port
@@ -234,6 +244,10 @@ class Deployment:
         self.tenant_tokens_text = tenant_tokens_text
         self.db_cluster = db_cluster
         self.neutron_auth = neutron_auth
+        self.zookeeper_ensemble = zookeeper_ensemble
+        self.logical_controllers = logical_controllers
+        self.physical_controllers = physical_controllers
+        self.session_timeout = session_timeout
         self.db_remote = ""
         self.universal_remote = ""
         self.local_db_remote = ""
@@ -241,8 +255,8 @@ class Deployment:
         """The same databases over unix sockets, for the daemons started here (not probed
         for inactivity: see `OvsdbServer.unix_remote`)."""
         self.zookeeper_hosts = ""
-        self.manager_target = ""
-        """Where transport nodes' Manager rows point (the physical controller)."""
+        self.manager_targets: list[str] = []
+        """Where transport nodes' Manager rows point (each physical controller)."""
         self.processes: dict[str, Process] = {}
 
     @property
@@ -293,37 +307,69 @@ class Deployment:
         self.local_universal_remote = server.unix_remote
 
     def _start_zookeeper(self) -> None:
+        if self.zookeeper_ensemble:
+            ensemble = ZooKeeperEnsemble(self.state_dir / "zookeeper-ensemble")
+            for i, member in enumerate(ensemble.members):
+                self.processes[f"ZooKeeper member {i}"] = member
+            ensemble.start()
+            self.zookeeper_hosts = ensemble.hosts
+            return
         server = ZooKeeperServer(self.state_dir / "zookeeper")
         self.processes["ZooKeeper"] = server
         server.start()
         self.zookeeper_hosts = server.hosts
 
+    @staticmethod
+    def _named(what: str, i: int, count: int) -> tuple[str, str]:
+        """A controller's process name and daemon (file) name: "logical controller" and
+        "logical-controller" alone, "... 1" and "...-1" when there are several."""
+        if count == 1:
+            return what, what.replace(" ", "-")
+        return f"{what} {i}", f"{what.replace(' ', '-')}-{i}"
+
+    def _zookeeper_args(self) -> list[str]:
+        args = ["--zookeeper", self.zookeeper_hosts]
+        if self.session_timeout is not None:
+            args += ["--session-timeout", str(self.session_timeout)]
+        return args
+
     def _start_logical_controller(self) -> None:
-        name = "logical-0"
-        command = [
-            sys.executable, "-m", "loom_logical", "--name", name,
-            "--config-db", self.local_db_remote, "--universal-db", self.local_universal_remote,
-            "--zookeeper", self.zookeeper_hosts,
-        ]  # fmt: skip
-        daemon = Daemon("logical-controller", command, self.state_dir)
-        self.processes["logical controller"] = daemon
-        daemon.start(
-            ready=lambda: has_row(self.universal_remote, "Logical_Controller", name), timeout=60
-        )
+        for i in range(self.logical_controllers):
+            name = f"logical-{i}"
+            command = [
+                sys.executable, "-m", "loom_logical", "--name", name,
+                "--config-db", self.local_db_remote, "--universal-db",
+                self.local_universal_remote, *self._zookeeper_args(),
+            ]  # fmt: skip
+            process, daemon_name = self._named("logical controller", i, self.logical_controllers)
+            daemon = Daemon(daemon_name, command, self.state_dir)
+            self.processes[process] = daemon
+            daemon.start(ready=lambda name=name: has_row(self.universal_remote,  # type: ignore[misc]
+                                                         "Logical_Controller", name),
+                         timeout=60)  # fmt: skip
 
     def _start_physical_controller(self) -> None:
-        name = "physical-0"
-        port = free_port()
-        self.manager_target = f"tcp:127.0.0.1:{port}"
-        command = [
-            sys.executable, "-m", "loom_physical", "--name", name,
-            "--universal-db", self.local_universal_remote, "--config-db", self.local_db_remote,
-            "--listen", f"ptcp:{port}:127.0.0.1", "--zookeeper", self.zookeeper_hosts,
-        ]  # fmt: skip
-        daemon = Daemon("physical-controller", command, self.state_dir)
-        self.processes["physical controller"] = daemon
-        daemon.start(ready=lambda: daemon.pid is not None and listens_on(daemon.pid, port),
-                     timeout=60)  # fmt: skip
+        for i in range(self.physical_controllers):
+            name = f"physical-{i}"
+            port = free_port()
+            self.manager_targets.append(f"tcp:127.0.0.1:{port}")
+            command = [
+                sys.executable, "-m", "loom_physical", "--name", name,
+                "--universal-db", self.local_universal_remote, "--config-db",
+                self.local_db_remote, "--listen", f"ptcp:{port}:127.0.0.1",
+                *self._zookeeper_args(),
+            ]  # fmt: skip
+            process, daemon_name = self._named("physical controller", i,
+                                               self.physical_controllers)  # fmt: skip
+            daemon = Daemon(daemon_name, command, self.state_dir)
+            self.processes[process] = daemon
+            daemon.start(ready=lambda d=daemon, p=port: (  # type: ignore[misc]
+                d.pid is not None and listens_on(d.pid, p)), timeout=60)  # fmt: skip
+
+    @property
+    def manager_target(self) -> str:
+        """The targets transport nodes dial, comma-separated."""
+        return ",".join(self.manager_targets)
 
     def demo_command(self, check: bool) -> list[str]:
         """The demo (`loom_ovs.demo`) against this deployment (the admin token goes in its
@@ -410,6 +456,9 @@ def cmd_up(args: argparse.Namespace) -> int:
         tenant_tokens_text=tenant_tokens,
         db_cluster=args.db_cluster,
         neutron_auth=args.neutron_auth,
+        zookeeper_ensemble=args.zookeeper_ensemble,
+        logical_controllers=args.logical_controllers,
+        physical_controllers=args.physical_controllers,
     )
     try:
         deployment.start()
@@ -486,6 +535,16 @@ def cmd_db(args: argparse.Namespace) -> int:
     return 0
 
 
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= 8:
+        raise argparse.ArgumentTypeError(f"expected a count from 1 to 8, got {text!r}")
+    return value
+
+
 def _tenant_token(text: str) -> str:
     tenant, sep, token = text.partition("=")
     if not (sep and tenant and token):
@@ -509,6 +568,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                        help="the admin bearer token (visible in ps: prefer the file)")  # fmt: skip
     up.add_argument("--state-dir", default=str(DEFAULT_STATE_DIR), help="default ./run/loom")
     up.add_argument("--db-cluster", action="store_true", help="a 3-member RAFT config DB")
+    up.add_argument("--zookeeper-ensemble", action="store_true",
+                    help="a 3-member ZooKeeper ensemble")  # fmt: skip
+    up.add_argument("--logical-controllers", type=_count, default=1, metavar="N",
+                    help="logical controllers sharing the work, each the others' hot "
+                    "standby (default 1)")  # fmt: skip
+    up.add_argument("--physical-controllers", type=_count, default=1, metavar="N",
+                    help="physical controllers sharing the nodes, each the others' hot "
+                    "standby (default 1)")  # fmt: skip
     up.add_argument(
         "--tenant-token",
         action="append",

@@ -92,11 +92,12 @@ class Vm:
         return f"{self.tenant}/{self.name}"
 
 
-def build(api: Api, sandbox: Sandbox, manager: str) -> list[Vm]:
-    """Start the nodes, register them, create both tenants' networks, plug the VMs."""
+def build(api: Api, sandbox: Sandbox, managers: list[str]) -> list[Vm]:
+    """Start the nodes (dialling `managers`), register them, create both tenants'
+    networks, plug the VMs."""
     zone = api.create("/transport-zones", {"name": "demo-zone"})
     for name, kind in NODES:
-        encap_ip = sandbox.add_node(name, [manager]).encap_ip
+        encap_ip = sandbox.add_node(name, managers).encap_ip
         api.create("/transport-nodes", {
             "name": name, "node_type": kind, "system_id": name, "transport_zone_ids": [zone],
             "tunnel_endpoints": [{"encap": "geneve", "ip": encap_ip}]})  # fmt: skip
@@ -335,7 +336,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--api", required=True, help="the API's base URL")
     parser.add_argument("--token", help="the admin token (visible in ps: prefer the environment's "
                         "LOOM_ADMIN_TOKEN, which `loom up` sets)")  # fmt: skip
-    parser.add_argument("--manager", required=True, help="the physical controller (tcp:IP:PORT)")
+    parser.add_argument("--manager", required=True,
+                        help="the physical controllers (tcp:IP:PORT, comma-separated)")  # fmt: skip
     parser.add_argument("--state-dir", required=True)
     parser.add_argument("--check", action="store_true", help="stop the nodes and exit 0/1")
     parser.add_argument(
@@ -361,7 +363,7 @@ def main(argv: list[str] | None = None) -> int:
     if datapath == "auto":
         datapath = "netdev" if os.geteuid() == 0 and shutil.which("ping") else "dummy"
     with Sandbox(state / "nodes", datapath=datapath) as sandbox:
-        vms = build(api, sandbox, args.manager)
+        vms = build(api, sandbox, [m for m in args.manager.split(",") if m])
         wait_realized(api, vms)
         warm_up(sandbox, vms)
         results = matrix(sandbox, vms)

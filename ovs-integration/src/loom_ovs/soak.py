@@ -22,7 +22,7 @@ from typing import Any
 
 from loom_common.errors import LoomError
 from loom_common.ovsdb import free_port
-from loom_ovs.sandbox import Sandbox
+from loom_ovs.sandbox import Sandbox, SandboxError
 
 NODES = 4
 VIFS = 2
@@ -47,7 +47,7 @@ def demo_start(root: Path) -> None:
                           capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
     if done.returncode != 0:
         tail = (done.stdout + done.stderr).strip().splitlines()[-5:]
-        raise LoomError("\n".join(tail) or f"exit {done.returncode}")
+        raise SandboxError(detail="\n".join(tail) or f"exit {done.returncode}")
 
 
 def soak(starts: int, *, demo: bool, datapath: str) -> dict[str, Any]:

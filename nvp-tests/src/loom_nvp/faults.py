@@ -1,0 +1,109 @@
+"""The fault matrix: one daemon killed (or hung) under load, and what it cost.
+
+Each `Fault` names a process of the site and how it fails: `kill` (SIGKILL: a crash) or
+`hang` (SIGSTOP for longer than the ZooKeeper session, then SIGCONT). `inject` runs one
+with a write load through the API and a ping between VMs on two nodes under way, and
+returns its row:
+
+- `restarted_by`: who brings it back — `loom up`'s supervisor (`loom_common.supervise`,
+  restarting the daemon on its own files and ports), or nobody (a hung process: its
+  ZooKeeper session expires and a standby takes its shards);
+- `restarted_s`: from the fault until the supervisor had it ready again;
+- `api_downtime_s`: the longest time without an acknowledged write from the fault until the
+  row ends;
+- `acked_writes` and `acked_lost` (must be 0): writes the API acknowledged, and those the
+  configuration does not have afterwards;
+- `realized_s`: from the end of the fault (restart or SIGCONT) until the last acknowledged
+  generation is realized on every node;
+- `pings` and `pings_lost`: echoes between the VMs up to the last answered, and those
+  unanswered;
+- `universal_equals_fresh`: the universal DB equals what a fresh start computes from the
+  configuration (`loom_nvp.fresh`).
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from loom_nvp import fresh
+from loom_nvp.load import Writer
+from loom_nvp.ping import Pinger
+from loom_nvp.site import Site
+
+WAIT = 120.0
+"""The longest any step of a row may take."""
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One row of the matrix."""
+
+    row: str
+    """The row's name."""
+    process: str
+    """The site's process name (`Deployment.processes`)."""
+    kind: Literal["kill", "hang"]
+
+
+def physical_master(site: Site, node: str) -> str:
+    """The process name of the physical controller that masters `node` now."""
+    reply = site.api.request("GET", "/transport-nodes")
+    controller = next(item["status"].get("controller") for item in reply.body["items"]
+                      if item["name"] == node)  # fmt: skip
+    assert controller, f"{node} has no controller"
+    i = int(str(controller).rpartition("-")[2])
+    names = site.controller_names("physical")
+    return names[i] if len(names) > 1 else names[0]
+
+
+def inject(site: Site, fault: Fault, *, switch: str, src: Any, dst_ip: str,
+           scratch: Path) -> dict[str, Any]:  # fmt: skip
+    """Run `fault` under load (see the module docstring); its row."""
+    writer = Writer(site.api, switch, prefix=fault.row.replace(" ", "-")).start()
+    pinger = Pinger(src, dst_ip).start()
+    row: dict[str, Any] = {"row": fault.row, "process": fault.process, "fault": fault.kind}
+    try:
+        writer.wait_acked(5, WAIT)
+        pinger.wait_replies(5, WAIT)
+        restarts = site.supervisor.restarts.get(fault.process, 0)
+        began = time.monotonic()
+        if fault.kind == "kill":
+            site.signal(fault.process, signal.SIGKILL)
+            site.wait(lambda: site.supervisor.restarts.get(fault.process, 0) > restarts,
+                      WAIT, f"{fault.process} restarted")  # fmt: skip
+            row["restarted_by"] = "loom up's supervisor"
+            row["restarted_s"] = round(time.monotonic() - began, 3)
+        else:
+            site.signal(fault.process, signal.SIGSTOP)
+            try:
+                # the fault's length: past the session, so its shards move
+                time.sleep(site.session_timeout + 2.0)
+            finally:
+                site.signal(fault.process, signal.SIGCONT)
+            row["restarted_by"] = "nobody: its ZooKeeper session expired, a standby took over"
+        ended = time.monotonic()
+        writer.wait_acked(5, WAIT)
+    finally:
+        writer.stop()
+    try:
+        generation = writer.last_generation
+        site.wait(lambda: site.api.realized(generation), WAIT, f"generation {generation}")
+        row["realized_s"] = round(time.monotonic() - ended, 3)
+        pinger.wait_replies(len(pinger.replied) + 5, WAIT)
+    finally:
+        pings, lost = pinger.stop()
+    row["api_downtime_s"] = round(writer.longest_gap(began), 3)
+    row["acked_writes"] = len(writer.acked)
+    row["acked_lost"] = len(writer.lost())
+    row["refused_writes"] = len(writer.refused)
+    row["pings"], row["pings_lost"] = pings, lost
+    check = fresh.compare(site.deployment.db_remote, site.deployment.universal_remote,
+                          generation, scratch)  # fmt: skip
+    row["universal_equals_fresh"] = check["equal"]
+    if not check["equal"]:
+        row["universal_differences"] = check["differences"]
+    return row
