@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
+import subprocess
 import sys
 import threading
 import time
@@ -27,6 +29,7 @@ from loom_common.cluster.membership import (
     encode,
     leader_of,
     next_ownership,
+    predecessor_gone,
 )
 from loom_common.cluster.sharding import Owners, assign
 from loom_common.procs import Daemon
@@ -455,3 +458,37 @@ def test_ensemble_leader_loss_suspends_members_but_moves_nothing(
         for client in clients:
             client.stop()
             client.close()
+
+
+def test_predecessor_gone_only_for_a_dead_process_of_this_host() -> None:
+    def body(pid: object, host: object = "h1") -> bytes:
+        return json.dumps({"id": "a", "pid": pid, "host": host}).encode()
+
+    dead, alive = (lambda _pid: False), (lambda _pid: True)
+    assert predecessor_gone(body(4242), "h1", alive=dead)
+    assert not predecessor_gone(body(4242), "h1", alive=alive)
+    assert not predecessor_gone(body(4242, "h2"), "h1", alive=dead)  # another host's
+    for bad in (b"", b"{", json.dumps({"id": "a", "pid": 1}).encode(), body("x"), body(0)):
+        assert not predecessor_gone(bad, "h1", alive=dead)
+
+
+@pytest.mark.zk
+def test_a_restarted_member_takes_its_id_from_its_dead_predecessor_at_once(
+    cluster: Cluster,
+) -> None:
+    """A crashed process's member and election nodes live on until its session expires; its
+    successor (same id, this host, the old PID gone) deletes them and masters at once."""
+    old = cluster.client(session=30.0)  # the predecessor's session: it outlives the test
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    body = {"id": "a", "pid": int(dead.stdout), "host": socket.gethostname()}
+    old.ensure_path(f"{cluster.root}/members")
+    old.ensure_path(f"{cluster.root}/election")
+    old.create(f"{cluster.root}/members/a", json.dumps(body).encode(), ephemeral=True)
+    old.create(f"{cluster.root}/election/n_", b"a", ephemeral=True, sequence=True)
+    successor = cluster.member("a")
+    view = successor.wait_for(owns(12), 10.0)  # well before the predecessor's session ends
+    assert view.leader
+    assert old.get_children(f"{cluster.root}/election") != []  # (the successor's own)
+    data, _ = old.get(f"{cluster.root}/members/a")
+    assert json.loads(data)["pid"] == os.getpid()
