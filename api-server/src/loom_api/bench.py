@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from loom_common.ovsdb import RawConnection
 from loom_common.workload import add_arguments as add_workload_arguments
 from loom_common.workload import from_arguments as workload_from
 
@@ -301,6 +302,25 @@ def drive_raw(remote: str, plan: list[list[Step]]) -> tuple[Results, float]:
     elapsed = time.perf_counter() - start
     db.close()
     return results, elapsed
+
+
+def bump_generation(remote: str) -> None:
+    """Count what `drive_raw` wrote as one configuration change (as the API counts each of
+    its writes): the controllers' milestones are "generation N computed" and "realized" (a
+    config DB loaded without the API has no `Loom_Global` row: generation 0, which any stamp
+    meets)."""
+    conn = RawConnection(remote)
+    try:
+        (found,) = conn.transact("Loom_Config", [
+            {"op": "select", "table": "Loom_Global", "where": []}])  # fmt: skip
+        if found["rows"]:
+            conn.transact("Loom_Config", [{"op": "mutate", "table": "Loom_Global", "where": [],
+                                           "mutations": [["generation", "+=", 1]]}])  # fmt: skip
+        else:
+            conn.transact("Loom_Config", [{"op": "insert", "table": "Loom_Global",
+                                           "row": {"generation": 1}}])  # fmt: skip
+    finally:
+        conn.close()
 
 
 # ---- running it --------------------------------------------------------------------------

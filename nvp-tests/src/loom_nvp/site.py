@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from loom_api.bench import bump_generation
 from loom_common.cli import UNSUPERVISED, Deployment
 from loom_common.ovsdb import free_port
 from loom_common.supervise import RestartPolicy, Supervisor
@@ -133,6 +134,8 @@ class Site:
         self.said: list[str] = []
         """The supervisor's lines."""
         self._stop = threading.Event()
+        self._paused = threading.Lock()
+        """Held while the harness itself stops and starts daemons (no restarts meanwhile)."""
         self._thread = threading.Thread(target=self._supervise, name="site-supervisor",
                                         daemon=True)  # fmt: skip
         self.zone = ""
@@ -150,11 +153,46 @@ class Site:
 
     def _supervise(self) -> None:
         while not self._stop.wait(TICK):
-            self.said += self.supervisor.tick()
+            with self._paused:
+                self.said += self.supervisor.tick()
 
-    def add_node(self, name: str) -> OvsNode:
-        """Start transport node `name` (a hypervisor) and register it."""
+    def stop_daemons(self) -> None:
+        """Stop every daemon of the deployment, newest first (the supervisor waits)."""
+        self._paused.acquire()
+        for proc in reversed(list(self.deployment.processes.values())):
+            proc.stop()
+
+    def start_daemons(self) -> None:
+        """Start every daemon again on its files and ports, in order; then supervise."""
+        try:
+            for proc in self.deployment.processes.values():
+                proc.restart()
+        finally:
+            self._paused.release()
+
+    def delete_universal_db(self) -> None:
+        """Remove the (stopped) universal DB's file: it starts empty."""
+        server = self.process("universal DB")
+        assert not server.running, "stop the universal DB first"
+        server.db_path.unlink()
+
+    def kill_and_wait_restart(self, names: list[str]) -> None:
+        """kill -9 the processes `names` at once; wait until the supervisor restarted each."""
+        before = {name: self.supervisor.restarts.get(name, 0) for name in names}
+        for name in names:
+            self.signal(name, signal.SIGKILL)
+        self.wait(lambda: all(self.supervisor.restarts.get(n, 0) > before[n] for n in names),
+                  120, f"{', '.join(names)} restarted")  # fmt: skip
+
+    def bump_generation(self) -> None:
+        """Count what was written to the config DB behind the API's back as one change."""
+        bump_generation(self.deployment.db_remote)
+
+    def add_node(self, name: str, *, register: bool = True) -> OvsNode:
+        """Start transport node `name` (a hypervisor); register it unless not `register`."""
         node = self.sandbox.add_node(name, self.deployment.manager_targets)
+        if not register:
+            return node
         self.api.create("/transport-nodes", {
             "name": name, "node_type": "hypervisor", "system_id": name,
             "transport_zone_ids": [self.zone],

@@ -333,30 +333,10 @@ def site(run_dir: Path, the_plan: Plan, controllers: int) -> Iterator[Site]:
 
 def _load_config(remote: str, workload: dict[str, Any]) -> None:
     """The workload into the config DB as the API would write it, as one change."""
-    from loom_api.bench import drive_raw, phases
+    from loom_api.bench import bump_generation, drive_raw, phases
 
     drive_raw(remote, phases(workload))
-    _bump_generation(remote)
-
-
-def _bump_generation(remote: str) -> None:
-    """Count the load as one configuration change (as the API counts each of its writes):
-    the controllers' milestones are "generation 1 computed" and "realized" (a config DB
-    loaded without the API has no `Loom_Global` row: generation 0, which any stamp meets)."""
-    from loom_common.ovsdb import RawConnection
-
-    conn = RawConnection(remote)
-    try:
-        (found,) = conn.transact("Loom_Config", [
-            {"op": "select", "table": "Loom_Global", "where": []}])  # fmt: skip
-        if found["rows"]:
-            conn.transact("Loom_Config", [{"op": "mutate", "table": "Loom_Global", "where": [],
-                                           "mutations": [["generation", "+=", 1]]}])  # fmt: skip
-        else:
-            conn.transact("Loom_Config", [{"op": "insert", "table": "Loom_Global",
-                                           "row": {"generation": 1}}])  # fmt: skip
-    finally:
-        conn.close()
+    bump_generation(remote)
 
 
 def _pid(server: Any) -> int:
