@@ -296,11 +296,14 @@ def udp(src: str, dst: str, dport: int) -> str:
 
 @pytest.mark.ovs
 def test_stateful_profile(traced: Traced) -> None:
-    # To a: tcp 22 is allowed; other new connections are not; established/related
-    # return traffic is, invalid never.
+    # To a: tcp 22 is allowed; other new connections are not; replies and related traffic
+    # are, invalid never. An established connection's packet in its original direction is
+    # checked against the rules again (a rule removed stops the connections it allowed).
     assert traced.out("b", tcp("b", "a", 22)) == {"a"}
     assert traced.out("b", tcp("b", "a", 23)) == set()
-    assert traced.out("b", tcp("b", "a", 23), ct="trk,est") == {"a"}
+    assert traced.out("b", tcp("b", "a", 23), ct="trk,est,rpl") == {"a"}
+    assert traced.out("b", tcp("b", "a", 23), ct="trk,est") == set()
+    assert traced.out("b", tcp("b", "a", 22), ct="trk,est") == {"a"}
     assert traced.out("b", tcp("b", "a", 23), ct="trk,rel") == {"a"}
     assert traced.out("b", tcp("b", "a", 22), ct="trk,inv") == set()
     # From a: its egress rule allows any IPv4 (through a's conntrack).

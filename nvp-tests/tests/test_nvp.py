@@ -76,15 +76,23 @@ def test_echo_round_trip() -> None:
 @pytest.mark.system
 @pytest.mark.timeout(600)
 def test_a_short_run_meets_the_targets(tmp_path: Path) -> None:
-    """restore and failover on a small workload: every round correct, a JSON and PNGs."""
+    """restore, failover and the steady state on a small workload: every round correct
+    through the faults; every change's pairs get their new outcome, no other pair is
+    disturbed; a JSON document and a plot per test."""
     assert os.geteuid() == 0, "the NVP tests ping between VMs in namespaces: root only"
-    code = nvp.main(["--scale", "0.01", "--nodes", "2", "--pairs", "40", "--test", "restore",
-                     "--test", "failover", "--out", str(tmp_path)])  # fmt: skip
+    nvp.main(["--scale", "0.01", "--nodes", "2", "--pairs", "40", "--test", "restore",
+              "--test", "failover", "--test", "steady-state", "--out", str(tmp_path)])  # fmt: skip
     document = json.loads((tmp_path / "nvp-tests.json").read_text())
-    assert [t["test"] for t in document["tests"]] == ["restore", "failover"]
-    for test in document["tests"]:
+    tests = {t["test"]: t for t in document["tests"]}
+    assert list(tests) == ["restore", "failover", "steady-state"]
+    for test in tests.values():
         assert test["rounds"] > 10
-        assert test["min_correct_percent"] == 100.0, test
         assert (tmp_path / f"nvp-{test['test']}.png").stat().st_size > 1000
+    assert tests["restore"]["min_correct_percent"] == 100.0
+    assert tests["failover"]["min_correct_percent"] == 100.0
+    steady = tests["steady-state"]
+    assert len(steady["changes"]) == 12
+    assert all(c["converged_s"] is not None and c["pairs_affected"] > 0
+               for c in steady["changes"]), steady["changes"]  # fmt: skip
+    assert steady["unaffected_pairs_disturbed"] == 0
     assert document["setup"]["expected_to_fail"] == 7
-    assert code == 0

@@ -29,8 +29,11 @@ The tests (`--test`, repeatable; default all):
 - `failover`: kill -9 of each controller in turn (each master of its shards; `loom up`'s
   supervisor restarts it), then of all four at once; the least % (target: 100%);
 
-(`steady-state` — a stream of API changes, each timed until its pairs have their new
-outcome — is not built yet.)
+- `steady-state`: a stream of changes while pinging — ICMP allowed to a port whose profile
+  forbade it and forbidden again, a port deleted and created again (through the API), a VM
+  moved to another node and back — each timed until the pairs it affects have their new
+  expected outcome (held 1 s), and every other pair watched (target: each within 1 s, no
+  other pair disturbed).
 
 Output: `--out DIR` gets `nvp-tests.json` (`{"tests": [{"test": name,
 "min_correct_percent": ..., "time_to_100_percent_s": ..., "timeline": [[s, %], ...],
@@ -48,24 +51,27 @@ import signal
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence, Set
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from loom_api.bench import Step, drive_raw, phases
 from loom_common.workload import generate
-from loom_nvp.probe import Prober
+from loom_nvp.probe import Prober, Round
 from loom_nvp.site import Site
 from loom_ovs.sandbox import OvsNode, Vif
 
-TESTS = ("cold-start", "restore", "failover")
+TESTS = ("cold-start", "restore", "failover", "steady-state")
 EXPECTED_FAIL = 0.17
 """NVP's share of pings expected to fail (ACLs and isolation forbid them)."""
+HOLD = 1.0
+"""Seconds a changed pair's outcome must hold to count as converged."""
 SETTLE = 3.0
 """Seconds of rounds all correct after which a test's recovery counts as done."""
 WAIT = 300.0
 COLD_START_TARGET_S = 30.0
+STEADY_TARGET_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -86,6 +92,19 @@ class Timeline:
     began: float
     points: list[tuple[float, float]] = field(default_factory=list)
     events: list[tuple[float, str]] = field(default_factory=list)
+    expectations: list[tuple[float, list[bool]]] = field(default_factory=list)
+    """(from when (monotonic), each pair's expected outcome): what the configuration says,
+    as changes made during the test change it."""
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Figures of the test's own (the steady state's changes)."""
+
+    def expected_at(self, at: float) -> list[bool]:
+        """The expected outcomes in force at `at`."""
+        current = self.expectations[0][1]
+        for since, expected in self.expectations:
+            if since <= at:
+                current = expected
+        return current
 
     def event(self, what: str) -> None:
         """Mark `what` now."""
@@ -101,6 +120,7 @@ class Timeline:
                 break
         return {
             "test": self.test,
+            **self.extra,
             "min_correct_percent": min((p for _, p in after), default=None),
             "time_to_100_percent_s": round(reached - since, 3) if reached is not None else None,
             "rounds": len(self.points),
@@ -121,9 +141,14 @@ def _profiled(sw: dict[str, Any]) -> tuple[bool, set[str]]:
     return isolated, web
 
 
-def reachable(workload: dict[str, Any], src: str, dst: str) -> tuple[bool, str]:
+def reachable(workload: dict[str, Any], src: str, dst: str, *,
+              deleted: Set[str] = frozenset(), icmp: Set[str] = frozenset()
+              ) -> tuple[bool, str]:  # fmt: skip
     """Whether a ping from port `src` to port `dst` should be answered, and why (the oracle:
-    what the configuration says, computed here without Loom)."""
+    what the configuration says, computed here without Loom). `deleted`: ports deleted
+    since the workload was loaded; `icmp`: ports whose profile was given an ICMP rule."""
+    if src in deleted or dst in deleted:
+        return False, "a port deleted"
     switch_of = {p["name"]: sw for sw in workload["switches"] for p in sw["ports"]}
     a, b = switch_of[src], switch_of[dst]
     if a is not b:
@@ -131,8 +156,10 @@ def reachable(workload: dict[str, Any], src: str, dst: str) -> tuple[bool, str]:
     isolated, web = _profiled(b)
     if isolated:
         return True, "same switch; the isolation profile allows its subnet"
-    if dst in web:
+    if dst in web and dst not in icmp:
         return False, "same switch; the destination's profile allows only TCP 22/80/443"
+    if dst in web:
+        return True, "same switch; the destination's profile allows ICMP too"
     return True, "same switch; the destination has no profile"
 
 
@@ -205,6 +232,7 @@ class Harness:
         self.vms: dict[str, Vif] = {}
         self.setup: dict[str, Any] = {}
         self.changes = 0
+        self._deleted: dict[str, dict[str, Any]] = {}
 
     def start(self) -> Harness:
         """Start the site, load the workload, plug every VIF, wait until realized."""
@@ -261,6 +289,78 @@ class Harness:
         self.site.wait(lambda: self.site.api.realized(generation), WAIT,
                        f"generation {generation} realized")  # fmt: skip
 
+    def change_plan(self, rounds: int = 2) -> list[Change]:
+        """The steady-state test's changes (fixed by the sample), `rounds` times over other
+        ports: ICMP allowed to a port whose profile forbade it, then forbidden again; a
+        port deleted, then created again; a VM moved to another node, then back."""
+        blocked = sorted({p.dst for p in self.pairs if "only TCP" in p.why})
+        answered = sorted({p.dst for p in self.pairs if p.expected} - set(blocked))
+        vms = sorted(self.vms)
+        plan: list[Change] = []
+        deleted: frozenset[str] = frozenset()
+        icmp: frozenset[str] = frozenset()
+        for k in range(rounds):
+            port, victim, mover = blocked[k], answered[k], vms[-1 - k]
+            home = self.placement[mover]
+            away = f"hv{int(home[2:]) % self.node_count + 1}"
+            steps: list[tuple[str, Callable[[], None], str | None]] = [
+                (f"ICMP allowed to {port}", functools.partial(self._icmp, port, True), None),
+                (f"ICMP forbidden to {port} again",
+                 functools.partial(self._icmp, port, False), None),
+                (f"port {victim} deleted", functools.partial(self._delete_port, victim), None),
+                (f"port {victim} created again",
+                 functools.partial(self._create_port, victim), None),
+                (f"VM {mover} moved {home} -> {away}",
+                 functools.partial(self._move, mover, home, away), mover),
+                (f"VM {mover} moved back to {home}",
+                 functools.partial(self._move, mover, away, home), mover),
+            ]  # fmt: skip
+            for what, apply, moved in steps:
+                if what.startswith("ICMP allowed"):
+                    icmp |= {port}
+                elif what.startswith("ICMP forbidden"):
+                    icmp -= {port}
+                elif what.endswith("deleted"):
+                    deleted |= {victim}
+                elif what.endswith("created again"):
+                    deleted -= {victim}
+                plan.append(Change(what, apply, deleted, icmp, moved))
+        return plan
+
+    def _find(self, path: str, name: str) -> dict[str, Any]:
+        reply = self.site.api.request("GET", f"{path}?name={name}")
+        assert reply.status == 200, (path, name, reply)
+        assert len(reply.body["items"]) == 1, (path, name, reply)
+        found: dict[str, Any] = reply.body["items"][0]
+        return found
+
+    def _switch_of(self, port: str) -> str:
+        return str(next(sw["name"] for sw in self.workload["switches"]
+                        if any(p["name"] == port for p in sw["ports"])))  # fmt: skip
+
+    def _icmp(self, port: str, allowed: bool) -> None:
+        profile = self._find("/security-profiles", f"web-{port}")
+        rule = {"direction": "ingress", "ethertype": "IPv4", "protocol": "icmp"}
+        rules = [r for r in profile["rules"] if r.get("protocol") != "icmp"]
+        reply = self.site.api.request("PATCH", f"/security-profiles/{profile['id']}",
+                                      {"rules": [*rules, rule] if allowed else rules})  # fmt: skip
+        assert reply.status == 200, reply
+
+    def _delete_port(self, port: str) -> None:
+        switch = self._find("/logical-switches", self._switch_of(port))["id"]
+        found = self._find(f"/logical-switches/{switch}/ports", port)
+        kept = ("name", "mac", "ips", "security_profile_ids", "attachment")
+        self._deleted[port] = {k: found[k] for k in kept}
+        reply = self.site.api.request("DELETE", f"/logical-switches/{switch}/ports/{found['id']}")
+        assert reply.status == 204, reply
+
+    def _create_port(self, port: str) -> None:
+        switch = self._find("/logical-switches", self._switch_of(port))["id"]
+        self.site.api.create(f"/logical-switches/{switch}/ports", self._deleted.pop(port))
+
+    def _move(self, vm: str, src: str, dst: str) -> None:
+        self.nodes[src].move_vif(vm, self.nodes[dst])
+
     def prober(self) -> Prober:
         """A prober of the sample (not started)."""
         netns = {name: vm.netns or "" for name, vm in self.vms.items()}
@@ -278,28 +378,99 @@ def _observe(harness: Harness, test: str,
     from which the figures count."""
     prober = harness.prober().start()
     timeline = Timeline(test, time.monotonic())
+    timeline.expectations.append((0.0, [p.expected for p in harness.pairs]))
     try:
         since = run(timeline, prober)
     finally:
         prober.stop()
-    expected = [p.expected for p in harness.pairs]
-    timeline.points = [(t - timeline.began, p) for t, p in prober.correct(expected)]
+    timeline.points = [(r.at - timeline.began, score(r, timeline.expected_at(r.at)))
+                       for r in prober.settled()]  # fmt: skip
     return timeline.summary(since)
+
+
+def score(answered: Round, expected: Sequence[bool]) -> float:
+    """% of pairs whose outcome in a round was the expected one."""
+    good = sum((i in answered.answered) == want for i, want in enumerate(expected))
+    return 100.0 * good / len(expected)
 
 
 def _recovered(harness: Harness, prober: Prober, timeline: Timeline) -> None:
     """Wait until a change made now is realized on every node and every round of the last
     `SETTLE` seconds had every pair's expected outcome."""
     harness.change_and_wait()
-    expected = [p.expected for p in harness.pairs]
 
     def settled() -> bool:
         now = time.monotonic()
-        recent = [p for t, p in prober.correct(expected) if now - t <= SETTLE + prober.timeout]
+        recent = [score(r, timeline.expected_at(r.at)) for r in prober.settled()
+                  if now - r.at <= SETTLE + prober.timeout]  # fmt: skip
         return len(recent) >= SETTLE / prober.period - 1 and all(p == 100.0 for p in recent)
 
     harness.site.wait(settled, WAIT, "every pair correct")
     timeline.event("recovered")
+
+
+def _converged(prober: Prober, affected: set[int], expected: list[bool], since: float,
+               timeout: float = 30.0) -> float | None:  # fmt: skip
+    """Seconds from `since` until the rounds sent after it had the `affected` pairs'
+    `expected` outcomes for good (held for `HOLD` s); None after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        rounds = [r for r in prober.settled() if r.at >= since]
+        wrong = [i for i, r in enumerate(rounds)
+                 if any((j in r.answered) != expected[j] for j in affected)]  # fmt: skip
+        good = rounds[wrong[-1] + 1 :] if wrong else rounds
+        if good and good[-1].at - good[0].at >= HOLD:
+            return round(good[0].at - since, 3)
+        time.sleep(0.05)
+    return None
+
+
+@dataclass(frozen=True)
+class Change:
+    """One change of the steady-state test: what it does to the configuration (or where a
+    VM runs), and to the oracle's state."""
+
+    what: str
+    apply: Callable[[], None]
+    deleted: frozenset[str] = frozenset()
+    icmp: frozenset[str] = frozenset()
+    moved: str | None = None
+
+
+def steady_state(harness: Harness, timeline: Timeline, prober: Prober) -> float:
+    """A stream of changes, each timed until the pairs it affects have their new outcome,
+    the other pairs watched for any change."""
+    _recovered(harness, prober, timeline)
+    since = time.monotonic() - timeline.began
+    changes: list[dict[str, Any]] = []
+    windows = []
+    slowest: list[float] = []
+    for change in harness.change_plan():
+        old = timeline.expected_at(time.monotonic())
+        new = [reachable(harness.workload, p.src, p.dst, deleted=change.deleted,
+                         icmp=change.icmp)[0] for p in harness.pairs]  # fmt: skip
+        affected = {i for i, p in enumerate(harness.pairs)
+                    if old[i] != new[i] or change.moved in (p.src, p.dst)}  # fmt: skip
+        began = time.monotonic()
+        timeline.expectations.append((began, new))
+        timeline.event(change.what)
+        change.apply()
+        converged = _converged(prober, affected, new, began)
+        windows.append((began, time.monotonic(), affected, new))
+        changes.append({"change": change.what, "pairs_affected": len(affected),
+                        "converged_s": converged})  # fmt: skip
+        if converged is not None:
+            slowest.append(converged)
+    disturbed = 0
+    for start, end, affected, expected in windows:
+        for r in prober.settled():
+            if start <= r.at < end:
+                disturbed += sum((i in r.answered) != expected[i]
+                                 for i in range(len(expected)) if i not in affected)  # fmt: skip
+    every = len(slowest) == len(changes)
+    timeline.extra = {"changes": changes, "unaffected_pairs_disturbed": disturbed,
+                      "slowest_change_s": max(slowest) if every else None}  # fmt: skip
+    return since
 
 
 def cold_start(harness: Harness, timeline: Timeline, prober: Prober) -> float:
@@ -349,6 +520,7 @@ def failover(harness: Harness, timeline: Timeline, prober: Prober) -> float:
 
 RUNS: dict[str, Callable[[Harness, Timeline, Prober], float]] = {
     "cold-start": cold_start, "restore": restore, "failover": failover,
+    "steady-state": steady_state,
 }  # fmt: skip
 
 
@@ -420,7 +592,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def met(result: dict[str, Any]) -> bool:
-    """The test's target: cold start at 100% within 30 s; the others never below 100%."""
+    """The test's target: cold start at 100% within 30 s; each steady-state change's pairs
+    right within 1 s, no other pair disturbed; the others never below 100%."""
+    if result["test"] == "steady-state":
+        slowest = result["slowest_change_s"]
+        return (slowest is not None and float(slowest) <= STEADY_TARGET_S
+                and result["unaffected_pairs_disturbed"] == 0)  # fmt: skip
     if result["test"] == "cold-start":
         reached = result["time_to_100_percent_s"]
         return reached is not None and float(reached) <= COLD_START_TARGET_S

@@ -289,6 +289,24 @@ class OvsNode:
         """Tell Loom the MAC of a physical next hop on this gateway node's uplink."""
         self.vsctl("set", "Open_vSwitch", ".", f'external_ids:"loom-nexthop:{ip}"="{mac}"')
 
+    def move_vif(self, name: str, to: OvsNode) -> Vif:
+        """Move VIF `name` and its VM to node `to` (netdev: the VM's veth goes to the other
+        node's namespace; the VM keeps its namespace, addresses and sockets), as a VM's
+        live migration looks to the network: gone here, then there."""
+        assert self.datapath == to.datapath == "netdev", "moving a VM needs netdev nodes"
+        vif = self.vifs.pop(name)
+        self.vsctl("--if-exists", "del-port", "br-int", name)
+        _run(["ip", "-n", self.netns, "link", "set", name, "netns", to.netns])
+        _run(["ip", "-n", to.netns, "link", "set", name, "up"])
+        to.vsctl(
+            "--may-exist", "add-br", "br-int", "--", "set", "Bridge", "br-int",
+            "fail-mode=secure", "datapath_type=netdev", "--", "add-port", "br-int", name,
+            "--", "set", "Interface", name, f"external_ids:iface-id={vif.iface_id}",
+            f"external_ids:attached-mac={vif.mac}", "external_ids:iface-status=active",
+        )  # fmt: skip
+        to.vifs[name] = vif
+        return vif
+
     def remove_vif(self, name: str) -> None:
         """Unplug VIF `name` (a VM leaving the node)."""
         self.vsctl("--if-exists", "del-port", "br-int", name)
