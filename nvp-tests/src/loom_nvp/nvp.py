@@ -462,11 +462,18 @@ def steady_state(harness: Harness, timeline: Timeline, prober: Prober) -> float:
         if converged is not None:
             slowest.append(converged)
     disturbed = 0
-    for start, end, affected, expected in windows:
-        for r in prober.settled():
+    settled = prober.settled()
+    for (start, end, affected, expected), record in zip(windows, changes, strict=True):
+        wrong: dict[str, int] = {}
+        for r in settled:
             if start <= r.at < end:
-                disturbed += sum((i in r.answered) != expected[i]
-                                 for i in range(len(expected)) if i not in affected)  # fmt: skip
+                for i in range(len(expected)):
+                    if i not in affected and (i in r.answered) != expected[i]:
+                        pair = harness.pairs[i]
+                        key = f"{pair.src} -> {pair.dst}"
+                        wrong[key] = wrong.get(key, 0) + 1
+        record["unaffected_disturbed"] = wrong
+        disturbed += sum(wrong.values())
     every = len(slowest) == len(changes)
     timeline.extra = {"changes": changes, "unaffected_pairs_disturbed": disturbed,
                       "slowest_change_s": max(slowest) if every else None}  # fmt: skip
@@ -483,8 +490,9 @@ def cold_start(harness: Harness, timeline: Timeline, prober: Prober) -> float:
         node.ofctl("del-flows")
     timeline.event("flows cleared; start")
     started = time.monotonic() - timeline.began
-    site.start_daemons()
+    took = site.start_daemons()
     timeline.event("started")
+    timeline.extra = {"daemons_ready_s": took}
     _recovered(harness, prober, timeline)
     return started
 
@@ -497,7 +505,7 @@ def restore(harness: Harness, timeline: Timeline, prober: Prober) -> float:
     timeline.event("stop every daemon")
     site.stop_daemons()
     timeline.event("start")
-    site.start_daemons()
+    timeline.extra = {"daemons_ready_s": site.start_daemons()}
     _recovered(harness, prober, timeline)
     return since
 
