@@ -9,6 +9,7 @@ by the fixtures, even on failure.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -104,6 +105,18 @@ def loom(config_db: OvsdbServer, universal_db: OvsdbServer, tmp_path: Path) -> I
 
 def mac(i: int) -> str:
     return f"50:54:00:00:00:{i:02x}"
+
+
+def _reaches(node: OvsNode, vif: str, packet: str, to: OvsNode, port: str) -> bool:
+    """Inject `packet` at `vif` of `node`; True if `port` of `to` sent it within 0.5 s."""
+    before = to.tx_packets(port)
+    node.receive(vif, packet)
+    deadline = time.monotonic() + 0.5
+    while time.monotonic() < deadline:
+        if to.tx_packets(port) > before:
+            return True
+        time.sleep(0.02)
+    return False
 
 
 def sent(node: OvsNode, vif: str, packet: str, expect: dict[tuple[OvsNode, str], int]) -> None:
@@ -299,12 +312,16 @@ def test_control_cluster_restart_changes_no_flow(two_hvs: Loom) -> None:
     hv1.remove_vif("c")
     hv2.add_vif("b", "vif-b", mac(2))
     loom.realized("hv1", "hv2")
+    # (Plugging b is no configuration change: the realized generation says nothing of it.
+    # Its way is on hv1 once a packet from a reaches it; then nothing more is due.)
+    packet = packets.icmp_echo(mac(1), mac(2), "10.0.0.1", "10.0.0.2")
+    wait_for(lambda: _reaches(hv1, "a", packet, hv2, "b"), WAIT, "a's packet to reach b")
+    assert loom.physical.wait_pass(lambda c: c.settled(), WAIT), "not settled"
     before = {node: node.flow_ages() for node in (hv1, hv2)}
     assert len(before[hv1]) > 50
     # Conntrack zones are in use, and recorded on the node (a successor must keep them).
     assert any("zone=" in flow for flow in before[hv1]), "no stateful flows"
     assert "loom-zone-" in hv1.vsctl("get", "Bridge", "br-int", "external_ids")
-    packet = packets.icmp_echo(mac(1), mac(2), "10.0.0.1", "10.0.0.2")
     loom.physical.stop()
     loom.logical.stop()
     sent(hv1, "a", packet, {(hv2, "b"): 1})  # no controller at all: still forwarding
