@@ -107,6 +107,7 @@ class OvsdbServer:
         port: int | None = None,
         cluster: ClusterRole | None = None,
         remotes: tuple[str, ...] = (),
+        options: tuple[str, ...] = (),
     ) -> None:
         """Describe the server; `start()` creates the database if needed and runs it.
 
@@ -118,6 +119,8 @@ class OvsdbServer:
             cluster: set for a RAFT member.
             remotes: further `--remote` options (an OVS node's database names its
                 manager targets: `db:Open_vSwitch,Open_vSwitch,manager_options`).
+            options: further command-line options (an OVS node's SSL settings, read from
+                its database: `--private-key=db:Open_vSwitch,SSL,private_key`, ...).
         """
         self.state_dir = state_dir
         self.schema = schema
@@ -126,6 +129,7 @@ class OvsdbServer:
         self.port = port or free_port()
         self.cluster = cluster
         self.remotes = remotes
+        self.options = options
         self.db_path = state_dir / f"{name}.db"
         self.socket_path = state_dir / f"{name}.sock"
         self.ctl_path = state_dir / f"{name}.ctl"
@@ -220,6 +224,7 @@ class OvsdbServer:
             "--no-chdir",
             "-vconsole:off",
             *(f"--remote={remote}" for remote in self.remotes),
+            *self.options,
         ]
         self._daemon = Daemon(
             f"{self.name}-ovsdb-server",

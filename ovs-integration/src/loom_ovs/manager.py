@@ -33,6 +33,7 @@ import contextlib
 import logging
 import os
 import socket
+import ssl
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ from typing import Any, cast
 
 from loom_common.errors import LoomError
 from loom_common.ovsdb import Change, RawConnection, Replica, TransactError
+from loom_common.pki import peer_name
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +58,8 @@ NODE_TABLES: dict[str, list[str]] = {
     "Queue": ["other_config"],
 }  # fmt: skip
 PROTOCOLS = ["OpenFlow13", "OpenFlow15"]
+HANDSHAKE_S = 5.0
+"""The longest a node's TLS handshake may take (the acceptor waits on it)."""
 BACKLOG = 4096
 """Connections waiting to be accepted (at cold start every node dials at once)."""
 ZONE_KEY = "loom-zone-"
@@ -184,6 +188,8 @@ class NodeSession:
         self._bridge_written = False
         """br-int's creation committed, and the replica may not show it yet (the node's
         update can come after the transaction's reply)."""
+        self.certified: str | None = None
+        """The name in the node's verified TLS certificate (None: not over TLS)."""
 
     @classmethod
     def snapshot(cls, selected: dict[str, list[dict[str, Any]]]) -> NodeSession:
@@ -684,17 +690,33 @@ def _remove_port(bridge_ref: list[str], port_uuid: str) -> dict[str, Any]:
 
 
 class Manager:
-    """Listens for transport nodes' OVSDB connections (`ptcp:PORT:IP` or `punix:PATH`)."""
+    """Listens for transport nodes' OVSDB connections (`ptcp:PORT:IP`, `pssl:PORT:IP` or
+    `punix:PATH`).
 
-    def __init__(self, listen: str, wake: Callable[[], None]) -> None:
+    Over `pssl:` every connection is TLS: the node must present a certificate signed by the
+    authority `tls` trusts (`loom_common.pki.server_context`), or it is refused at once; its
+    certificate's name goes with its session (`NodeSession.certified`) for the controller
+    to check against the `system-id` the node reports (`loom_common.pki.names_node`).
+    """
+
+    def __init__(
+        self, listen: str, wake: Callable[[], None], tls: ssl.SSLContext | None = None
+    ) -> None:
         """Describe the listener; `start()` binds it.
 
         Args:
-            listen: `ptcp:PORT:IP` (C tools' order; PORT 0 picks a free port) or `punix:PATH`.
+            listen: `ptcp:PORT:IP` or `pssl:PORT:IP` (C tools' order; PORT 0 picks a free
+                port) or `punix:PATH`.
             wake: called from a connection's keep-alive thread when updates arrived.
+            tls: the TLS context of a `pssl:` listener (required there, refused elsewhere).
         """
+        if listen.startswith("pssl:") != (tls is not None):
+            raise ValueError("a pssl: listener needs a TLS context, and only it takes one")
         self.listen = listen
         self.wake = wake
+        self.tls = tls
+        self.refused: list[tuple[str, str]] = []
+        """(peer, why) of each connection refused at the TLS handshake."""
         self.kept: set[NodeSession] = set()
         """Sessions whose keep-alive thread kept updates since the owner took them (the
         socket no longer says so: its bytes are read)."""
@@ -703,7 +725,7 @@ class Manager:
     def start(self) -> Manager:
         """Bind and listen (non-blocking)."""
         kind, _, where = self.listen.partition(":")
-        if kind == "ptcp":
+        if kind in ("ptcp", "pssl"):
             port, _, host = where.partition(":")
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -714,7 +736,8 @@ class Manager:
                 os.unlink(where)
             sock.bind(where)
         else:
-            raise ValueError(f"manager listen address must be ptcp: or punix:, not {self.listen!r}")
+            raise ValueError(f"manager listen address must be ptcp:, pssl: or punix:, "
+                             f"not {self.listen!r}")  # fmt: skip
         sock.listen(BACKLOG)
         sock.setblocking(False)
         self._sock = sock
@@ -726,7 +749,7 @@ class Manager:
         assert self._sock is not None, "start() first"
         name = self._sock.getsockname()
         if isinstance(name, tuple):
-            return f"tcp:{name[0]}:{name[1]}"
+            return f"{'ssl' if self.tls is not None else 'tcp'}:{name[0]}:{name[1]}"
         return f"unix:{name}"
 
     def fileno(self) -> int:
@@ -744,10 +767,23 @@ class Manager:
             except (BlockingIOError, InterruptedError):
                 return sessions
             sock.setblocking(True)
-            sock.settimeout(30.0)
             peer = f"{address[0]}:{address[1]}" if isinstance(address, tuple) else "unix"
+            certified = None
+            if self.tls is not None:
+                sock.settimeout(HANDSHAKE_S)
+                try:
+                    sock = self.tls.wrap_socket(sock, server_side=True)
+                except (ssl.SSLError, OSError) as exc:
+                    log.warning("node at %s refused: TLS: %s", peer, exc)
+                    self.refused.append((peer, str(exc)))
+                    sock.close()
+                    continue
+                certified = peer_name(sock)
+            sock.settimeout(30.0)
             conn = RawConnection.accepted(sock, f"node@{peer}")
-            sessions.append(NodeSession(conn, peer, self.wake, self.kept))
+            session = NodeSession(conn, peer, self.wake, self.kept)
+            session.certified = certified
+            sessions.append(session)
 
     def close(self) -> None:
         """Stop listening."""

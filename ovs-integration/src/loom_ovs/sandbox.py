@@ -138,6 +138,14 @@ class OvsNode:
             VSWITCH_SCHEMA,
             name="conf",
             remotes=("db:Open_vSwitch,Open_vSwitch,manager_options",),
+            options=tuple(
+                f"--{opt}=db:Open_vSwitch,SSL,{col}"
+                for opt, col in (
+                    ("private-key", "private_key"),
+                    ("certificate", "certificate"),
+                    ("ca-cert", "ca_cert"),
+                )
+            ),  # (as Debian's ovs-ctl starts it: `set_ssl`)
         )
         self.ctl = self.run_dir / "ovs-vswitchd.ctl"
         argv = [
@@ -214,6 +222,11 @@ class OvsNode:
         )  # fmt: skip
         self.vswitchd.start(ready=self.ctl.exists)
         self.set_managers(managers)
+
+    def set_ssl(self, private_key: Path, certificate: Path, ca_certificate: Path) -> None:
+        """The node's key, certificate and the CA its managers' certificates must be signed
+        by (`ovs-vsctl set-ssl`): its `ssl:` manager targets use them."""
+        self.vsctl("set-ssl", str(private_key), str(certificate), str(ca_certificate))
 
     def set_managers(self, targets: Iterable[str]) -> None:
         """Replace the node's Manager rows: one per target, reconnecting within 1 s."""

@@ -2,10 +2,14 @@
 
     loom-physical-controller --universal-db unix:... --config-db unix:...
         [--listen ptcp:6640:127.0.0.1] [--name NAME] [--zookeeper HOSTS] [--pass-log FILE]
+        [--listen pssl:6640:IP --private-key K --certificate C --ca-cert CA]
 
-Transport nodes dial `--listen` (their Manager row). Without `--zookeeper` it masters every
-node that connects; with it, it joins the physical controllers' cluster there. `--pass-log`
-appends one JSON line per pass that computed or pushed something (`PassLog`).
+Transport nodes dial `--listen` (their Manager row); over `pssl:` each must present a
+certificate signed by `--ca-cert` (OVS's switchca) that names its `system-id`, and the
+controller presents `--certificate` (signed by the controllerca the nodes trust). Without
+`--zookeeper` it masters every node that connects; with it, it joins the physical
+controllers' cluster there. `--pass-log` appends one JSON line per pass that computed or
+pushed something (`PassLog`).
 """
 
 from __future__ import annotations
@@ -29,8 +33,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--zookeeper", help="ZooKeeper hosts (host:port,...) for a cluster")
     parser.add_argument("--session-timeout", type=float, default=10.0)
     parser.add_argument("--pass-log", type=Path, help="append a JSON line per pass here")
+    parser.add_argument("--private-key", type=Path, help="with pssl: this controller's key")
+    parser.add_argument("--certificate", type=Path, help="with pssl: its certificate")
+    parser.add_argument("--ca-cert", type=Path,
+                        help="with pssl: the CA certificate nodes' are signed by")  # fmt: skip
     parser.add_argument("--verbose", action="store_true")
     args = parser.parse_args(argv)
+    tls_files = (args.private_key, args.certificate, args.ca_cert)
+    if args.listen.startswith("pssl:") != all(tls_files) or any(tls_files) != all(tls_files):
+        parser.error("--listen pssl: needs --private-key, --certificate and --ca-cert "
+                     "(and they need pssl:)")  # fmt: skip
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -38,6 +50,12 @@ def main(argv: list[str] | None = None) -> int:
     from loom_physical.controller import PhysicalController  # after logging is set up
 
     log = logging.getLogger("loom_physical")
+
+    tls = None
+    if args.listen.startswith("pssl:"):
+        from loom_common.pki import Credentials, server_context
+
+        tls = server_context(Credentials(args.private_key, args.certificate, args.ca_cert))
 
     def start() -> PhysicalController:
         controller = PhysicalController(
@@ -48,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
             zookeeper=args.zookeeper,
             session_timeout=args.session_timeout,
             pass_log=args.pass_log,
+            tls=tls,
         ).start()
         log.info("physical controller %s listening on %s", args.name, controller.target)
         return controller

@@ -39,6 +39,7 @@ import json
 import logging
 import os
 import select
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -50,6 +51,7 @@ from loom_common import heap, procstat, runner
 from loom_common.cluster import membership
 from loom_common.liveness import Heartbeat
 from loom_common.ovsdb import OvsdbError, RawConnection, Replica, TransactError, readable
+from loom_common.pki import names_node
 from loom_common.reconnect import CONNECTION_ERRORS, Link
 from loom_ddlog import Program
 from loom_ovs import packets
@@ -225,6 +227,7 @@ class PhysicalController:
         workers: int = 1,
         retry_delays: tuple[float, ...] = RETRY_DELAYS,
         pass_log: Path | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         """Describe the controller; `start()` listens, connects and runs it in a thread.
 
@@ -241,6 +244,9 @@ class PhysicalController:
             retry_delays: the waits after failed passes in a row (see `RETRY_DELAYS`).
             pass_log: a file to append one JSON line to per pass that computed or pushed
                 something (`PassLog`: when, how long by phase, how many nodes pushed).
+            tls: with a `pssl:` `listen`, the TLS context nodes must meet
+                (`loom_common.pki.server_context`); a node is taken only for the node its
+                certificate names.
         """
         self.name = name
         self._pass_log = PassLog(pass_log) if pass_log is not None else None
@@ -255,7 +261,9 @@ class PhysicalController:
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
-        self.manager = Manager(listen, self._wake)
+        self.manager = Manager(listen, self._wake, tls)
+        self.refused: dict[str, str] = {}
+        """Node -> why its connection was refused (its certificate names another node)."""
         self.universal = UniversalReplica(universal_remote, self._wake)
         self.config = Replica(
             config_remote,
@@ -768,6 +776,12 @@ class PhysicalController:
                 continue
             if system_id is None:
                 still.append(session)
+                continue
+            if self.manager.tls is not None and not names_node(session.certified, system_id):
+                why = f"its certificate names {session.certified!r}, not {system_id!r}"
+                log.warning("node %s at %s refused: %s", system_id, session.peer, why)
+                self.refused[system_id] = why
+                session.close()
                 continue
             state = self.nodes.get(system_id)
             if state is None:
