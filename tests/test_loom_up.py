@@ -112,6 +112,8 @@ def test_up_serves_and_ctrl_c_stops_everything(tmp_path: Path) -> None:
         assert "config DB:   tcp:127.0.0.1:" in banner
         assert "universal DB: tcp:127.0.0.1:" in banner
         assert "ZooKeeper:   127.0.0.1:" in banner
+        assert "nodes dial:  ssl:127.0.0.1:" in banner  # TLS by default, its PKI made here
+        assert (tmp_path / "s" / "pki" / "switchca" / "cacert.pem").exists()
         children = _descendants(proc.pid)
         assert len(children) >= 5, "expected 2 ovsdb-servers, ZooKeeper, API, controller"
 

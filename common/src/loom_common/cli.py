@@ -48,6 +48,7 @@ from typing import Protocol
 
 from loom_common.errors import LoomError
 from loom_common.ovsdb import OvsdbCluster, OvsdbServer, free_port, tool
+from loom_common.pki import Pki
 from loom_common.procs import Daemon, listens_on
 from loom_common.statedir import claim, release
 from loom_common.supervise import Supervisor
@@ -219,6 +220,7 @@ class Deployment:
         logical_controllers: int = 1,
         physical_controllers: int = 1,
         session_timeout: float | None = None,
+        pki_dir: Path | None = None,
     ) -> None:
         """Describe the deployment (see `loom up --help` for the meaning of each option).
 
@@ -236,6 +238,8 @@ class Deployment:
             physical_controllers: how many physical controllers (likewise, by node).
             session_timeout: the controllers' ZooKeeper session timeout, seconds (default
                 theirs).
+            pki_dir: with it, transport nodes talk to the physical controllers over TLS
+                with certificates from the PKI there (made if missing, `loom_common.pki`).
         """
         self.state_dir = state_dir.resolve()
         self.api_port = api_port
@@ -248,6 +252,7 @@ class Deployment:
         self.logical_controllers = logical_controllers
         self.physical_controllers = physical_controllers
         self.session_timeout = session_timeout
+        self.pki = Pki(pki_dir) if pki_dir is not None else None
         self.db_remote = ""
         self.universal_remote = ""
         self.local_db_remote = ""
@@ -349,15 +354,24 @@ class Deployment:
                          timeout=60)  # fmt: skip
 
     def _start_physical_controller(self) -> None:
+        if self.pki is not None:
+            self.pki.ensure()
         for i in range(self.physical_controllers):
             name = f"physical-{i}"
             port = free_port()
-            self.manager_targets.append(f"tcp:127.0.0.1:{port}")
+            if self.pki is None:
+                self.manager_targets.append(f"tcp:127.0.0.1:{port}")
+                listen = [f"ptcp:{port}:127.0.0.1"]
+            else:
+                self.manager_targets.append(f"ssl:127.0.0.1:{port}")
+                mine = self.pki.issue(name, "controller")
+                listen = [f"pssl:{port}:127.0.0.1", "--private-key", str(mine.private_key),
+                          "--certificate", str(mine.certificate), "--ca-cert",
+                          str(mine.peer_ca)]  # fmt: skip
             command = [
                 sys.executable, "-m", "loom_physical", "--name", name,
                 "--universal-db", self.local_universal_remote, "--config-db",
-                self.local_db_remote, "--listen", f"ptcp:{port}:127.0.0.1",
-                *self._zookeeper_args(),
+                self.local_db_remote, "--listen", *listen, *self._zookeeper_args(),
             ]  # fmt: skip
             process, daemon_name = self._named("physical controller", i,
                                                self.physical_controllers)  # fmt: skip
@@ -378,6 +392,8 @@ class Deployment:
             sys.executable, "-m", "loom_ovs.demo", "--api", self.api_url,
             "--manager", self.manager_target, "--state-dir", str(self.state_dir / "demo"),
         ]  # fmt: skip
+        if self.pki is not None:
+            command += ["--pki-dir", str(self.pki.directory)]
         return [*command, "--check"] if check else command
 
     @property
@@ -459,6 +475,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         zookeeper_ensemble=args.zookeeper_ensemble,
         logical_controllers=args.logical_controllers,
         physical_controllers=args.physical_controllers,
+        pki_dir=None if args.no_ssl else Path(args.pki_dir or Path(args.state_dir) / "pki"),
     )
     try:
         deployment.start()
@@ -470,6 +487,9 @@ def cmd_up(args: argparse.Namespace) -> int:
         print(f"  Neutron API: {deployment.api_url}/v2.0 ({args.neutron_auth})", flush=True)
         print(f"  admin token: {token}", flush=True)
         print(f"  nodes dial:  {deployment.manager_target} (OVSDB manager)", flush=True)
+        if deployment.pki is not None:
+            print(f"  PKI:         {deployment.pki.directory} (nodes present a switchca "
+                  "certificate naming their system-id)", flush=True)  # fmt: skip
         if args.demo or args.check:  # --check implies --demo
             code = run_demo(deployment, check=args.check)
         if not args.check:
@@ -568,6 +588,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                        help="the admin bearer token (visible in ps: prefer the file)")  # fmt: skip
     up.add_argument("--state-dir", default=str(DEFAULT_STATE_DIR), help="default ./run/loom")
     up.add_argument("--db-cluster", action="store_true", help="a 3-member RAFT config DB")
+    up.add_argument("--pki-dir", metavar="DIR",
+                    help="the PKI transport nodes and controllers use (made if missing; "
+                    "default STATE-DIR/pki)")  # fmt: skip
+    up.add_argument("--no-ssl", action="store_true",
+                    help="nodes dial the physical controllers over plain TCP")  # fmt: skip
     up.add_argument("--zookeeper-ensemble", action="store_true",
                     help="a 3-member ZooKeeper ensemble")  # fmt: skip
     up.add_argument("--logical-controllers", type=_count, default=1, metavar="N",

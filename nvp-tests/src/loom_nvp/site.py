@@ -122,12 +122,12 @@ class Site:
             root / "loom", api_port=free_port(), admin_token=self.token, tenant_tokens=[],
             db_cluster=db_cluster, zookeeper_ensemble=zookeeper_ensemble,
             logical_controllers=logical_controllers, physical_controllers=physical_controllers,
-            session_timeout=session_timeout,
+            session_timeout=session_timeout, pki_dir=root / "pki",
         )  # fmt: skip
         self.session_timeout = session_timeout
         self.api = Http(self.deployment.api_url, self.token)
         self.sandbox = Sandbox(root / "nodes", datapath=datapath or (
-            "netdev" if os.geteuid() == 0 else "dummy"))  # fmt: skip
+            "netdev" if os.geteuid() == 0 else "dummy"), pki=self.deployment.pki)  # fmt: skip
         self.supervisor = Supervisor(
             self.deployment.processes, lambda name: name not in UNSUPERVISED,
             policy=RestartPolicy(), where=str(self.deployment.state_dir),

@@ -30,6 +30,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from loom_common.pki import Pki
 from loom_ovs import packets
 from loom_ovs.sandbox import Sandbox, Vif
 
@@ -339,6 +340,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--manager", required=True,
                         help="the physical controllers (tcp:IP:PORT, comma-separated)")  # fmt: skip
     parser.add_argument("--state-dir", required=True)
+    parser.add_argument("--pki-dir", type=Path,
+                        help="the nodes' certificates' PKI (ssl: managers)")  # fmt: skip
     parser.add_argument("--check", action="store_true", help="stop the nodes and exit 0/1")
     parser.add_argument(
         "--datapath", choices=["auto", "dummy", "netdev"], default="auto",
@@ -362,7 +365,8 @@ def main(argv: list[str] | None = None) -> int:
     datapath = args.datapath
     if datapath == "auto":
         datapath = "netdev" if os.geteuid() == 0 and shutil.which("ping") else "dummy"
-    with Sandbox(state / "nodes", datapath=datapath) as sandbox:
+    pki = Pki(args.pki_dir) if args.pki_dir is not None else None
+    with Sandbox(state / "nodes", datapath=datapath, pki=pki) as sandbox:
         vms = build(api, sandbox, [m for m in args.manager.split(",") if m])
         wait_realized(api, vms)
         warm_up(sandbox, vms)

@@ -42,6 +42,7 @@ from types import TracebackType
 
 from loom_common.errors import LoomError
 from loom_common.ovsdb import OvsdbServer, tool
+from loom_common.pki import Pki
 from loom_common.procs import Daemon
 
 VSWITCH_SCHEMA = Path("/usr/share/openvswitch/vswitch.ovsschema")
@@ -386,12 +387,14 @@ def _make_vm(node_netns: str, vif: Vif) -> None:
 class Sandbox:
     """N simulated transport nodes on one underlay; a context manager that stops them."""
 
-    def __init__(self, root: Path, *, datapath: str = "dummy") -> None:
+    def __init__(self, root: Path, *, datapath: str = "dummy", pki: Pki | None = None) -> None:
         """Describe an empty sandbox under `root`; `add_node` starts nodes.
 
         Args:
             root: every node's run directory is `root/<system-id>`.
             datapath: `dummy` (default) or `netdev` (root; namespaces and veths).
+            pki: with it, every node gets a certificate naming its system-id and dials its
+                `ssl:` managers with it, trusting the controllers' authority.
         """
         if datapath not in ("dummy", "netdev"):
             raise SandboxError(detail=f"datapath must be dummy or netdev, not {datapath!r}")
@@ -399,6 +402,7 @@ class Sandbox:
         self.datapath = datapath
         self.tag = f"l{zlib.crc32(str(self.root).encode()):08x}"
         """Prefix of this sandbox's network namespaces (from its directory: unique)."""
+        self.pki = pki
         self.nodes: dict[str, OvsNode] = {}
         self.net: OvsNode | None = None
         """The dummy underlay's switch (dummy sandboxes)."""
@@ -429,7 +433,13 @@ class Sandbox:
             _run(["ip", "netns", "add", node.netns])
             self._netns.append(node.netns)
             _run(["ip", "-n", node.netns, "link", "set", "lo", "up"])
-        node.start(managers)
+        if self.pki is None:
+            node.start(managers)
+        else:  # its certificate before its managers
+            node.start()
+            mine = self.pki.issue(system_id, "switch")
+            node.set_ssl(mine.private_key, mine.certificate, mine.peer_ca)
+            node.set_managers(managers)
         self._wire(node)
         return node
 
