@@ -116,3 +116,29 @@ def test_listens_on_sees_only_the_owning_process(tmp_path: Path) -> None:
         finally:
             other.stop()
     assert not listens_on(os.getpid(), port)
+
+
+def test_start_without_waiting_then_wait_ready(tmp_path: Path) -> None:
+    """Several daemons started together, each waited for after; a restart waits again."""
+    daemon = Daemon("sleeper", SLEEPER, tmp_path)
+    daemon.start(ready=lambda: _says_up(daemon.log_path), timeout=10, wait=False)
+    try:
+        assert daemon.running
+        daemon.wait_ready()
+        assert _says_up(daemon.log_path)
+        first = daemon.pid
+        daemon.restart()
+        assert daemon.pid != first
+    finally:
+        daemon.stop()
+
+
+def test_wait_ready_stops_a_daemon_that_never_gets_ready(tmp_path: Path) -> None:
+    daemon = Daemon("sleeper", SLEEPER, tmp_path)
+    daemon.start(ready=lambda: False, timeout=0.3, wait=False)
+    pid = daemon.pid
+    assert pid is not None
+    with pytest.raises(DaemonError, match=r"not ready after 0\.3s"):
+        daemon.wait_ready()
+    assert not daemon.running
+    assert not pid_exists(pid)

@@ -280,8 +280,11 @@ class Deployment:
             self._start_universal_db()
             self._start_zookeeper()
             self._start_api()
-            self._start_logical_controller()
-            self._start_physical_controller()
+            # The controllers start together (they meet in the databases and ZooKeeper),
+            # each waited for after.
+            controllers = self._start_logical_controller() + self._start_physical_controller()
+            for daemon in controllers:
+                daemon.wait_ready()
         except BaseException:
             self.stop()
             raise
@@ -338,7 +341,8 @@ class Deployment:
             args += ["--session-timeout", str(self.session_timeout)]
         return args
 
-    def _start_logical_controller(self) -> None:
+    def _start_logical_controller(self) -> list[Daemon]:
+        started = []
         for i in range(self.logical_controllers):
             name = f"logical-{i}"
             command = [
@@ -351,9 +355,12 @@ class Deployment:
             self.processes[process] = daemon
             daemon.start(ready=lambda name=name: has_row(self.universal_remote,  # type: ignore[misc]
                                                          "Logical_Controller", name),
-                         timeout=60)  # fmt: skip
+                         timeout=60, wait=False)  # fmt: skip
+            started.append(daemon)
+        return started
 
-    def _start_physical_controller(self) -> None:
+    def _start_physical_controller(self) -> list[Daemon]:
+        started = []
         if self.pki is not None:
             self.pki.ensure()
         for i in range(self.physical_controllers):
@@ -378,7 +385,9 @@ class Deployment:
             daemon = Daemon(daemon_name, command, self.state_dir)
             self.processes[process] = daemon
             daemon.start(ready=lambda d=daemon, p=port: (  # type: ignore[misc]
-                d.pid is not None and listens_on(d.pid, p)), timeout=60)  # fmt: skip
+                d.pid is not None and listens_on(d.pid, p)), timeout=60, wait=False)  # fmt: skip
+            started.append(daemon)
+        return started
 
     @property
     def manager_target(self) -> str:

@@ -76,15 +76,19 @@ class Daemon:
         """True while the process has not exited."""
         return self._proc is not None and self._proc.poll() is None
 
-    def start(self, *, ready: Callable[[], bool] | None = None, timeout: float = 30.0) -> Daemon:
+    def start(
+        self, *, ready: Callable[[], bool] | None = None, timeout: float = 30.0, wait: bool = True
+    ) -> Daemon:
         """Start the process and wait until `ready()` holds.
 
         Args:
             ready: readiness predicate on observable state, polled until it returns True.
             timeout: seconds to wait for `ready`.
+            wait: False to return at once (`wait_ready()` waits later: several daemons
+                started together, each waited for after), `ready` kept for restarts.
 
         Returns:
-            self, running and ready.
+            self, running (and ready, with `wait`).
 
         Raises:
             DaemonError: it exited or was not ready within `timeout` (it is stopped then).
@@ -104,13 +108,23 @@ class Daemon:
                 start_new_session=True,  # Ctrl-C in a terminal reaches only the supervisor
             )
         self.pid_path.write_text(f"{self._proc.pid}\n")
-        if ready is not None:
-            try:
-                self.wait_until(ready, timeout, what="ready")
-            except DaemonError:
-                self.stop()
-                raise
+        if wait:
+            self.wait_ready()
         return self
+
+    def wait_ready(self) -> None:
+        """Wait until the readiness `start()` was given holds (at once without one).
+
+        Raises:
+            DaemonError: it exited or was not ready in time (it is stopped then).
+        """
+        if self._ready is None:
+            return
+        try:
+            self.wait_until(self._ready, self._ready_timeout, what="ready")
+        except DaemonError:
+            self.stop()
+            raise
 
     def wait_until(self, predicate: Callable[[], bool], timeout: float, *, what: str) -> None:
         """Poll `predicate` until it holds; fail early if the process exits.
