@@ -279,11 +279,12 @@ class Deployment:
             self._start_db()
             self._start_universal_db()
             self._start_zookeeper()
-            self._start_api()
-            # The controllers start together (they meet in the databases and ZooKeeper),
-            # each waited for after.
-            controllers = self._start_logical_controller() + self._start_physical_controller()
-            for daemon in controllers:
+            # The API server and the controllers start together (they meet only in the
+            # databases and ZooKeeper), each waited for after: at S=0.1 the API reads the
+            # configuration for 6 s and a logical controller computes it for 8 s.
+            started = [self._start_api(), *self._start_logical_controller(),
+                       *self._start_physical_controller()]  # fmt: skip
+            for daemon in started:
                 daemon.wait_ready()
         except BaseException:
             self.stop()
@@ -410,7 +411,7 @@ class Deployment:
         """The demo's environment additions: the admin token."""
         return {TOKEN_ENV: self.admin_token}
 
-    def _start_api(self) -> None:
+    def _start_api(self) -> Daemon:
         tokens_file = None
         if self.tenant_tokens or self.tenant_tokens_text.strip():
             text = self.tenant_tokens_text.rstrip("\n") + "\n"
@@ -420,7 +421,8 @@ class Deployment:
         daemon = Daemon("api-server", command, self.state_dir,
                         env={TOKEN_ENV: self.admin_token})  # fmt: skip
         self.processes["API server"] = daemon
-        daemon.start(ready=lambda: http_ok(self.api_url + HEALTH_PATH), timeout=60)
+        return daemon.start(ready=lambda: http_ok(self.api_url + HEALTH_PATH), timeout=60,
+                            wait=False)  # fmt: skip
 
     def dead(self) -> list[str]:
         """Return the names of started processes that are no longer running."""

@@ -164,9 +164,10 @@ class Site:
             proc.stop()
 
     def start_daemons(self) -> dict[str, float]:
-        """Start every daemon again on its files and ports, in order (the controllers at
-        once, each waiting for its own readiness: nothing waits for a controller); then
-        supervise. Returns the seconds each took to be ready."""
+        """Start every daemon again on its files and ports: the databases and ZooKeeper in
+        order, then the API server and the controllers at once, each waiting for its own
+        readiness (as `loom up` starts them); then supervise. Returns the seconds each took
+        to be ready."""
         took: dict[str, float] = {}
 
         def restart(name: str) -> None:
@@ -175,12 +176,13 @@ class Site:
             took[name] = round(time.monotonic() - began, 3)
 
         try:
-            controllers = [n for n in self.deployment.processes if " controller" in n]
+            together = [n for n in self.deployment.processes
+                        if " controller" in n or n == "API server"]  # fmt: skip
             for name in self.deployment.processes:
-                if name not in controllers:
+                if name not in together:
                     restart(name)
-            with ThreadPoolExecutor(max_workers=max(1, len(controllers))) as pool:
-                list(pool.map(restart, controllers))  # (raises what a restart raised)
+            with ThreadPoolExecutor(max_workers=max(1, len(together))) as pool:
+                list(pool.map(restart, together))  # (raises what a restart raised)
         finally:
             self._paused.release()
         return took
