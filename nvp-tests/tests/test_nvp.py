@@ -13,6 +13,7 @@ from loom_nvp import nvp
 from loom_nvp.probe import echo_request, parse_reply
 
 WORKLOAD = generate(0.01)
+ORACLE = nvp.Oracle(WORKLOAD)
 
 
 def _switch(name: str) -> dict[str, object]:
@@ -34,11 +35,11 @@ def test_the_oracle_follows_switches_profiles_and_isolation() -> None:
                  if not nvp._profiled(sw)[0] and nvp._profiled(sw)[1])  # fmt: skip
     web = sorted(nvp._profiled(plain)[1])[0]
     other = next(p["name"] for p in plain["ports"] if p["name"] != web)
-    assert nvp.reachable(WORKLOAD, other, web)[0] is False  # only TCP 22/80/443 in
+    assert ORACLE.reachable(other, web)[0] is False  # only TCP 22/80/443 in
     a, b = isolated["ports"][0]["name"], isolated["ports"][1]["name"]
-    assert nvp.reachable(WORKLOAD, a, b)[0] is True  # its own subnet, whatever else
-    assert nvp.reachable(WORKLOAD, a, other)[0] is False  # another switch
-    assert "different switches" in nvp.reachable(WORKLOAD, a, other)[1]
+    assert ORACLE.reachable(a, b)[0] is True  # its own subnet, whatever else
+    assert ORACLE.reachable(a, other)[0] is False  # another switch
+    assert "different switches" in ORACLE.reachable(a, other)[1]
 
 
 def test_the_sample_has_nvps_share_expected_to_fail() -> None:
@@ -51,7 +52,7 @@ def test_the_sample_has_nvps_share_expected_to_fail() -> None:
         "different switches (no router joins them)",
     }
     for p in pairs:
-        assert nvp.reachable(WORKLOAD, p.src, p.dst) == (p.expected, p.why)
+        assert ORACLE.reachable(p.src, p.dst) == (p.expected, p.why)
     assert nvp.sample(WORKLOAD, 100) == pairs  # fixed
 
 

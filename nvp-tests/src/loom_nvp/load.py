@@ -14,7 +14,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from loom_nvp.site import Http
+from loom_ovs.client import Http
 
 
 @dataclass(frozen=True)

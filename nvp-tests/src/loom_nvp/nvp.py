@@ -52,14 +52,14 @@ import signal
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence, Set
+from collections.abc import Callable, Set
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from loom_api.bench import Step, drive_raw, phases
 from loom_common.workload import generate
-from loom_nvp.probe import Prober, Round
+from loom_nvp.probe import Prober, score
 from loom_nvp.site import Site
 from loom_ovs.sandbox import OvsNode, Vif
 
@@ -142,32 +142,41 @@ def _profiled(sw: dict[str, Any]) -> tuple[bool, set[str]]:
     return isolated, web
 
 
-def reachable(workload: dict[str, Any], src: str, dst: str, *,
-              deleted: Set[str] = frozenset(), icmp: Set[str] = frozenset()
-              ) -> tuple[bool, str]:  # fmt: skip
-    """Whether a ping from port `src` to port `dst` should be answered, and why (the oracle:
-    what the configuration says, computed here without Loom). `deleted`: ports deleted
-    since the workload was loaded; `icmp`: ports whose profile was given an ICMP rule."""
-    if src in deleted or dst in deleted:
-        return False, "a port deleted"
-    switch_of = {p["name"]: sw for sw in workload["switches"] for p in sw["ports"]}
-    a, b = switch_of[src], switch_of[dst]
-    if a is not b:
-        return False, "different switches (no router joins them)"
-    isolated, web = _profiled(b)
-    if isolated:
-        return True, "same switch; the isolation profile allows its subnet"
-    if dst in web and dst not in icmp:
-        return False, "same switch; the destination's profile allows only TCP 22/80/443"
-    if dst in web:
-        return True, "same switch; the destination's profile allows ICMP too"
-    return True, "same switch; the destination has no profile"
+class Oracle:
+    """Whether a ping between two of the workload's ports should be answered, and why: what
+    the configuration says, computed here without Loom (each port's switch and each
+    switch's profiles indexed once)."""
+
+    def __init__(self, workload: dict[str, Any]) -> None:
+        self.switch_of = {p["name"]: sw for sw in workload["switches"] for p in sw["ports"]}
+        """Port name -> its switch (the workload's dict)."""
+        self._profiles = {sw["name"]: _profiled(sw) for sw in workload["switches"]}
+
+    def reachable(self, src: str, dst: str, *, deleted: Set[str] = frozenset(),
+                  icmp: Set[str] = frozenset()) -> tuple[bool, str]:  # fmt: skip
+        """Whether a ping from port `src` to port `dst` should be answered, and why.
+        `deleted`: ports deleted since the workload was loaded; `icmp`: ports whose profile
+        was given an ICMP rule."""
+        if src in deleted or dst in deleted:
+            return False, "a port deleted"
+        a, b = self.switch_of[src], self.switch_of[dst]
+        if a is not b:
+            return False, "different switches (no router joins them)"
+        isolated, web = self._profiles[b["name"]]
+        if isolated:
+            return True, "same switch; the isolation profile allows its subnet"
+        if dst in web and dst not in icmp:
+            return False, "same switch; the destination's profile allows only TCP 22/80/443"
+        if dst in web:
+            return True, "same switch; the destination's profile allows ICMP too"
+        return True, "same switch; the destination has no profile"
 
 
 def sample(workload: dict[str, Any], count: int, seed: int = 1) -> list[Pair]:
     """`count` pairs, `EXPECTED_FAIL` of them expected to fail (half across switches, half
     to a port whose profile forbids ICMP), from few VMs (pairs share their switches)."""
     rng = random.Random(seed)
+    oracle = Oracle(workload)
     switches = [sw for sw in workload["switches"] if len(sw["ports"]) >= 3]
     rng.shuffle(switches)
     failing = round(count * EXPECTED_FAIL)
@@ -182,7 +191,7 @@ def sample(workload: dict[str, Any], count: int, seed: int = 1) -> list[Pair]:
             for dst in ports:
                 if src == dst:
                     continue
-                ok, why = reachable(workload, src, dst)
+                ok, why = oracle.reachable(src, dst)
                 kind = "pass" if ok else "acl"
                 if want[kind] > 0:
                     want[kind] -= 1
@@ -191,7 +200,7 @@ def sample(workload: dict[str, Any], count: int, seed: int = 1) -> list[Pair]:
     vms = sorted(set(used))
     while want["switch"] > 0:
         src, dst = rng.choice(vms), rng.choice(vms)
-        ok, why = reachable(workload, src, dst)
+        ok, why = oracle.reachable(src, dst)
         if not ok and why.startswith("different"):
             want["switch"] -= 1
             pairs.append(Pair(src, dst, ok, why))
@@ -227,6 +236,7 @@ class Harness:
         self.log = log
         self.site = Site(root)
         self.workload = generate(scale)
+        self.oracle = Oracle(self.workload)
         self.placement = fold(self.workload, nodes)
         self.pairs = sample(self.workload, pairs)
         self.nodes: dict[str, OvsNode] = {}
@@ -336,8 +346,7 @@ class Harness:
         return found
 
     def _switch_of(self, port: str) -> str:
-        return str(next(sw["name"] for sw in self.workload["switches"]
-                        if any(p["name"] == port for p in sw["ports"])))  # fmt: skip
+        return str(self.oracle.switch_of[port]["name"])
 
     def _icmp(self, port: str, allowed: bool) -> None:
         profile = self._find("/security-profiles", f"web-{port}")
@@ -387,12 +396,6 @@ def _observe(harness: Harness, test: str,
     timeline.points = [(r.at - timeline.began, score(r, timeline.expected_at(r.at)))
                        for r in prober.settled()]  # fmt: skip
     return timeline.summary(since)
-
-
-def score(answered: Round, expected: Sequence[bool]) -> float:
-    """% of pairs whose outcome in a round was the expected one."""
-    good = sum((i in answered.answered) == want for i, want in enumerate(expected))
-    return 100.0 * good / len(expected)
 
 
 def _recovered(harness: Harness, prober: Prober, timeline: Timeline) -> None:
@@ -448,8 +451,8 @@ def steady_state(harness: Harness, timeline: Timeline, prober: Prober) -> float:
     slowest: list[float] = []
     for change in harness.change_plan():
         old = timeline.expected_at(time.monotonic())
-        new = [reachable(harness.workload, p.src, p.dst, deleted=change.deleted,
-                         icmp=change.icmp)[0] for p in harness.pairs]  # fmt: skip
+        new = [harness.oracle.reachable(p.src, p.dst, deleted=change.deleted,
+                                        icmp=change.icmp)[0] for p in harness.pairs]  # fmt: skip
         affected = {i for i, p in enumerate(harness.pairs)
                     if old[i] != new[i] or change.moved in (p.src, p.dst)}  # fmt: skip
         began = time.monotonic()

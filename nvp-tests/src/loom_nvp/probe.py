@@ -175,11 +175,8 @@ class Prober:
         with self._lock:
             return [r for r in self.rounds if now - r.at > self.timeout]
 
-    def correct(self, expected: Sequence[bool], rounds: Sequence[Round] | None = None
-                ) -> list[tuple[float, float]]:  # fmt: skip
-        """(when, % of pairs whose outcome was `expected[pair]`) per settled round."""
-        out = []
-        for r in rounds if rounds is not None else self.settled():
-            good = sum((i in r.answered) == want for i, want in enumerate(expected))
-            out.append((r.at, 100.0 * good / len(expected)))
-        return out
+
+def score(answered: Round, expected: Sequence[bool]) -> float:
+    """% of pairs whose outcome in round `answered` was `expected[pair]`."""
+    good = sum((i in answered.answered) == want for i, want in enumerate(expected))
+    return 100.0 * good / len(expected)

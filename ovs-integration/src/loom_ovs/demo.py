@@ -23,8 +23,6 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -32,6 +30,7 @@ from typing import Any
 
 from loom_common.pki import Pki
 from loom_ovs import packets
+from loom_ovs.client import Http
 from loom_ovs.sandbox import Sandbox, Vif
 
 TENANTS = ("red", "blue")
@@ -47,24 +46,19 @@ BLOCKED_AFTER = 0.5
 
 
 class Api:
-    """A tiny JSON client of Loom's API (urllib: no dependency for a demo)."""
+    """Loom's API for the demo (`loom_ovs.client.Http`): any refusal ends the demo."""
 
     def __init__(self, url: str, token: str) -> None:
-        self.url = url.rstrip("/")
-        self.token = token
+        self.http = Http(url, token)
 
     def call(self, method: str, path: str, body: Any = None) -> Any:
         """Send one request; return the decoded answer (exit with the error on 4xx/5xx)."""
-        data = json.dumps(body).encode() if body is not None else None
-        request = urllib.request.Request(
-            f"{self.url}/api/v1{path}", data=data, method=method,
-            headers={"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"},
-        )  # fmt: skip
-        try:
-            with urllib.request.urlopen(request, timeout=30) as response:
-                return json.loads(response.read() or b"null")
-        except urllib.error.HTTPError as exc:
-            raise SystemExit(f"demo: {method} {path}: {exc.code} {exc.read().decode()}") from exc
+        reply = self.http.request(method, path, body)
+        if reply.status == 0:
+            raise ConnectionError(f"demo: {method} {path}: {reply.body}")
+        if reply.status >= 400:
+            raise SystemExit(f"demo: {method} {path}: {reply.status} {json.dumps(reply.body)}")
+        return reply.body
 
     def create(self, path: str, body: Any) -> str:
         """The id of the object named `body["name"]` under `path`, created if missing (a
