@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -19,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from loom_common.ovsdb import free_port, tool
+from loom_common.pki import Credentials, Pki
 from loom_common.procs import pid_exists
 
 pytestmark = [pytest.mark.ovs, pytest.mark.zk]
@@ -103,14 +105,48 @@ def _wait_for_logical_realization(universal: str, generation: int, timeout: floa
         time.sleep(0.05)
 
 
+def _db_remotes(banner: str, label: str) -> tuple[str, str]:
+    """A database's line of the banner: (its TCP remote, its remote for this host)."""
+    (line,) = [ln for ln in banner.splitlines() if f"{label}:" in ln]
+    m = re.search(r":\s+(\S+) \(this host: (\S+)\)", line)
+    assert m is not None, line
+    return m.group(1), m.group(2)
+
+
+def _only_loom_certificates_reach(remote: str, pki: Pki) -> None:
+    """A database's TCP port answers a client with a Loom process's certificate, and
+    nobody else: not a plain TCP client, not a transport node's certificate."""
+    first = remote.split(",")[0]
+
+    def list_dbs(target: str, who: Credentials | None) -> subprocess.CompletedProcess[str]:
+        tls = []
+        if who is not None:
+            tls = [f"--private-key={who.private_key}", f"--certificate={who.certificate}",
+                   f"--ca-cert={who.peer_ca}"]  # fmt: skip
+        return subprocess.run([tool("ovsdb-client"), "--timeout=5", *tls, "list-dbs", target],
+                              capture_output=True, text=True)  # fmt: skip
+
+    loom = list_dbs(first, pki.internal("loom-test-client"))
+    assert loom.returncode == 0, loom.stderr
+    assert "Loom_" in loom.stdout
+    node = pki.issue("hv-test", "switch")
+    trusting_loom = Credentials(node.private_key, node.certificate,
+                                pki.ca_certificate("controller"))  # fmt: skip
+    assert list_dbs(first, trusting_loom).returncode != 0
+    assert list_dbs("tcp:" + first.partition(":")[2], None).returncode != 0
+
+
 def test_up_serves_and_ctrl_c_stops_everything(tmp_path: Path) -> None:
     port = free_port()
     args = ["--api-port", str(port), "--admin-token", "t", "--state-dir", str(tmp_path / "s")]
     with _loom_up(*args) as (proc, banner):
         assert f"API:         http://127.0.0.1:{port}/api/v1" in banner, banner
         assert "admin token: t\n" in banner
-        assert "config DB:   tcp:127.0.0.1:" in banner
-        assert "universal DB: tcp:127.0.0.1:" in banner
+        config, _ = _db_remotes(banner, "config DB")
+        universal_tls, universal = _db_remotes(banner, "universal DB")
+        assert config.startswith("ssl:127.0.0.1:"), banner  # TLS only, for other hosts
+        assert universal_tls.startswith("ssl:127.0.0.1:"), banner
+        assert universal.startswith("unix:"), banner  # this host's daemons
         assert "ZooKeeper:   127.0.0.1:" in banner
         assert "nodes dial:  ssl:127.0.0.1:" in banner  # TLS by default, its PKI made here
         assert (tmp_path / "s" / "pki" / "switchca" / "cacert.pem").exists()
@@ -127,8 +163,8 @@ def test_up_serves_and_ctrl_c_stops_everything(tmp_path: Path) -> None:
             assert response.status == 201
             generation = int(response.headers["X-Loom-Config-Generation"])
             assert generation >= 1
-        (universal,) = [ln.split()[-1] for ln in banner.splitlines() if "universal DB:" in ln]
         _wait_for_logical_realization(universal, generation)
+        _only_loom_certificates_reach(config, Pki(tmp_path / "s" / "pki"))
 
         proc.send_signal(signal.SIGINT)
         rest, _ = proc.communicate(timeout=30)
@@ -143,8 +179,10 @@ def test_up_db_cluster_with_tenant_token_and_sigterm(tmp_path: Path) -> None:
             "--tenant-token", "tenant-a=ta"]  # fmt: skip
     with _loom_up(*args) as (proc, banner):
         assert "config DB:" in banner, banner
-        (db_line,) = [line for line in banner.splitlines() if "config DB:" in line]
-        assert len(db_line.split(":", 1)[1].strip().split(",")) == 3, banner
+        members, local = _db_remotes(banner, "config DB")
+        assert [m.partition(":")[0] for m in members.split(",")] == ["ssl"] * 3, banner
+        assert len(local.split(",")) == 3, banner
+        _only_loom_certificates_reach(members, Pki(tmp_path / "s" / "pki"))
         (token_line,) = [line for line in banner.splitlines() if "admin token:" in line]
         admin = token_line.split(":", 1)[1].strip()
         assert len(admin) >= 20, "a generated token is long and random"
@@ -322,7 +360,7 @@ def test_up_restarts_each_daemon_that_dies(tmp_path: Path) -> None:
     health = f"http://127.0.0.1:{port}/api/v1/health"
     with _loom_up(*args) as (proc, banner):
         assert proc.stdout is not None
-        (universal,) = [ln.split()[-1] for ln in banner.splitlines() if "universal DB:" in ln]
+        _, universal = _db_remotes(banner, "universal DB")
         said: list[str] = []
         reader = threading.Thread(target=lambda: said.extend(proc.stdout or []), daemon=True)
         reader.start()

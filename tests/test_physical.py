@@ -22,7 +22,8 @@ from loom_api import create_app
 from loom_api.auth import Tokens
 from loom_api.testing import ApiClient, running_store
 from loom_common.ovsdb import OvsdbServer
-from loom_common.testing import wait_for
+from loom_common.pki import Pki
+from loom_common.testing import tls_controller, wait_for
 from loom_logical.controller import LogicalController
 from loom_ovs import packets
 from loom_ovs.sandbox import OvsNode, Sandbox
@@ -84,15 +85,20 @@ class Loom:
 
 
 @pytest.fixture
-def loom(config_db: OvsdbServer, universal_db: OvsdbServer, tmp_path: Path) -> Iterator[Loom]:
-    """API (in-process), one logical and one physical controller, an empty sandbox."""
-    with running_store(config_db.remote) as store, Sandbox(tmp_path / "nodes") as sandbox:
+def loom(
+    config_db: OvsdbServer, universal_db: OvsdbServer, pki: Pki, tmp_path: Path
+) -> Iterator[Loom]:
+    """API (in-process), one logical and one physical controller, an empty sandbox; nodes
+    and the controller speak TLS (OVSDB and OpenFlow) with certificates from `pki`."""
+    nodes = Sandbox(tmp_path / "nodes", pki=pki)
+    with running_store(config_db.remote) as store, nodes as sandbox:
         app: Flask = create_app(store, Tokens(admin=TOKEN, tenants={}))
         api = ApiClient(app.test_client(), TOKEN)
         logical = LogicalController(config_db.remote, universal_db.remote).start()
         deployment = None
         try:
-            physical = PhysicalController(universal_db.remote, config_db.remote).start()
+            physical = PhysicalController(universal_db.remote, config_db.remote,
+                                          **tls_controller(pki)).start()  # fmt: skip
             try:
                 zone = str(api.create("/api/v1/transport-zones", {"name": "tz"})["id"])
                 deployment = Loom(api, logical, physical, sandbox, zone, config_db, universal_db)
@@ -327,7 +333,9 @@ def test_control_cluster_restart_changes_no_flow(two_hvs: Loom) -> None:
     sent(hv1, "a", packet, {(hv2, "b"): 1})  # no controller at all: still forwarding
     loom.logical = LogicalController(loom.config.remote, loom.universal.remote, name="logical-1")
     loom.logical.start()
-    loom.physical = PhysicalController(loom.universal.remote, loom.config.remote, name="p-1")
+    assert loom.sandbox.pki is not None
+    loom.physical = PhysicalController(loom.universal.remote, loom.config.remote, name="p-1",
+                                       **tls_controller(loom.sandbox.pki, "p-1"))  # fmt: skip
     loom.physical.start()
     for node in loom.sandbox:
         node.set_managers([loom.physical.target])

@@ -16,7 +16,8 @@ from loom_api import create_app
 from loom_api.auth import Tokens
 from loom_api.testing import ApiClient, running_store
 from loom_common.ovsdb import OvsdbServer
-from loom_common.testing import wait_for
+from loom_common.pki import Pki
+from loom_common.testing import tls_controller, wait_for
 from loom_logical.controller import LogicalController
 from loom_ovs import packets
 from loom_ovs.sandbox import OvsNode, Sandbox
@@ -100,13 +101,17 @@ class Site:
 
 
 @pytest.fixture
-def site(config_db: OvsdbServer, universal_db: OvsdbServer, tmp_path: Path) -> Iterator[Site]:
-    with running_store(config_db.remote) as store, Sandbox(tmp_path / "nodes") as sandbox:
+def site(
+    config_db: OvsdbServer, universal_db: OvsdbServer, pki: Pki, tmp_path: Path
+) -> Iterator[Site]:
+    nodes = Sandbox(tmp_path / "nodes", pki=pki)  # over TLS, as under `loom up`
+    with running_store(config_db.remote) as store, nodes as sandbox:
         app: Flask = create_app(store, Tokens(admin=TOKEN, tenants={}))
         api = ApiClient(app.test_client(), TOKEN)
         logical = LogicalController(config_db.remote, universal_db.remote).start()
         try:
-            physical = PhysicalController(universal_db.remote, config_db.remote).start()
+            physical = PhysicalController(universal_db.remote, config_db.remote,
+                                          **tls_controller(pki)).start()  # fmt: skip
             try:
                 yield Site(api, physical, sandbox)
             finally:

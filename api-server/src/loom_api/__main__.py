@@ -4,7 +4,8 @@ The admin token comes from exactly one of `--admin-token-file PATH`, the environ
 (`LOOM_ADMIN_TOKEN`) or `--admin-token T` (kept for compatibility; `ps` shows it); tenant
 tokens from `--tenant-tokens-file PATH` (`TENANT=TOKEN` lines) and/or `--tenant-token`.
 `--max-body-bytes`, `--max-json-depth` and `--max-bulk-items` set the request limits
-(`loom_api.limits`).
+(`loom_api.limits`). The config DB's remote may be `unix:`, `tcp:` or `ssl:` (with
+`--db-private-key`, `--db-certificate`, `--db-ca-cert`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from loom_api import create_app, limits
 from loom_api.auth import Tokens, TokenSourceError, admin_token, parse_tenant_tokens, tokens_of
 from loom_api.serving import create_server
 from loom_api.store import Store
+from loom_common.ovsdb import add_tls_arguments, tls_from_arguments
 from loom_schemas import CONFIG_SCHEMA, schema_path
 
 
@@ -98,7 +100,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=limits.DEFAULT_MAX_BULK_ITEMS,
         help="refuse (400) Neutron bulk creates of more objects than this (default: %(default)s)",
     )
+    add_tls_arguments(parser)
     args = parser.parse_args(argv)
+    tls_from_arguments(parser, args, args.db)
     if args.max_json_depth > limits.PARSER_MAX_DEPTH:
         parser.error(f"--max-json-depth must be at most {limits.PARSER_MAX_DEPTH}")
     try:

@@ -48,7 +48,7 @@ from typing import Protocol
 
 from loom_common.errors import LoomError
 from loom_common.ovsdb import OvsdbCluster, OvsdbServer, free_port, tool
-from loom_common.pki import Pki
+from loom_common.pki import Credentials, Pki
 from loom_common.procs import Daemon, listens_on
 from loom_common.statedir import claim, release
 from loom_common.supervise import Supervisor
@@ -239,7 +239,9 @@ class Deployment:
             session_timeout: the controllers' ZooKeeper session timeout, seconds (default
                 theirs).
             pki_dir: with it, transport nodes talk to the physical controllers over TLS
-                with certificates from the PKI there (made if missing, `loom_common.pki`).
+                with certificates from the PKI there (made if missing, `loom_common.pki`),
+                and the databases' TCP ports (the RAFT members' traffic too) take only
+                TLS; the daemons started here use the databases' unix sockets.
         """
         self.state_dir = state_dir.resolve()
         self.api_port = api_port
@@ -276,6 +278,8 @@ class Deployment:
             LoomError: a daemon failed to start or to become ready.
         """
         try:
+            if self.pki is not None:
+                self.pki.ensure()
             self._start_db()
             self._start_universal_db()
             self._start_zookeeper()
@@ -293,23 +297,29 @@ class Deployment:
     def _start_db(self) -> None:
         schema = schema_path(CONFIG_SCHEMA)
         if self.db_cluster:
-            cluster = OvsdbCluster(self.state_dir / "config-db-cluster", schema)
+            cluster = OvsdbCluster(self.state_dir / "config-db-cluster", schema,
+                                   tls=self._db_tls("config-db"))  # fmt: skip
             for i, member in enumerate(cluster.members):
                 self.processes[f"config DB member {i}"] = member
             cluster.start()
             self.db_remote = cluster.remote
             self.local_db_remote = cluster.unix_remote
         else:
-            server = OvsdbServer(self.state_dir / "config-db", schema)
+            server = OvsdbServer(self.state_dir / "config-db", schema,
+                                 tls=self._db_tls("config-db"))  # fmt: skip
             self.processes["config DB"] = server
             server.start()
             self.db_remote = server.remote
             self.local_db_remote = server.unix_remote
 
+    def _db_tls(self, name: str) -> Credentials | None:
+        """A database's credentials: with a PKI its TCP port (the one other hosts would
+        use) takes only TLS; this host's daemons use its unix socket."""
+        return self.pki.internal(name) if self.pki is not None else None
+
     def _start_universal_db(self) -> None:
-        server = OvsdbServer(
-            self.state_dir / "universal-db", schema_path(UNIVERSAL_SCHEMA), name="universal"
-        )
+        server = OvsdbServer(self.state_dir / "universal-db", schema_path(UNIVERSAL_SCHEMA),
+                             name="universal", tls=self._db_tls("universal-db"))  # fmt: skip
         self.processes["universal DB"] = server
         server.start()
         self.universal_remote = server.remote
@@ -354,16 +364,14 @@ class Deployment:
             process, daemon_name = self._named("logical controller", i, self.logical_controllers)
             daemon = Daemon(daemon_name, command, self.state_dir)
             self.processes[process] = daemon
-            daemon.start(ready=lambda name=name: has_row(self.universal_remote,  # type: ignore[misc]
-                                                         "Logical_Controller", name),
+            daemon.start(ready=lambda name=name: has_row(  # type: ignore[misc]
+                self.local_universal_remote, "Logical_Controller", name),
                          timeout=60, wait=False)  # fmt: skip
             started.append(daemon)
         return started
 
     def _start_physical_controller(self) -> list[Daemon]:
         started = []
-        if self.pki is not None:
-            self.pki.ensure()
         for i in range(self.physical_controllers):
             name = f"physical-{i}"
             port = free_port()
@@ -491,8 +499,10 @@ def cmd_up(args: argparse.Namespace) -> int:
     try:
         deployment.start()
         print(f"Loom is up. State in {deployment.state_dir}", flush=True)
-        print(f"  config DB:   {deployment.db_remote}", flush=True)
-        print(f"  universal DB: {deployment.universal_remote}", flush=True)
+        print(f"  config DB:   {deployment.db_remote} (this host: "
+              f"{deployment.local_db_remote})", flush=True)  # fmt: skip
+        print(f"  universal DB: {deployment.universal_remote} (this host: "
+              f"{deployment.local_universal_remote})", flush=True)  # fmt: skip
         print(f"  ZooKeeper:   {deployment.zookeeper_hosts}", flush=True)
         print(f"  API:         {deployment.api_url}/api/v1", flush=True)
         print(f"  Neutron API: {deployment.api_url}/v2.0 ({args.neutron_auth})", flush=True)
@@ -500,7 +510,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         print(f"  nodes dial:  {deployment.manager_target} (OVSDB manager)", flush=True)
         if deployment.pki is not None:
             print(f"  PKI:         {deployment.pki.directory} (nodes present a switchca "
-                  "certificate naming their system-id)", flush=True)  # fmt: skip
+                  "certificate naming their system-id; database clients on other hosts a "
+                  "controllerca one)", flush=True)  # fmt: skip
         if args.demo or args.check:  # --check implies --demo
             code = run_demo(deployment, check=args.check)
         if not args.check:
@@ -603,7 +614,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     help="the PKI transport nodes and controllers use (made if missing; "
                     "default STATE-DIR/pki)")  # fmt: skip
     up.add_argument("--no-ssl", action="store_true",
-                    help="nodes dial the physical controllers over plain TCP")  # fmt: skip
+                    help="plain TCP: nodes to the physical controllers, and the databases' "
+                    "TCP ports")  # fmt: skip
     up.add_argument("--zookeeper-ensemble", action="store_true",
                     help="a 3-member ZooKeeper ensemble")  # fmt: skip
     up.add_argument("--logical-controllers", type=_count, default=1, metavar="N",

@@ -13,6 +13,7 @@ stop with their owner, and kill -9 / restart of one member is a method call.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
@@ -20,6 +21,7 @@ import random
 import select
 import shutil
 import socket
+import ssl
 import subprocess
 import threading
 import time
@@ -34,6 +36,7 @@ from typing import Any
 import orjson
 
 from loom_common.errors import LoomError
+from loom_common.pki import Credentials, client_context
 from loom_common.procs import Daemon, DaemonError, listens_on
 
 
@@ -96,7 +99,13 @@ class ClusterRole:
 
 
 class OvsdbServer:
-    """One ovsdb-server process serving one database file on 127.0.0.1 and a unix socket."""
+    """One ovsdb-server process serving one database file on 127.0.0.1 and a unix socket.
+
+    With `tls` its TCP port takes only TLS (`pssl:`): a client presents a certificate signed
+    by the authority `tls.peer_ca` names (Loom's controllers' — `loom_common.pki`), and
+    a RAFT member speaks TLS to the others; the unix socket is for the processes of this
+    host.
+    """
 
     def __init__(
         self,
@@ -108,6 +117,7 @@ class OvsdbServer:
         cluster: ClusterRole | None = None,
         remotes: tuple[str, ...] = (),
         options: tuple[str, ...] = (),
+        tls: Credentials | None = None,
     ) -> None:
         """Describe the server; `start()` creates the database if needed and runs it.
 
@@ -121,6 +131,8 @@ class OvsdbServer:
                 manager targets: `db:Open_vSwitch,Open_vSwitch,manager_options`).
             options: further command-line options (an OVS node's SSL settings, read from
                 its database: `--private-key=db:Open_vSwitch,SSL,private_key`, ...).
+            tls: the server's key and certificate, and the authority its TCP clients'
+                certificates must be signed by: its TCP port is then `pssl:`.
         """
         self.state_dir = state_dir
         self.schema = schema
@@ -130,6 +142,7 @@ class OvsdbServer:
         self.cluster = cluster
         self.remotes = remotes
         self.options = options
+        self.tls = tls
         self.db_path = state_dir / f"{name}.db"
         self.socket_path = state_dir / f"{name}.sock"
         self.ctl_path = state_dir / f"{name}.ctl"
@@ -137,8 +150,12 @@ class OvsdbServer:
 
     @property
     def remote(self) -> str:
-        """The client connection string (loopback TCP)."""
-        return f"tcp:127.0.0.1:{self.port}"
+        """The client connection string (loopback TCP: `ssl:` with `tls`)."""
+        return f"{'ssl' if self.tls else 'tcp'}:127.0.0.1:{self.port}"
+
+    @property
+    def _raft_kind(self) -> str:
+        return "ssl" if self.tls else "tcp"
 
     @property
     def unix_remote(self) -> str:
@@ -185,11 +202,11 @@ class OvsdbServer:
                 _run(ovsdb_tool, "create", str(self.db_path), str(self.schema))
             elif self.cluster.leader_raft is None:
                 _run(ovsdb_tool, "create-cluster", str(self.db_path), str(self.schema),
-                     f"tcp:127.0.0.1:{self.cluster.raft_port}")  # fmt: skip
+                     f"{self._raft_kind}:127.0.0.1:{self.cluster.raft_port}")  # fmt: skip
             else:
                 _run(ovsdb_tool, "join-cluster", str(self.db_path), self.db_name,
-                     f"tcp:127.0.0.1:{self.cluster.raft_port}",
-                     f"tcp:127.0.0.1:{self.cluster.leader_raft}")  # fmt: skip
+                     f"{self._raft_kind}:127.0.0.1:{self.cluster.raft_port}",
+                     f"{self._raft_kind}:127.0.0.1:{self.cluster.leader_raft}")  # fmt: skip
         elif self.cluster is None:
             needs = _run(ovsdb_tool, "needs-conversion", str(self.db_path), str(self.schema))
             if needs == "yes":
@@ -217,7 +234,8 @@ class OvsdbServer:
             tool("ovsdb-server"),
             str(self.db_path),
             f"--remote=punix:{self.socket_path}",
-            f"--remote=ptcp:{self.port}:127.0.0.1",
+            f"--remote=p{self.remote.partition(':')[0]}:{self.port}:127.0.0.1",
+            *self._tls_options(),
             f"--unixctl={self.ctl_path}",
             f"--log-file={self.log_path}",
             f"--pidfile={self.pid_path}",
@@ -236,6 +254,12 @@ class OvsdbServer:
         )
         self._daemon.start(ready=self._serving, timeout=timeout)
         return self
+
+    def _tls_options(self) -> list[str]:
+        if self.tls is None:
+            return []
+        return [f"--private-key={self.tls.private_key}", f"--certificate={self.tls.certificate}",
+                f"--ca-cert={self.tls.peer_ca}"]  # fmt: skip
 
     def _serving(self) -> bool:
         pid = self.pid
@@ -302,7 +326,13 @@ class OvsdbCluster:
     """A RAFT cluster of `size` ovsdb-server members of one database, all on loopback."""
 
     def __init__(
-        self, state_dir: Path, schema: Path, *, size: int = 3, name: str = "config"
+        self,
+        state_dir: Path,
+        schema: Path,
+        *,
+        size: int = 3,
+        name: str = "config",
+        tls: Credentials | None = None,
     ) -> None:
         """Describe the cluster; `start()` creates the members' files and runs them.
 
@@ -311,6 +341,8 @@ class OvsdbCluster:
             schema: the `.ovsschema` file.
             size: number of members (3 tolerates the loss of one).
             name: base name of each member's files.
+            tls: the members' credentials: clients' TCP and the members' RAFT traffic are
+                then TLS (`OvsdbServer`).
 
         Raises:
             ValueError: `size` is less than 1.
@@ -326,6 +358,7 @@ class OvsdbCluster:
                 name=name,
                 port=client[i],
                 cluster=ClusterRole(raft_port=raft[i], leader_raft=None if i == 0 else raft[0]),
+                tls=tls,
             )
             for i in range(size)
         ]
@@ -815,12 +848,65 @@ class RawConnection:
         self._sock.close()
 
 
+_client_tls: ssl.SSLContext | None = None
+
+
+def use_tls(credentials: Credentials | None) -> None:
+    """The key, certificate and trusted authority this process's `ssl:` database clients
+    use (`RawConnection`, `Replica`; and python-ovs's streams, which the API server's IDL
+    uses): set once at start-up, as OVS daemons take `--private-key` and the rest."""
+    global _client_tls
+    _client_tls = client_context(credentials) if credentials is not None else None
+    import ovs.stream
+
+    if credentials is not None:
+        ovs.stream.Stream.ssl_set_private_key_file(str(credentials.private_key))
+        ovs.stream.Stream.ssl_set_certificate_file(str(credentials.certificate))
+        ovs.stream.Stream.ssl_set_ca_cert_file(str(credentials.peer_ca))
+
+
+def add_tls_arguments(parser: argparse.ArgumentParser) -> None:
+    """`--db-private-key`, `--db-certificate`, `--db-ca-cert`: a daemon's credentials for
+    databases at `ssl:` remotes (`use_tls`; `tls_from_arguments` checks and applies them)."""
+    group = parser.add_argument_group("TLS to the databases (for ssl: remotes)")
+    group.add_argument("--db-private-key", metavar="FILE", help="this process's private key")
+    group.add_argument("--db-certificate", metavar="FILE", help="its certificate")
+    group.add_argument("--db-ca-cert", metavar="FILE",
+                       help="the authority the databases' certificates are signed by")  # fmt: skip
+
+
+def tls_from_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace,
+                       *remotes: str) -> None:  # fmt: skip
+    """Apply `add_tls_arguments`'s options (`use_tls`); a usage error (exit 2) if they are
+    not all given or all absent, or if an `ssl:` remote among `remotes` has none."""
+    files = (args.db_private_key, args.db_certificate, args.db_ca_cert)
+    if any(files) != all(files):
+        parser.error("--db-private-key, --db-certificate and --db-ca-cert go together")
+    wants = any(m.strip().startswith("ssl:") for r in remotes for m in r.split(","))
+    if wants and not all(files):
+        parser.error("an ssl: database remote needs --db-private-key, --db-certificate and "
+                     "--db-ca-cert")  # fmt: skip
+    if all(files):
+        use_tls(Credentials(*(Path(f) for f in files)))
+
+
 def _open(remote: str, timeout: float) -> socket.socket:
-    """A connected socket to one `tcp:HOST:PORT` or `unix:PATH`."""
+    """A connected socket to one `tcp:HOST:PORT`, `ssl:HOST:PORT` (`use_tls`) or
+    `unix:PATH`."""
     kind, _, where = remote.partition(":")
-    if kind == "tcp":
+    if kind in ("tcp", "ssl"):
         host, _, port = where.rpartition(":")
-        return socket.create_connection((host, int(port)), timeout=timeout)
+        sock = socket.create_connection((host, int(port)), timeout=timeout)
+        if kind == "tcp":
+            return sock
+        if _client_tls is None:
+            sock.close()
+            raise OSError(f"{remote}: TLS without credentials (--private-key and the rest)")
+        try:
+            return _client_tls.wrap_socket(sock)
+        except OSError:
+            sock.close()
+            raise
     if kind == "unix":
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.settimeout(timeout)
@@ -953,7 +1039,10 @@ def _ready(sock: socket.socket, *, write: bool = False,
            timeout: float | None = None) -> tuple[bool, bool]:  # fmt: skip
     """Wait until `sock` is readable (or, with `write`, writable), at most `timeout`
     seconds (None: as long as it takes); return (readable, writable). `poll`, not `select`:
-    a controller with thousands of nodes has descriptors past `select`'s 1,024."""
+    a controller with thousands of nodes has descriptors past `select`'s 1,024. (A TLS
+    socket's decrypted bytes not yet taken count as readable: the descriptor cannot say.)"""
+    if not write and isinstance(sock, ssl.SSLSocket) and sock.pending():
+        return True, False
     poller = select.poll()
     poller.register(sock, _IN | (select.POLLOUT if write else 0))
     events = 0

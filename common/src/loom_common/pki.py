@@ -8,7 +8,9 @@ common name must be the node's `system-id` (`names_node`), so a node cannot spea
 another. `Pki` creates the authorities once in its directory (or uses those there) and
 issues certificates into `DIR/certs/` (again only when missing); `server_context` and
 `client_context` make the `ssl` contexts the two ends use. (Wiring: the physical
-controller's `pssl:` listener and the nodes' `ssl:` managers use these.)
+controller's `pssl:` listener and the nodes' `ssl:` managers; the nodes' `pssl:` OpenFlow
+listeners and the controller's channels; Loom's databases' `pssl:` ports, their RAFT
+traffic and their clients on other hosts, with `internal` credentials.)
 """
 
 from __future__ import annotations
@@ -81,6 +83,17 @@ class Pki:
             (certs / f"{name}-req.pem").unlink(missing_ok=True)
         peer: Kind = "controller" if kind == "switch" else "switch"
         return Credentials(key, cert, self.ca_certificate(peer))
+
+    def internal(self, name: str) -> Credentials:
+        """Credentials for one of Loom's own processes talking to another (a database and
+        its clients on other hosts, RAFT members): a `controller` certificate, trusting
+        only `controllerca`, so no node's certificate reaches a database.
+
+        Raises:
+            PkiError: as `issue`.
+        """
+        mine = self.issue(name, "controller")
+        return Credentials(mine.private_key, mine.certificate, self.ca_certificate("controller"))
 
     def _run(self, *args: str, cwd: Path | None = None) -> None:
         done = subprocess.run(

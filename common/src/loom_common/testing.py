@@ -5,6 +5,8 @@ Loaded by the root `conftest.py` (`pytest_plugins = ["loom_common.testing"]`).
 - `config_db`: a standalone `Loom_Config` ovsdb-server in the test's tmp_path; `kill9()` and
   `restart()` act on the same database file and port.
 - `config_db_cluster`: a 3-member RAFT cluster of `Loom_Config`.
+- `pki`: one PKI (`loom_common.pki`) for the session's nodes and controllers, and
+  `tls_controller(pki, name)`: a physical controller's `listen` and `tls` arguments for it.
 - Tests marked `ovs` need ovsdb-server: skipped locally when it is missing, but a failure
   when `CI=true` or `LOOM_REQUIRE_INTEGRATION=1`, so CI never goes green by skipping.
 - `serve_db(request, state_dir, schema)`: the same for fixtures of their own.
@@ -24,6 +26,7 @@ from typing import Any
 import pytest
 
 from loom_common.ovsdb import OvsdbCluster, OvsdbError, OvsdbServer, tool
+from loom_common.pki import Pki
 from loom_schemas import CONFIG_SCHEMA, UNIVERSAL_SCHEMA, schema_path
 
 _LOGS = pytest.StashKey[list[Path]]()
@@ -41,6 +44,18 @@ def wait_for(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(0.02)
+
+
+@pytest.fixture(scope="session")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    """The session's PKI: nodes (`Sandbox(pki=)`) and controllers get certificates from it,
+    as under `loom up`."""
+    return Pki(tmp_path_factory.mktemp("pki")).ensure()
+
+
+def tls_controller(pki: Pki, name: str = "physical-0") -> dict[str, Any]:
+    """`PhysicalController` keyword arguments for a controller nodes reach over TLS."""
+    return {"listen": "pssl:0:127.0.0.1", "tls": pki.issue(name, "controller")}
 
 
 def integration_required() -> bool:

@@ -2,6 +2,9 @@
 
     loom-logical-controller --config-db tcp:127.0.0.1:6641 --universal-db tcp:127.0.0.1:6642
         [--name NAME] [--zookeeper HOSTS [--session-timeout SECONDS]]
+        [--db-private-key FILE --db-certificate FILE --db-ca-cert FILE]
+
+The databases' remotes may be `unix:`, `tcp:` or `ssl:` (with the `--db-*` credentials).
 
 Without `--zookeeper` it is the only logical controller and writes every shard; with it,
 it joins the cluster of logical controllers there (see `loom_logical.controller`).
@@ -13,6 +16,7 @@ import argparse
 import logging
 import socket
 
+from loom_common.ovsdb import add_tls_arguments, tls_from_arguments
 from loom_common.runner import run_until_stopped
 
 
@@ -27,7 +31,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--session-timeout", type=float, default=10.0)
     parser.add_argument("--workers", type=int, default=2, help="engine worker threads")
     parser.add_argument("--verbose", action="store_true")
+    add_tls_arguments(parser)
     args = parser.parse_args(argv)
+    tls_from_arguments(parser, args, args.config_db, args.universal_db)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

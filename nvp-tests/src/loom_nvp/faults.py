@@ -15,8 +15,9 @@ returns its row:
   configuration does not have afterwards;
 - `realized_s`: from the end of the fault (restart or SIGCONT) until the last acknowledged
   generation is realized on every node;
-- `pings` and `pings_lost`: echoes between the VMs up to the last answered, and those
-  unanswered;
+- `pings` and `pings_lost`: echoes between the VMs from the first answered to the last,
+  and those unanswered (`lost_echoes` their sequence numbers, `fault_echo` the last
+  answered when the fault began);
 - `universal_equals_fresh`: the universal DB equals what a fresh start computes from the
   configuration (`loom_nvp.fresh`).
 """
@@ -71,6 +72,7 @@ def inject(site: Site, fault: Fault, *, switch: str, src: Any, dst_ip: str,
         pinger.wait_replies(5, WAIT)
         restarts = site.supervisor.restarts.get(fault.process, 0)
         began = time.monotonic()
+        fault_echo = max(pinger.replied)
         if fault.kind == "kill":
             site.signal(fault.process, signal.SIGKILL)
             site.wait(lambda: site.supervisor.restarts.get(fault.process, 0) > restarts,
@@ -100,8 +102,10 @@ def inject(site: Site, fault: Fault, *, switch: str, src: Any, dst_ip: str,
     row["acked_writes"] = len(writer.acked)
     row["acked_lost"] = len(writer.lost())
     row["refused_writes"] = len(writer.refused)
-    row["pings"], row["pings_lost"] = pings, lost
-    check = fresh.compare(site.deployment.db_remote, site.deployment.universal_remote,
+    row["pings"], row["pings_lost"] = pings, len(lost)
+    if lost:
+        row["lost_echoes"], row["fault_echo"] = lost, fault_echo
+    check = fresh.compare(site.deployment.local_db_remote, site.deployment.local_universal_remote,
                           generation, scratch)  # fmt: skip
     row["universal_equals_fresh"] = check["equal"]
     if not check["equal"]:

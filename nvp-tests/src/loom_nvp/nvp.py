@@ -252,7 +252,7 @@ class Harness:
         for n in range(1, self.node_count + 1):
             self.nodes[f"hv{n}"] = self.site.add_node(f"hv{n}", register=False)
         plan = load_plan(self.workload, {n: node.encap_ip for n, node in self.nodes.items()})
-        drive_raw(self.site.deployment.db_remote, plan)
+        drive_raw(self.site.deployment.local_db_remote, plan)
         self.site.bump_generation()
         loaded = time.monotonic()
         self._plug()

@@ -2,8 +2,9 @@
 
 `ping -i INTERVAL` runs inside the source VM's namespace for as long as a fault lasts; each
 reply line names its `icmp_seq`. Stopped after the last reply it waits for, the echoes lost
-are the sequence numbers up to the last one answered that got no reply (an echo sent just
-before the stop is not counted as lost: its reply may still be on its way).
+are the sequence numbers from the first answered (before it, the VMs' ARP and the path's
+first upcalls are the set-up's, not a fault's) up to the last answered that got no reply
+(an echo sent just before the stop is not counted: its reply may still be on its way).
 """
 
 from __future__ import annotations
@@ -53,8 +54,9 @@ class Pinger:
             assert time.monotonic() < deadline, f"{len(self.replied)} of {count} echoes answered"
             time.sleep(0.02)
 
-    def stop(self) -> tuple[int, int]:
-        """Stop pinging; (echoes counted, echoes lost) up to the last one answered."""
+    def stop(self) -> tuple[int, list[int]]:
+        """Stop pinging; (echoes counted, sequence numbers of those lost) from the first
+        answered to the last."""
         proc = self._proc
         assert proc is not None
         assert self._reader is not None
@@ -68,6 +70,6 @@ class Pinger:
         if proc.stdout is not None:
             proc.stdout.close()
         if not self.replied:
-            return 0, 0
-        last = max(self.replied)
-        return last, last - len({s for s in self.replied if s <= last})
+            return 0, []
+        first, last = min(self.replied), max(self.replied)
+        return last - first + 1, sorted(set(range(first, last + 1)) - self.replied)

@@ -142,7 +142,7 @@ class Site:
 
     def bump_generation(self) -> None:
         """Count what was written to the config DB behind the API's back as one change."""
-        bump_generation(self.deployment.db_remote)
+        bump_generation(self.deployment.local_db_remote)
 
     def add_node(self, name: str, *, register: bool = True) -> OvsNode:
         """Start transport node `name` (a hypervisor); register it unless not `register`."""

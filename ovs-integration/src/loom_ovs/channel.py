@@ -1,13 +1,15 @@
 """A kept OpenFlow 1.5 connection to one bridge, for pushing flow changes in bundles.
 
-`Channel(remote)` connects to `unix:PATH` (the bridge's management socket) or
-`tcp:IP:PORT` (a bridge listening with `ptcp:`), says HELLO offering OpenFlow 1.5 only,
-and keeps the connection. `bundle(messages)` sends one atomic, ordered bundle: OPEN, one
-ADD per flow_mod, a BARRIER (so that every ADD has been judged), then COMMIT if none was
-refused, DISCARD if one was; it returns once the switch has answered the COMMIT, which OVS
-sends after the flows are in its tables. A refused message raises `BundleRefused` naming it
-(nothing of the bundle is applied); a broken connection raises `ChannelError`, and the next
-call connects again.
+`Channel(remote)` connects to `unix:PATH` (the bridge's management socket), `tcp:IP:PORT`
+(a bridge listening with `ptcp:`) or `ssl:IP:PORT` (with `pssl:`: the channel presents the
+controller's certificate, requires the switch's, signed by the authority `tls` trusts, and,
+given `peer`, that it names the node: `loom_common.pki.peer_name`), says HELLO offering
+OpenFlow 1.5 only, and keeps the connection. `bundle(messages)` sends one atomic, ordered
+bundle: OPEN, one ADD per flow_mod, a BARRIER (so that every ADD has been judged), then
+COMMIT if none was refused, DISCARD if one was; it returns once the switch has answered the
+COMMIT, which OVS sends after the flows are in its tables. A refused message raises
+`BundleRefused` naming it (nothing of the bundle is applied); a broken connection raises
+`ChannelError`, and the next call connects again.
 
 Two questions a controller asks every bridge it connects to go on the channel too (no
 `ovs-ofctl` run for either): `flow_count()` (an OpenFlow 1.5 aggregate statistics request:
@@ -25,11 +27,13 @@ One thread uses a channel at a time (the physical controller pushes a node from 
 from __future__ import annotations
 
 import socket
+import ssl
 import struct
 import time
 from collections.abc import Callable, Sequence
 
 from loom_common.errors import LoomError
+from loom_common.pki import peer_name
 from loom_ovs import ofp
 
 _ERROR_TYPES = {0: "hello failed", 1: "bad request", 2: "bad action", 3: "bad instruction",
@@ -54,9 +58,20 @@ class Deposed(ChannelError):
 class Channel:
     """A kept OpenFlow 1.5 connection to one bridge."""
 
-    def __init__(self, remote: str, *, timeout: float = 10.0) -> None:
+    def __init__(self, remote: str, *, timeout: float = 10.0, tls: ssl.SSLContext | None = None,
+                 peer: str | None = None) -> None:  # fmt: skip
+        """A channel, not yet connected (the first exchange connects).
+
+        Args:
+            remote: `unix:PATH`, `tcp:IP:PORT` or `ssl:IP:PORT`.
+            timeout: seconds any one exchange may take.
+            tls: for `ssl:`, the client context (`loom_common.pki.client_context`).
+            peer: for `ssl:`, the name the switch's certificate must carry (its system-id).
+        """
         self.remote = remote
         self.timeout = timeout
+        self.tls = tls
+        self.peer = peer
         self._sock: socket.socket | None = None
         self._buf = b""
         self._xid = 0
@@ -69,8 +84,10 @@ class Channel:
 
     def _connect(self) -> socket.socket:
         kind, _, where = self.remote.partition(":")
-        if kind not in ("unix", "tcp"):
-            raise ChannelError(remote=self.remote, detail="not unix:PATH or tcp:IP:PORT")
+        if kind not in ("unix", "tcp", "ssl"):
+            raise ChannelError(remote=self.remote, detail="not unix:PATH, tcp: or ssl:IP:PORT")
+        if kind == "ssl" and self.tls is None:
+            raise ChannelError(remote=self.remote, detail="ssl: without TLS credentials")
         try:
             if kind == "unix":
                 sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -84,6 +101,8 @@ class Channel:
                 host, _, port = where.rpartition(":")
                 sock = socket.create_connection((host.strip("[]"), int(port)), self.timeout)
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                if kind == "ssl":
+                    sock = self._handshake(sock)
         except OSError as exc:
             raise ChannelError(remote=self.remote, detail=f"connect: {exc}") from exc
         self._sock, self._buf = sock, b""
@@ -99,6 +118,20 @@ class Channel:
         if self.generation is not None:
             self._ask_master(self.generation)
         return sock
+
+    def _handshake(self, sock: socket.socket) -> ssl.SSLSocket:
+        """TLS over `sock`: the switch's certificate verified, and naming `peer`."""
+        assert self.tls is not None
+        try:
+            secured = self.tls.wrap_socket(sock)  # (the handshake, within the timeout)
+        except OSError:
+            sock.close()
+            raise
+        name = peer_name(secured)
+        if self.peer is not None and name != self.peer:
+            secured.close()
+            raise ssl.SSLError(f"the switch's certificate names {name!r}, not {self.peer!r}")
+        return secured
 
     def claim(self, generation: int) -> None:
         """Be the bridge's master with `generation` (a fencing token that grows with each
@@ -176,7 +209,7 @@ class Channel:
                     # (not MSG_DONTWAIT: a socket with a timeout first waits for input)
                     self._sock.setblocking(False)
                     data = self._sock.recv(65536)
-            except BlockingIOError:
+            except (BlockingIOError, ssl.SSLWantReadError):
                 return 0, -1, 0, b""
             except OSError as exc:
                 self.close()

@@ -10,11 +10,13 @@ keeps a replica of the node's switch tables by `monitor` on it and writes by `tr
 What a session learns (`NodeSession`): the node's `system-id`; its VIFs (interfaces of
 `br-int` with `external_ids:iface-id`, their `attached-mac` and `ofport`); the tunnel ports
 Loom made (`external_ids:loom-peer`), their ofports and BFD state; where its OpenFlow is
-(`external_ids:loom-openflow`: the bridge's management socket path or a `tcp:` target, which
-only the node knows) and its datapath type (`external_ids:loom-datapath-type`).
+(`external_ids:loom-openflow`: the bridge's management socket path, which only the node
+knows, or `ssl:IP:PORT` — `tcp:IP:PORT` in tests — where the bridge is to listen for the
+controller) and its datapath type (`external_ids:loom-datapath-type`).
 
 What it writes (`NodeSession.configure`), in one transaction and only what differs:
-`br-int` (fail mode secure, OpenFlow 1.3 and 1.5, no in-band), one tunnel port per remote
+`br-int` (fail mode secure, OpenFlow 1.3 and 1.5, no in-band; listening on `pssl:PORT:IP`
+for an `ssl:IP:PORT` OpenFlow address, `ptcp:` for `tcp:`), one tunnel port per remote
 node and encapsulation (`key=flow`; BFD where the tunnel leads to a service or gateway node),
 and the removal of tunnel ports no longer wanted.
 
@@ -50,7 +52,8 @@ BRIDGE = "br-int"
 NODE_TABLES: dict[str, list[str]] = {
     "Open_vSwitch": ["external_ids", "bridges"],
     "Bridge": ["name", "ports", "fail_mode", "datapath_type", "protocols", "other_config",
-               "external_ids"],
+               "external_ids", "controller"],
+    "Controller": ["target"],
     "Port": ["name", "interfaces", "qos"],
     "Interface": ["name", "type", "options", "external_ids", "ofport", "error", "bfd",
                   "bfd_status", "ingress_policing_rate", "ingress_policing_burst"],
@@ -498,10 +501,15 @@ class NodeSession:
     ) -> tuple[list[dict[str, Any]], list[str], dict[str, tuple[str, dict[str, Any]]]]:
         """The operations that make `br-int` (none yet) or fix its settings, the reference
         to it for later operations, and Loom's tunnel ports it has."""
+        listener = openflow_listener(self.openflow_remote)
         if bridge is None:
             row = _bridge_row(self.external_ids.get("loom-datapath-type", "system"))
             row["ports"] = ["named-uuid", "brport"]
-            ops: list[dict[str, Any]] = [
+            ops: list[dict[str, Any]] = []
+            if listener is not None:
+                ops.append(_controller_insert(listener))
+                row["controller"] = ["named-uuid", "ctl"]
+            ops += [
                 {"op": "insert", "table": "Interface", "uuid-name": "briface",
                  "row": {"name": BRIDGE, "type": "internal"}},
                 {"op": "insert", "table": "Port", "uuid-name": "brport",
@@ -513,13 +521,19 @@ class NodeSession:
             return ops, ["named-uuid", "br"], {}
         uuid, row = bridge
         fix: dict[str, Any] = {}
+        ops = []
         if row["fail_mode"] != "secure":
             fix["fail_mode"] = "secure"
         if sorted(atoms(row["protocols"])) != PROTOCOLS:
             fix["protocols"] = _set(PROTOCOLS)
+        controllers = self._table("Controller")
+        targets = [controllers.get(c, {}).get("target") for c in atoms(row["controller"]) if c]
+        if listener is not None and targets != [listener]:
+            ops.append(_controller_insert(listener))
+            fix["controller"] = ["named-uuid", "ctl"]
         update = {"op": "update", "table": "Bridge", "where": [["_uuid", "==", ["uuid", uuid]]],
                   "row": fix}  # fmt: skip
-        return [update] if fix else [], ["uuid", uuid], self._tunnel_ports(row)
+        return [*ops, update] if fix else [], ["uuid", uuid], self._tunnel_ports(row)
 
     def configure_qos(self, wanted: dict[str, dict[str, int]]) -> bool:
         """Give each VIF (by `iface-id`) the rates of its port's QoS queue (`min_rate`,
@@ -595,6 +609,20 @@ def _bridge_row(dp_type: str) -> dict[str, Any]:
         "protocols": _set(PROTOCOLS),
         "other_config": _map({"disable-in-band": "true"}),
     }
+
+
+def openflow_listener(remote: str | None) -> str | None:
+    """What `br-int` listens on for a node whose OpenFlow address is `ssl:IP:PORT`
+    (`pssl:PORT:IP`) or `tcp:IP:PORT` (`ptcp:PORT:IP`); None for a management socket."""
+    kind, _, where = (remote or "").partition(":")
+    if kind not in ("ssl", "tcp"):
+        return None
+    host, _, port = where.rpartition(":")
+    return f"p{kind}:{port}:{host}"
+
+
+def _controller_insert(target: str) -> dict[str, Any]:
+    return {"op": "insert", "table": "Controller", "uuid-name": "ctl", "row": {"target": target}}
 
 
 def _tunnel_row(spec: TunnelSpec) -> dict[str, Any]:

@@ -40,6 +40,7 @@ the low 16 bits `MARK`, Loom's.
 from __future__ import annotations
 
 import logging
+import ssl
 import subprocess
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -48,6 +49,7 @@ from typing import ClassVar, Literal
 
 from loom_common.errors import LoomError
 from loom_common.ovsdb import tool
+from loom_common.pki import Credentials, client_context
 from loom_ovs import ofp
 from loom_ovs.channel import BundleRefused, Channel, ChannelError
 
@@ -295,18 +297,34 @@ _ATTRIBUTES = ("cookie=", "idle_timeout=", "hard_timeout=", "importance=")
 """What OVS prints after a flow's match (besides the flags, which Loom never sets)."""
 
 
+@lru_cache(maxsize=4)
+def _client_context(tls: Credentials) -> ssl.SSLContext:
+    """One TLS context for every node's channel (loading the files once)."""
+    return client_context(tls)
+
+
 class Switch:
-    """One bridge's OpenFlow at `remote` (`unix:...mgmt`, `tcp:IP:PORT`): a kept channel for
-    bundles, the TLV map and the flow count; `ovs-ofctl` to compare a non-empty table with
-    the desired one (and for flows the encoder does not know). `close()` when done."""
+    """One bridge's OpenFlow at `remote` (`unix:...mgmt`, `tcp:IP:PORT`, `ssl:IP:PORT` with
+    `tls`, the controller's credentials, and `peer`, the node's system-id its certificate
+    must name): a kept channel for bundles, the TLV map and the flow count; `ovs-ofctl`
+    (with the same credentials) to compare a non-empty table with the desired one (and for
+    flows the encoder does not know). `close()` when done."""
 
     _unencodable: ClassVar[set[str]] = set()
     """Constructs already logged as pushed with ovs-ofctl (class-wide: logged once)."""
 
-    def __init__(self, remote: str, *, timeout: float = 30.0) -> None:
+    def __init__(self, remote: str, *, timeout: float = 30.0, tls: Credentials | None = None,
+                 peer: str | None = None) -> None:  # fmt: skip
         self.remote = remote
         self.timeout = timeout
-        self.channel = Channel(remote, timeout=min(timeout, 10.0))
+        context = None
+        self._tls_args: list[str] = []
+        if tls is not None and remote.startswith("ssl:"):
+            context = _client_context(tls)
+            self._tls_args = [f"--private-key={tls.private_key}",
+                              f"--certificate={tls.certificate}",
+                              f"--ca-cert={tls.peer_ca}"]  # fmt: skip
+        self.channel = Channel(remote, timeout=min(timeout, 10.0), tls=context, peer=peer)
         self.fallbacks = 0
         """Pushes that went by `ovs-ofctl` because a flow could not be encoded."""
 
@@ -318,7 +336,7 @@ class Switch:
         # --no-names: flows name ports by number; without it every run first opens a second
         # connection to learn the port names (measured: 14-17 ms -> 3.6-4.3 ms per run).
         argv = [tool("ovs-ofctl"), "-O", "OpenFlow15", "--no-names",
-                f"--timeout={int(self.timeout)}", *args]  # fmt: skip
+                f"--timeout={int(self.timeout)}", *self._tls_args, *args]  # fmt: skip
         try:
             done = subprocess.run(
                 argv, input=stdin, capture_output=True, text=True, timeout=self.timeout + 5

@@ -21,7 +21,8 @@ Two kinds of node:
 What the sandbox sets on a node is what a hypervisor's installer sets: `system-id`, the
 Manager row pointing at the physical controllers (`max_backoff` 1000 ms), the underlay, the
 VIFs with `external_ids:iface-id`/`attached-mac`, and `external_ids:loom-openflow` (where
-the controller reaches the bridge's OpenFlow: its management socket). `br-int` itself,
+the controller reaches the bridge's OpenFlow: its management socket, or with a PKI, for a
+dummy node, an `ssl:` address the bridge listens on with the node's certificate). `br-int` itself,
 its tunnels and its flows are the physical controller's to write.
 
 Every process is a supervised child (`loom_common.procs.Daemon`): `stop()` stops what was
@@ -41,7 +42,7 @@ from pathlib import Path
 from types import TracebackType
 
 from loom_common.errors import LoomError
-from loom_common.ovsdb import OvsdbServer, tool
+from loom_common.ovsdb import OvsdbServer, free_port, tool
 from loom_common.pki import Pki
 from loom_common.procs import Daemon
 
@@ -131,6 +132,10 @@ class OvsNode:
     tag: str = "loom"
     """Prefix of the node's namespaces: its sandbox's (two sandboxes never share one)."""
     vifs: dict[str, Vif] = field(default_factory=dict)
+    openflow_address: str | None = None
+    """Where the controller is to reach `br-int`'s OpenFlow (`external_ids:loom-openflow`):
+    default its management socket (`openflow`); `ssl:127.0.0.1:PORT` for a dummy node with
+    a certificate, as a node on another host would be reached."""
 
     def __post_init__(self) -> None:
         self.run_dir = self.root / self.system_id
@@ -217,7 +222,7 @@ class OvsNode:
         self.vsctl(
             "--no-wait", "init", "--", "set", "Open_vSwitch", ".",
             f"external_ids:system-id={self.system_id}",
-            f"external_ids:loom-openflow={self.openflow}",
+            f"external_ids:loom-openflow={self.openflow_address or self.openflow}",
             f"external_ids:loom-encap-ip={self.encap_ip}",
             f"external_ids:loom-datapath-type={dp_type}",
         )  # fmt: skip
@@ -428,6 +433,10 @@ class Sandbox:
         node = OvsNode(
             self.root, system_id, index=len(self.nodes) + 1, datapath=self.datapath, tag=self.tag
         )
+        if self.pki is not None and self.datapath == "dummy":
+            # (a netdev node's ovs-vswitchd lives in the node's namespace, whose loopback the
+            # controller cannot reach: its OpenFlow stays on the management socket)
+            node.openflow_address = f"ssl:127.0.0.1:{free_port()}"
         self.nodes[system_id] = node
         if self.datapath == "netdev":
             _run(["ip", "netns", "add", node.netns])

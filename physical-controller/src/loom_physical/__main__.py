@@ -3,10 +3,13 @@
     loom-physical-controller --universal-db unix:... --config-db unix:...
         [--listen ptcp:6640:127.0.0.1] [--name NAME] [--zookeeper HOSTS] [--pass-log FILE]
         [--listen pssl:6640:IP --private-key K --certificate C --ca-cert CA]
+        [--db-private-key K --db-certificate C --db-ca-cert CA]
 
 Transport nodes dial `--listen` (their Manager row); over `pssl:` each must present a
 certificate signed by `--ca-cert` (OVS's switchca) that names its `system-id`, and the
-controller presents `--certificate` (signed by the controllerca the nodes trust). Without
+controller presents `--certificate` (signed by the controllerca the nodes trust), on
+their OVSDB connections and on OpenFlow connections to `ssl:` addresses. The databases'
+remotes may be `unix:`, `tcp:` or `ssl:` (with the `--db-*` credentials). Without
 `--zookeeper` it masters every node that connects; with it, it joins the physical
 controllers' cluster there. `--pass-log` appends one JSON line per pass that computed or
 pushed something (`PassLog`).
@@ -19,6 +22,7 @@ import logging
 import socket
 from pathlib import Path
 
+from loom_common.ovsdb import add_tls_arguments, tls_from_arguments
 from loom_common.runner import run_until_stopped
 
 
@@ -38,7 +42,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ca-cert", type=Path,
                         help="with pssl: the CA certificate nodes' are signed by")  # fmt: skip
     parser.add_argument("--verbose", action="store_true")
+    add_tls_arguments(parser)
     args = parser.parse_args(argv)
+    tls_from_arguments(parser, args, args.universal_db, args.config_db)
     tls_files = (args.private_key, args.certificate, args.ca_cert)
     if args.listen.startswith("pssl:") != all(tls_files) or any(tls_files) != all(tls_files):
         parser.error("--listen pssl: needs --private-key, --certificate and --ca-cert "
@@ -53,9 +59,9 @@ def main(argv: list[str] | None = None) -> int:
 
     tls = None
     if args.listen.startswith("pssl:"):
-        from loom_common.pki import Credentials, server_context
+        from loom_common.pki import Credentials
 
-        tls = server_context(Credentials(args.private_key, args.certificate, args.ca_cert))
+        tls = Credentials(args.private_key, args.certificate, args.ca_cert)
 
     def start() -> PhysicalController:
         controller = PhysicalController(

@@ -39,7 +39,6 @@ import json
 import logging
 import os
 import select
-import ssl
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -51,7 +50,7 @@ from loom_common import heap, procstat, runner
 from loom_common.cluster import membership
 from loom_common.liveness import Heartbeat
 from loom_common.ovsdb import OvsdbError, RawConnection, Replica, TransactError, readable
-from loom_common.pki import names_node
+from loom_common.pki import Credentials, names_node, server_context
 from loom_common.reconnect import CONNECTION_ERRORS, Link
 from loom_ddlog import Program
 from loom_ovs import packets
@@ -227,7 +226,7 @@ class PhysicalController:
         workers: int = 1,
         retry_delays: tuple[float, ...] = RETRY_DELAYS,
         pass_log: Path | None = None,
-        tls: ssl.SSLContext | None = None,
+        tls: Credentials | None = None,
     ) -> None:
         """Describe the controller; `start()` listens, connects and runs it in a thread.
 
@@ -244,9 +243,11 @@ class PhysicalController:
             retry_delays: the waits after failed passes in a row (see `RETRY_DELAYS`).
             pass_log: a file to append one JSON line to per pass that computed or pushed
                 something (`PassLog`: when, how long by phase, how many nodes pushed).
-            tls: with a `pssl:` `listen`, the TLS context nodes must meet
-                (`loom_common.pki.server_context`); a node is taken only for the node its
-                certificate names.
+            tls: with a `pssl:` `listen`, the controller's key and certificate and the
+                authority nodes' certificates must be signed by (`loom_common.pki`): a node
+                is taken only for the node its certificate names, and its OpenFlow, when
+                at an `ssl:` address, is reached with the same credentials and must present
+                the same certificate.
         """
         self.name = name
         self._pass_log = PassLog(pass_log) if pass_log is not None else None
@@ -261,7 +262,8 @@ class PhysicalController:
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
-        self.manager = Manager(listen, self._wake, tls)
+        self._tls = tls
+        self.manager = Manager(listen, self._wake, server_context(tls) if tls else None)
         self.refused: dict[str, str] = {}
         """Node -> why its connection was refused (its certificate names another node)."""
         self.universal = UniversalReplica(universal_remote, self._wake)
@@ -1146,7 +1148,7 @@ class PhysicalController:
         if state.switch is None or state.switch.remote != remote:
             if state.switch is not None:
                 state.switch.close()
-            state.switch = Switch(remote)
+            state.switch = Switch(remote, tls=self._tls, peer=state.session.system_id)
         if self._member is not None:
             # Fencing: the bridge's master role, claimed with the assignment's zxid before
             # any write; the switch refuses a deposed master's bundles (it made it a slave)
