@@ -45,6 +45,7 @@ paper's Figures 5 and 6.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import random
@@ -470,6 +471,7 @@ def steady_state(harness: Harness, timeline: Timeline, prober: Prober) -> float:
     settled = prober.settled()
     for (start, end, affected, expected), record in zip(windows, changes, strict=True):
         wrong: dict[str, int] = {}
+        late = 0
         for r in settled:
             if start <= r.at < end:
                 for i in range(len(expected)):
@@ -477,7 +479,9 @@ def steady_state(harness: Harness, timeline: Timeline, prober: Prober) -> float:
                         pair = harness.pairs[i]
                         key = f"{pair.src} -> {pair.dst}"
                         wrong[key] = wrong.get(key, 0) + 1
+                        late += i in r.late
         record["unaffected_disturbed"] = wrong
+        record["unaffected_late"] = late
         disturbed += sum(wrong.values())
     every = len(slowest) == len(changes)
     timeline.extra = {"changes": changes, "unaffected_pairs_disturbed": disturbed,
@@ -571,6 +575,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nodes", type=int, default=4)
     parser.add_argument("--pairs", type=int, default=200)
     parser.add_argument("--out", type=Path, help="write nvp-tests.json and a PNG per test here")
+    parser.add_argument("--keep", type=Path, metavar="DIR",
+                        help="run the site in DIR and keep it (every daemon's and node's "
+                        "log); default a temporary directory")  # fmt: skip
     args = parser.parse_args(argv)
     tests = args.test or list(TESTS)
 
@@ -578,7 +585,12 @@ def main(argv: list[str] | None = None) -> int:
         print(line, file=sys.stderr, flush=True)
 
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    with tempfile.TemporaryDirectory(prefix="loom-nvp-") as tmp:
+    with contextlib.ExitStack() as stack:
+        if args.keep is not None:
+            args.keep.mkdir(parents=True, exist_ok=True)
+            tmp = str(args.keep)
+        else:
+            tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="loom-nvp-"))
         harness = Harness(Path(tmp), scale=args.scale, nodes=args.nodes, pairs=args.pairs,
                           log=log)  # fmt: skip
         try:

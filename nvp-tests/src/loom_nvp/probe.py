@@ -73,10 +73,12 @@ def parse_reply(packet: bytes) -> tuple[int, int] | None:
 
 @dataclass
 class Round:
-    """One round: when it was sent, and the pairs answered."""
+    """One round: when it was sent, the pairs answered, and those answered too late (after
+    the timeout: their echo or reply was held up, not lost)."""
 
     at: float
     answered: set[int] = field(default_factory=set)
+    late: set[int] = field(default_factory=set)
 
 
 class Prober:
@@ -168,6 +170,8 @@ class Prober:
                         sent = self.rounds[number]
                         if now - sent.at <= self.timeout:
                             sent.answered.add(pair)
+                        else:
+                            sent.late.add(pair)
 
     def settled(self) -> list[Round]:
         """The rounds whose replies can no longer come (older than `timeout`)."""
