@@ -13,8 +13,11 @@ another node, or that no trusted authority signed.
 from __future__ import annotations
 
 import os
+import socket
+import ssl
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,6 +27,7 @@ from flask import Flask
 from loom_api import create_app
 from loom_api.auth import Tokens
 from loom_api.testing import ApiClient, running_store
+from loom_common.apiclient import Http
 from loom_common.cli import TOKEN_ENV, api_command, has_row
 from loom_common.ovsdb import OvsdbServer, free_port, tool
 from loom_common.pki import Credentials, Pki, client_context
@@ -31,7 +35,6 @@ from loom_common.procs import Daemon
 from loom_common.testing import wait_for
 from loom_logical.controller import LogicalController
 from loom_ovs.channel import Channel, ChannelError
-from loom_ovs.client import Http
 from loom_ovs.sandbox import OvsNode, Sandbox
 from loom_physical.controller import PhysicalController
 from loom_schemas import CONFIG_SCHEMA, UNIVERSAL_SCHEMA, schema_path
@@ -215,3 +218,43 @@ def test_loom_daemons_reach_databases_on_other_hosts_over_tls(pki: Pki, tmp_path
             daemon.stop()
         universal.stop()
         config.stop()
+
+
+def test_a_silent_peer_holds_up_no_node(pki: Pki) -> None:
+    """TLS handshakes run beside the acceptor: a node that dials while a silent peer's
+    handshake is pending is taken at once (the silent one is refused only later)."""
+    from loom_common.ovsdb import readable
+    from loom_common.pki import server_context
+    from loom_ovs.manager import Manager
+
+    manager = Manager("pssl:0:127.0.0.1", lambda: None,
+                      server_context(pki.issue("physical-0", "controller"))).start()  # fmt: skip
+    host, port = manager.target.split(":")[1:]
+    silent = socket.create_connection((host, int(port)))
+    node = socket.create_connection((host, int(port)))
+    node.settimeout(WAIT)
+    context = client_context(pki.issue("hv1", "switch"))
+    client: list[ssl.SSLSocket] = []  # (the node's side shakes hands in a thread of its own)
+    shaker = threading.Thread(target=lambda: client.append(context.wrap_socket(node)))
+    shaker.start()
+    try:
+        sessions = []
+
+        def taken() -> bool:
+            if readable(manager.fds(), 0.1):
+                sessions.extend(manager.accept())
+            return bool(sessions)
+
+        wait_for(taken, WAIT, "the node's session")
+        assert [s.certified for s in sessions] == ["hv1"]
+        assert manager.refused == [], "the silent peer's handshake is still pending"
+        wait_for(lambda: taken() and manager.refused, WAIT, "the silent peer refused")
+        shaker.join(WAIT)
+        for session in sessions:
+            session.close()
+        assert client, "the node's handshake finished"
+        client[0].close()
+    finally:
+        silent.close()
+        node.close()
+        manager.close()

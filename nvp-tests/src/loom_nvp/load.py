@@ -14,7 +14,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from loom_ovs.client import Http
+from loom_common.apiclient import Http
 
 
 @dataclass(frozen=True)

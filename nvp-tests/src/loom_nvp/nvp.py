@@ -8,12 +8,15 @@ cold start, restore, failover, steady state. Here, on one machine:
   physical controllers sharding their work, supervised;
 - the NVP workload at scale `--scale` (default 0.1: 6,300 ports on 700 switches) loaded
   into the config DB (raw, as `loom-physical-bench` loads it: one transaction per object),
-  its hypervisors folded onto `--nodes` netdev transport nodes (default 4: hvK runs on node
-  ((K-1) mod N)+1). The workload's ACLs become security profiles as the API benchmark makes
-  them (a profile of TCP 22/80/443 in per ACL'd port, one allowing IPv4 from the switch's
-  subnet per isolated switch), each with an egress rule allowing everything: the workload's
-  ACLs all filter traffic *to* a port. Every port's VIF is plugged on its node: the
-  sampled VMs as network namespaces behind veths, the others as dummy ports;
+  its hypervisors folded onto `--nodes` netdev transport nodes (default 8: hvK runs on node
+  ((K-1) mod N)+1; ~790 VIFs a node. With 4, ~1,575 a node, plugging or unplugging one
+  port holds a node's ovs-vswitchd main loop, which forwards the netdev datapath's
+  packets, for up to 1 s on two busy cores, and pairs through the node miss rounds).
+  The workload's ACLs become security profiles as the API benchmark makes them (a
+  profile of TCP 22/80/443 in per ACL'd port, one allowing IPv4 from the switch's subnet
+  per isolated switch), each with an egress rule allowing everything: the workload's ACLs
+  all filter traffic *to* a port. Every port's VIF is plugged on its node: the sampled VMs
+  as network namespaces behind veths, the others as dummy ports;
 - a fixed sample of `--pairs` VM pairs (default 200), 17% of them expected to fail as in
   NVP's test (half of those across switches, which no router joins, half to a port whose
   profile allows no ICMP), probed every 0.25 s (`loom_nvp.probe`);
@@ -572,7 +575,7 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     parser.add_argument("--test", action="append", choices=TESTS, help="repeatable; default all")
     parser.add_argument("--scale", type=float, default=0.1)
-    parser.add_argument("--nodes", type=int, default=4)
+    parser.add_argument("--nodes", type=int, default=8)
     parser.add_argument("--pairs", type=int, default=200)
     parser.add_argument("--out", type=Path, help="write nvp-tests.json and a PNG per test here")
     parser.add_argument("--keep", type=Path, metavar="DIR",

@@ -28,9 +28,9 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from loom_common.apiclient import Http
 from loom_common.pki import Pki
 from loom_ovs import packets
-from loom_ovs.client import Http
 from loom_ovs.sandbox import Sandbox, Vif
 
 TENANTS = ("red", "blue")
@@ -46,7 +46,7 @@ BLOCKED_AFTER = 0.5
 
 
 class Api:
-    """Loom's API for the demo (`loom_ovs.client.Http`): any refusal ends the demo."""
+    """Loom's API for the demo (`loom_common.apiclient.Http`): any refusal ends the demo."""
 
     def __init__(self, url: str, token: str) -> None:
         self.http = Http(url, token)

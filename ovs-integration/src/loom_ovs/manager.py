@@ -38,6 +38,7 @@ import socket
 import ssl
 import zlib
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -62,7 +63,9 @@ NODE_TABLES: dict[str, list[str]] = {
 }  # fmt: skip
 PROTOCOLS = ["OpenFlow13", "OpenFlow15"]
 HANDSHAKE_S = 5.0
-"""The longest a node's TLS handshake may take (the acceptor waits on it)."""
+"""The longest a node's TLS handshake may take."""
+HANDSHAKERS = 4
+"""Threads doing nodes' TLS handshakes (OpenSSL's work runs outside the GIL)."""
 BACKLOG = 4096
 """Connections waiting to be accepted (at cold start every node dials at once)."""
 ZONE_KEY = "loom-zone-"
@@ -177,6 +180,7 @@ class NodeSession:
             wake()
 
         self.replica = Replica(peer, DB, NODE_TABLES, wake=woken, connect=lambda: conn)
+        self._conn = conn
         self.alive = True
         self._zones_read: tuple[Any, dict[str, int]] | None = None
         """(br-int's external_ids as last read, the zones they held)."""
@@ -235,6 +239,8 @@ class NodeSession:
         self.alive = False
         with contextlib.suppress(OSError):
             self.replica.close()
+        with contextlib.suppress(OSError):
+            self._conn.close()  # (a session closed before it started)
 
     # ---- what the node says ----
 
@@ -749,6 +755,11 @@ class Manager:
         """Sessions whose keep-alive thread kept updates since the owner took them (the
         socket no longer says so: its bytes are read)."""
         self._sock: socket.socket | None = None
+        self._pool: ThreadPoolExecutor | None = None
+        self._handshakes: list[Future[tuple[ssl.SSLSocket, str, str | None] | None]] = []
+        self._done_r, self._done_w = os.pipe()
+        os.set_blocking(self._done_r, False)
+        os.set_blocking(self._done_w, False)
 
     def start(self) -> Manager:
         """Bind and listen (non-blocking)."""
@@ -780,41 +791,86 @@ class Manager:
             return f"{'ssl' if self.tls is not None else 'tcp'}:{name[0]}:{name[1]}"
         return f"unix:{name}"
 
-    def fileno(self) -> int:
-        """The listening socket's descriptor."""
+    def fds(self) -> list[int]:
+        """What to wait on before `accept`: the listening socket, and a pipe that a
+        finished TLS handshake makes readable."""
         assert self._sock is not None
-        return self._sock.fileno()
+        return [self._sock.fileno(), self._done_r]
 
     def accept(self) -> list[NodeSession]:
-        """Accept every pending connection; return the new sessions (replicas not started)."""
+        """Accept every pending connection; return the new sessions (replicas not started).
+
+        Over `pssl:` a connection's TLS handshake runs on a small pool (`HANDSHAKERS`
+        threads, each `HANDSHAKE_S` at most), not here: at a cold start thousands of nodes
+        dial at once, and a slow or silent peer would hold every other one up. A finished
+        handshake makes one of `fds()` readable, and the next `accept` returns its session.
+        """
         assert self._sock is not None
         sessions: list[NodeSession] = []
         while True:
             try:
                 sock, address = self._sock.accept()
             except (BlockingIOError, InterruptedError):
-                return sessions
+                break
             sock.setblocking(True)
             peer = f"{address[0]}:{address[1]}" if isinstance(address, tuple) else "unix"
-            certified = None
-            if self.tls is not None:
-                sock.settimeout(HANDSHAKE_S)
-                try:
-                    sock = self.tls.wrap_socket(sock, server_side=True)
-                except (ssl.SSLError, OSError) as exc:
-                    log.warning("node at %s refused: TLS: %s", peer, exc)
-                    self.refused.append((peer, str(exc)))
-                    sock.close()
-                    continue
-                certified = peer_name(sock)
-            sock.settimeout(30.0)
-            conn = RawConnection.accepted(sock, f"node@{peer}")
-            session = NodeSession(conn, peer, self.wake, self.kept)
-            session.certified = certified
-            sessions.append(session)
+            if self.tls is None:
+                sessions.append(self._session(sock, peer, None))
+                continue
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(HANDSHAKERS, thread_name_prefix="tls-handshake")
+            future = self._pool.submit(self._handshake, sock, peer)
+            future.add_done_callback(self._handshake_done)
+            self._handshakes.append(future)
+        with contextlib.suppress(BlockingIOError):
+            os.read(self._done_r, 4096)
+        still: list[Future[tuple[ssl.SSLSocket, str, str | None] | None]] = []
+        for future in self._handshakes:
+            if not future.done():
+                still.append(future)
+            elif (done := future.result()) is not None:
+                sessions.append(self._session(*done))
+        self._handshakes = still
+        return sessions
+
+    def _handshake(self, sock: socket.socket, peer: str
+                   ) -> tuple[ssl.SSLSocket, str, str | None] | None:  # fmt: skip
+        """TLS on an accepted connection (a pool thread): (socket, peer, the certificate's
+        name), or None if the node was refused (logged and noted in `refused`)."""
+        assert self.tls is not None
+        sock.settimeout(HANDSHAKE_S)
+        try:
+            secured = self.tls.wrap_socket(sock, server_side=True)
+        except (ssl.SSLError, OSError) as exc:
+            log.warning("node at %s refused: TLS: %s", peer, exc)
+            self.refused.append((peer, str(exc)))
+            sock.close()
+            return None
+        return secured, peer, peer_name(secured)
+
+    def _handshake_done(self, _: object) -> None:
+        with contextlib.suppress(OSError):  # (full: readable already; closed: stopping)
+            os.write(self._done_w, b"x")
+
+    def _session(self, sock: socket.socket, peer: str, certified: str | None) -> NodeSession:
+        sock.settimeout(30.0)
+        conn = RawConnection.accepted(sock, f"node@{peer}")
+        session = NodeSession(conn, peer, self.wake, self.kept)
+        session.certified = certified
+        return session
 
     def close(self) -> None:
-        """Stop listening."""
+        """Stop listening (and handshaking)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+        for future in self._handshakes:  # (their sockets were never taken)
+            if not future.cancelled() and (done := future.result()) is not None:
+                done[0].close()
+        self._handshakes = []
+        for fd in (self._done_r, self._done_w):
+            with contextlib.suppress(OSError):
+                os.close(fd)
         if self._sock is not None:
             self._sock.close()
             self._sock = None

@@ -407,9 +407,9 @@ class PhysicalController:
         node waited for the pass under way: at cold start with thousands of nodes, passes
         of many seconds, and the nodes gave up on connections that their inactivity probe
         found silent (and dialled again: churn)."""
-        listener = self.manager.fileno()
+        waits = self.manager.fds()
         while not self._stop.is_set():
-            if not readable([listener], 0.5):
+            if not readable(waits, 0.5):
                 continue
             for session in self.manager.accept():
                 try:
