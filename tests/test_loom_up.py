@@ -136,6 +136,42 @@ def _only_loom_certificates_reach(remote: str, pki: Pki) -> None:
     assert list_dbs("tcp:" + first.partition(":")[2], None).returncode != 0
 
 
+def _loom(state: Path, *args: str) -> str:
+    """Run a `loom` client command on the deployment in `state`; its output (it must
+    succeed)."""
+    done = subprocess.run([str(LOOM), *args, "--state-dir", str(state)], capture_output=True,
+                          text=True, timeout=60, env={k: v for k, v in os.environ.items()
+                                                      if not k.startswith("LOOM_")})  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def _the_client_commands_work(state: Path) -> None:
+    """`loom create/list/get/set/show/status/delete` against the running deployment, found
+    through the client file `loom up` left (no URL or token given)."""
+    switch = _loom(state, "create", "switch", "name=web", "tenant=t1", "--wait").strip()
+    _loom(state, "create", "port", "--parent", "web", "name=p1", "mac=50:54:00:00:00:01",
+          'ips=["10.0.0.5"]', "attachment.type=vif", "attachment.vif_id=vif-1")  # fmt: skip
+    listed = _loom(state, "list", "ports", "--parent", switch).splitlines()
+    assert listed[0].split() == ["ID", "NAME", "MAC", "IPS", "TRANSPORT_NODE", "UP"]
+    assert listed[1].split()[1:] == ["p1", "50:54:00:00:00:01", "10.0.0.5", "-", "no"]
+    assert json.loads(_loom(state, "get", "port", "p1", "--parent", "web", "--format",
+                            "json"))["ips"] == ["10.0.0.5"]  # fmt: skip
+    _loom(state, "set", "switch", "web", "description=front end", "--wait")
+    assert '"front end"' in _loom(state, "get", "switch", switch)
+    shown = _loom(state, "show")
+    assert f"    switch web ({switch})" in shown
+    assert "        port p1: 50:54:00:00:00:01 10.0.0.5 (vif) on not bound, down" in shown
+    assert "lag 0" in _loom(state, "status")
+    _loom(state, "delete", "port", "p1", "--parent", "web", "--wait")
+    assert len(_loom(state, "list", "ports", "--parent", "web").splitlines()) == 1
+    refused = subprocess.run([str(LOOM), "create", "switch", "bogus=1", "--state-dir",
+                              str(state)], capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert refused.returncode == 1
+    assert "POST /logical-switches: 400" in refused.stderr
+    assert "bogus" in refused.stderr
+
+
 def test_up_serves_and_ctrl_c_stops_everything(tmp_path: Path) -> None:
     port = free_port()
     args = ["--api-port", str(port), "--admin-token", "t", "--state-dir", str(tmp_path / "s")]
@@ -165,6 +201,7 @@ def test_up_serves_and_ctrl_c_stops_everything(tmp_path: Path) -> None:
             assert generation >= 1
         _wait_for_logical_realization(universal, generation)
         _only_loom_certificates_reach(config, Pki(tmp_path / "s" / "pki"))
+        _the_client_commands_work(tmp_path / "s")
 
         proc.send_signal(signal.SIGINT)
         rest, _ = proc.communicate(timeout=30)

@@ -9,6 +9,10 @@ quick failures); then it stops everything it started (by PID, newest first).
 
 `loom db` starts only the configuration database and prints its remote.
 
+`loom show`, `status`, `list`, `get`, `create`, `set`, `delete` are the operator's client of
+the API (`loom_common.ctl`); `loom up` leaves them the URL and the admin token's file in
+`STATE-DIR/client.json`.
+
 Both claim the state directory first (`loom_common.statedir`): a second deployment on a
 directory in use is refused with one line, before anything is touched.
 
@@ -46,6 +50,8 @@ from pathlib import Path
 from types import FrameType
 from typing import Protocol
 
+from loom_common import ctl
+from loom_common.ctl import CLIENT_FILE
 from loom_common.errors import LoomError
 from loom_common.ovsdb import OvsdbCluster, OvsdbServer, free_port, tool
 from loom_common.pki import Credentials, Pki
@@ -168,6 +174,15 @@ def write_secret(path: Path, text: str) -> Path:
     with os.fdopen(fd, "w") as out:
         out.write(text)
     return path
+
+
+def write_client_file(state_dir: Path, url: str, token: str) -> Path:
+    """Leave the API's URL and the admin token (in a file only its owner reads) where the
+    `loom` client commands look (`loom_common.ctl.CLIENT_FILE`); the client file's path."""
+    token_file = write_secret(state_dir / "admin-token", token + "\n")
+    client = state_dir / CLIENT_FILE
+    client.write_text(json.dumps({"url": url, "token_file": str(token_file)}) + "\n")
+    return client
 
 
 def _read_option_file(path: str | None, option: str) -> str:
@@ -507,6 +522,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         print(f"  API:         {deployment.api_url}/api/v1", flush=True)
         print(f"  Neutron API: {deployment.api_url}/v2.0 ({args.neutron_auth})", flush=True)
         print(f"  admin token: {token}", flush=True)
+        client = write_client_file(deployment.state_dir, deployment.api_url, token)
+        print(f"  CLI:         loom show, loom status, ... (they read {client})", flush=True)
         print(f"  nodes dial:  {deployment.manager_target} (OVSDB manager)", flush=True)
         if deployment.pki is not None:
             print(f"  PKI:         {deployment.pki.directory} (nodes present a switchca "
@@ -596,7 +613,9 @@ def _tenant_token(text: str) -> str:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """Parse the `loom` command line."""
-    parser = argparse.ArgumentParser(prog="loom", description="Loom's local deployment")
+    parser = argparse.ArgumentParser(
+        prog="loom", description="Loom: the local deployment and its operator commands"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     up = sub.add_parser(
         "up", help="start the local deployment (databases, ZooKeeper, API, logical controller)"
@@ -653,7 +672,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     db.add_argument("--cluster", action="store_true", help="a 3-member RAFT cluster")
     db.add_argument("--port", type=int, help="client port, standalone (default: a free one)")
     db.set_defaults(func=cmd_db)
-    return parser.parse_args(argv)
+    ctl.add_commands(sub, str(DEFAULT_STATE_DIR))
+    args, extra = parser.parse_known_args(argv)
+    # FIELD=VALUE arguments after an option (`create port --parent web name=p1`): argparse
+    # takes a command's positionals in one run, before the option.
+    if extra and hasattr(args, "fields") and not any(a.startswith("-") for a in extra):
+        args.fields = [*args.fields, *extra]
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:

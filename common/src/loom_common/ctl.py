@@ -1,0 +1,461 @@
+"""`loom show|status|list|get|create|set|delete`: an operator's look at Loom, over its API.
+
+Where the API is and who asks: `--url` and `--token-file`, else `LOOM_URL` and
+`LOOM_TOKEN` (or `LOOM_TOKEN_FILE`), else the client file `loom up` writes into its state
+directory (`STATE-DIR/client.json`: the URL and the admin token's file; `--state-dir`,
+default `./run/loom`). A token is never taken from the command line (`ps` shows it).
+
+    loom show [--tenant T]        tenants -> switches -> ports (MAC, IPs, node, up) and
+                                  routers -> ports, routes, NAT rules (as `ovn-nbctl show`)
+    loom status                   generations (lag), controllers, nodes connected, warnings
+    loom list KIND [--parent P] [--tenant T] [--name N]
+    loom get KIND ID|NAME [--parent P]
+    loom create KIND [--parent P] FIELD=VALUE... [--wait]
+    loom set KIND ID|NAME [--parent P] FIELD=VALUE... [--wait]
+    loom delete KIND ID|NAME [--parent P] [--wait]
+
+KIND is one of `KINDS` (singular or plural: `switch`, `switches`, `port`, ...); a port,
+subnet, router port, route or NAT rule names its switch or router with `--parent` (id or
+name). A VALUE that parses as JSON is that JSON (`ips='["10.0.0.5"]'`, `min_rate=100`),
+else a string; `attachment.type=vif` nests. `--wait` waits until every node has realized
+the write (as `ovn-nbctl --wait=hv`), at most `--timeout` seconds. `--format json` prints
+the API's JSON instead of tables.
+
+Pure parts, tested without a daemon: `kind`, `parse_fields`, `table`, `show_lines`,
+`status_lines`. The rest is a thin `Client` over `loom_common.apiclient.Http`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from loom_common.apiclient import Http, Reply
+from loom_common.errors import LoomError
+
+CLIENT_FILE = "client.json"
+"""In a state directory: where `loom up` leaves the URL and the admin token's file."""
+
+
+class CtlError(LoomError):
+    """A command failed: a usage error, a refusal of the API, an API that is down."""
+
+    message = "%(detail)s"
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One native collection, as the CLI names it."""
+
+    name: str
+    """Singular name on the command line (`switch`)."""
+    path: str
+    """The collection, with `{parent}` for a child collection."""
+    columns: tuple[str, ...]
+    """What a table shows (dotted: `status.transport_node`)."""
+    parent: str | None = None
+    """The parent's kind for a child collection."""
+
+
+KINDS: dict[str, Kind] = {k.name: k for k in (
+    Kind("zone", "/transport-zones", ("id", "name")),
+    Kind("node", "/transport-nodes", ("id", "name", "node_type", "system_id",
+                                      "status.connected", "status.controller")),
+    Kind("switch", "/logical-switches", ("id", "name", "tenant", "tunnel_key")),
+    Kind("port", "/logical-switches/{parent}/ports",
+         ("id", "name", "mac", "ips", "status.transport_node", "status.up"), "switch"),
+    Kind("subnet", "/logical-switches/{parent}/subnets",
+         ("id", "name", "cidr", "gateway_ip"), "switch"),
+    Kind("router", "/logical-routers", ("id", "name", "tenant", "tunnel_key")),
+    Kind("router-port", "/logical-routers/{parent}/ports",
+         ("id", "name", "mac", "ip_prefix", "logical_switch_id"), "router"),
+    Kind("route", "/logical-routers/{parent}/routes", ("id", "prefix", "next_hop"), "router"),
+    Kind("nat-rule", "/logical-routers/{parent}/nat-rules",
+         ("id", "type", "external_ip", "internal_ip"), "router"),
+    Kind("profile", "/security-profiles", ("id", "name", "tenant", "stateful")),
+    Kind("gateway-service", "/gateway-services", ("id", "name", "type", "uplink_ip")),
+    Kind("qos-queue", "/qos-queues", ("id", "name", "min_rate", "max_rate")),
+)}  # fmt: skip
+
+
+def kind(name: str) -> Kind:
+    """The kind `name` means (singular or plural, `_` or `-`).
+
+    Raises:
+        CtlError: no such kind (the message lists them).
+    """
+    key = name.strip().lower().replace("_", "-")
+    for candidate in (key, key.removesuffix("es"), key.removesuffix("s")):
+        if candidate in KINDS:
+            return KINDS[candidate]
+    raise CtlError(detail=f"unknown kind {name!r}; one of: {', '.join(KINDS)}")
+
+
+def parse_fields(pairs: Sequence[str]) -> dict[str, Any]:
+    """`FIELD=VALUE` arguments as a JSON body (see the module docstring).
+
+    Raises:
+        CtlError: an argument without `=`, or a field given twice.
+    """
+    body: dict[str, Any] = {}
+    for pair in pairs:
+        field, sep, text = pair.partition("=")
+        if not sep or not field:
+            raise CtlError(detail=f"expected FIELD=VALUE, got {pair!r}")
+        try:
+            value = json.loads(text)
+        except ValueError:
+            value = text
+        *outer, last = field.split(".")
+        target = body
+        for part in outer:
+            target = target.setdefault(part, {})
+            if not isinstance(target, dict):
+                raise CtlError(detail=f"{field}: {part} is given a value and fields")
+        if last in target:
+            raise CtlError(detail=f"{field} given twice")
+        target[last] = value
+    return body
+
+
+def _cell(item: dict[str, Any], column: str) -> str:
+    value: Any = item
+    for part in column.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, list):
+        return ",".join(str(v) for v in value) or "-"
+    return str(value)
+
+
+def table(items: Iterable[dict[str, Any]], columns: Sequence[str]) -> list[str]:
+    """`items` as an aligned text table of `columns` (a header line, then one per item)."""
+    rows = [[c.rpartition(".")[2].upper() for c in columns]]
+    rows += [[_cell(item, c) for c in columns] for item in items]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(columns))]
+    return ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip()
+            for r in rows]  # fmt: skip
+
+
+@dataclass
+class Topology:
+    """What `loom show` draws: every object of the tenants shown."""
+
+    switches: list[dict[str, Any]]
+    ports: dict[str, list[dict[str, Any]]]
+    """Switch id -> its ports."""
+    routers: list[dict[str, Any]]
+    router_ports: dict[str, list[dict[str, Any]]]
+    routes: dict[str, list[dict[str, Any]]]
+    nat_rules: dict[str, list[dict[str, Any]]]
+
+
+def show_lines(topology: Topology) -> list[str]:
+    """The tree `loom show` prints: per tenant, its switches with their ports (where each
+    is bound and whether it is up), its routers with their ports (the switch each joins),
+    routes and NAT rules."""
+    names = {s["id"]: s["name"] or s["id"] for s in topology.switches}
+    tenants = sorted({o.get("tenant") or "" for o in [*topology.switches, *topology.routers]})
+    lines: list[str] = []
+    for tenant in tenants:
+        lines.append(f"tenant {tenant or '(none)'}")
+        for switch in sorted(topology.switches, key=lambda s: (s["name"], s["id"])):
+            if (switch.get("tenant") or "") != tenant:
+                continue
+            lines.append(f"    switch {switch['name']} ({switch['id']}) key "
+                         f"{switch.get('tunnel_key')}")  # fmt: skip
+            for port in sorted(topology.ports.get(switch["id"], []), key=lambda p: p["name"]):
+                status = port.get("status") or {}
+                where = status.get("transport_node") or "not bound"
+                attachment = (port.get("attachment") or {}).get("type", "none")
+                lines.append(
+                    f"        port {port['name']}: {port.get('mac') or '-'} "
+                    f"{' '.join(port.get('ips') or []) or '-'} ({attachment}) on {where}, "
+                    f"{'up' if status.get('up') else 'down'}"
+                )
+        for router in sorted(topology.routers, key=lambda r: (r["name"], r["id"])):
+            if (router.get("tenant") or "") != tenant:
+                continue
+            lines.append(f"    router {router['name']} ({router['id']}) key "
+                         f"{router.get('tunnel_key')}")  # fmt: skip
+            for port in sorted(topology.router_ports.get(router["id"], []),
+                               key=lambda p: p["name"]):  # fmt: skip
+                joined = names.get(port.get("logical_switch_id"), port.get("logical_switch_id"))
+                lines.append(f"        port {port['name']}: {port.get('mac')} "
+                             f"{port.get('ip_prefix')} -> switch {joined}")  # fmt: skip
+            for route in topology.routes.get(router["id"], []):
+                lines.append(f"        route {route.get('prefix')} via "
+                             f"{route.get('next_hop')}")  # fmt: skip
+            for rule in topology.nat_rules.get(router["id"], []):
+                lines.append(f"        nat {rule.get('type')} {rule.get('external_ip')} <-> "
+                             f"{rule.get('internal_ip')}")  # fmt: skip
+    return lines
+
+
+def status_lines(status: dict[str, Any], nodes: Sequence[dict[str, Any]]) -> list[str]:
+    """What `loom status` prints: the generations and how far realization lags, the
+    physical controllers and the nodes each masters, nodes not connected (and why), and
+    the controllers' warnings."""
+    config = int(status.get("config_generation") or 0)
+    logical = int(status.get("logical_generation") or 0)
+    realized = int(status.get("realized_generation") or 0)
+    lines = [
+        f"configuration generation {config}: computed {logical} (lag {config - logical}), "
+        f"realized on every node {realized} (lag {config - realized})",
+    ]
+    masters: dict[str, list[str]] = {}
+    down: list[str] = []
+    for node in sorted(nodes, key=lambda n: n["name"]):
+        node_status = node.get("status") or {}
+        if node_status.get("connected"):
+            masters.setdefault(str(node_status.get("controller") or "?"), []).append(node["name"])
+        else:
+            why = node_status.get("message") or "not connected"
+            down.append(f"    {node['name']}: {why}")
+    lines.append(f"nodes: {len(nodes)}, connected {len(nodes) - len(down)}")
+    for controller, mastered in sorted(masters.items()):
+        lines.append(f"    physical controller {controller}: {len(mastered)} node(s): "
+                     f"{', '.join(mastered)}")  # fmt: skip
+    if down:
+        lines.append("not connected:")
+        lines += down
+    warnings = status.get("warnings") or []
+    lines.append(f"warnings: {len(warnings)}")
+    lines += [f"    {w['kind']} {w['source']}: {w['message']}" for w in warnings]
+    return lines
+
+
+class Client:
+    """The API as the commands use it: refusals raise `CtlError`; lists are followed
+    through every page; names resolve to ids."""
+
+    def __init__(self, http: Http) -> None:
+        self.http = http
+
+    def call(self, method: str, path: str, body: Any = None, ok: int = 200) -> Reply:
+        """One request; its reply if its status is `ok`.
+
+        Raises:
+            CtlError: nobody answered, or the API refused (its error and field named).
+        """
+        reply = self.http.request(method, path, body)
+        if reply.status == ok:
+            return reply
+        if reply.status == 0:
+            raise CtlError(detail=f"the API at {self.http.url} does not answer: {reply.body}")
+        error = reply.body if isinstance(reply.body, dict) else {"message": reply.body}
+        field = f" (field {error['field']})" if error.get("field") else ""
+        raise CtlError(detail=f"{method} {path}: {reply.status} {error.get('message')}{field}")
+
+    def items(self, path: str, **filters: str | None) -> Iterator[dict[str, Any]]:
+        """Every item of a collection (page after page)."""
+        query = "&".join(f"{k}={v}" for k, v in filters.items() if v is not None)
+        cursor = None
+        while True:
+            args = "&".join(a for a in (query, f"cursor={cursor}" if cursor else "") if a)
+            body = self.call("GET", f"{path}?{args}" if args else path).body
+            yield from body["items"]
+            cursor = body.get("next_cursor")
+            if not cursor:
+                return
+
+    def path(self, what: Kind, parent: str | None) -> str:
+        """The collection's path, its parent resolved (id or name).
+
+        Raises:
+            CtlError: a child kind without `--parent`, or a parent that is not there.
+        """
+        if what.parent is None:
+            if parent is not None:
+                raise CtlError(detail=f"a {what.name} has no parent")
+            return what.path
+        if parent is None:
+            raise CtlError(detail=f"a {what.name} needs --parent (its {what.parent})")
+        parent_kind = KINDS[what.parent]
+        return what.path.format(parent=self.resolve(parent_kind.path, parent, parent_kind))
+
+    def resolve(self, path: str, ref: str, what: Kind) -> str:
+        """The id of the object `ref` (an id, or a name no other object of `path` has).
+
+        Raises:
+            CtlError: none, or several, of that name.
+        """
+        found = [i["id"] for i in self.items(path) if ref in (i["id"], i.get("name"))]
+        if len(found) != 1:
+            many = "several" if found else "no"
+            raise CtlError(detail=f"{many} {what.name} {ref!r}")
+        return str(found[0])
+
+    def wait(self, reply: Reply, timeout: float) -> None:
+        """Wait until every node has realized the generation `reply` acknowledged.
+
+        Raises:
+            CtlError: not within `timeout` seconds.
+        """
+        generation = reply.generation
+        if generation is None:
+            return
+        deadline = time.monotonic() + timeout
+        while not self.http.realized(generation):
+            if time.monotonic() > deadline:
+                raise CtlError(detail=f"generation {generation} not realized within {timeout} s")
+            time.sleep(0.05)
+
+    def topology(self, tenant: str | None) -> Topology:
+        """Everything `loom show` draws (of one tenant, or all the caller may see)."""
+        switches = list(self.items("/logical-switches", tenant=tenant))
+        routers = list(self.items("/logical-routers", tenant=tenant))
+
+        def children(path: str, parents: list[dict[str, Any]]) -> dict[str, list[Any]]:
+            return {p["id"]: list(self.items(path.format(parent=p["id"]))) for p in parents}
+
+        return Topology(
+            switches, children("/logical-switches/{parent}/ports", switches), routers,
+            children("/logical-routers/{parent}/ports", routers),
+            children("/logical-routers/{parent}/routes", routers),
+            children("/logical-routers/{parent}/nat-rules", routers),
+        )  # fmt: skip
+
+
+def connection(args: argparse.Namespace, environ: os._Environ[str] | dict[str, str]) -> Http:
+    """Where the API is and the token to show it (see the module docstring).
+
+    Raises:
+        CtlError: no URL or no token from any source, or a token file unreadable.
+    """
+    client_file = Path(args.state_dir) / CLIENT_FILE
+    saved: dict[str, str] = {}
+    if client_file.exists():
+        try:
+            saved = json.loads(client_file.read_text())
+        except (OSError, ValueError) as exc:
+            raise CtlError(detail=f"{client_file}: {exc}") from None
+    url = args.url or environ.get("LOOM_URL") or saved.get("url")
+    token = environ.get("LOOM_TOKEN")
+    token_file = args.token_file or (None if token else environ.get("LOOM_TOKEN_FILE"))
+    if token_file is None and not token:
+        token_file = saved.get("token_file")
+    if token_file is not None:
+        try:
+            token = Path(token_file).read_text().strip()
+        except OSError as exc:
+            raise CtlError(detail=f"token file: {exc}") from None
+    if not url:
+        raise CtlError(detail=f"where is the API? --url, LOOM_URL, or {client_file} "
+                       "(written by loom up)")  # fmt: skip
+    if not token:
+        raise CtlError(detail="no token: --token-file, LOOM_TOKEN, LOOM_TOKEN_FILE, or "
+                       f"{client_file}")  # fmt: skip
+    return Http(url, token, timeout=args.timeout)
+
+
+def _print(args: argparse.Namespace, data: Any, lines: Callable[[], list[str]]) -> None:
+    if args.format == "json":
+        print(json.dumps(data, indent=1, sort_keys=True))
+    else:
+        print("\n".join(lines()))
+
+
+def run(args: argparse.Namespace, client: Client) -> int:
+    """Run one parsed command against `client`; exit status 0.
+
+    Raises:
+        CtlError: the command failed.
+    """
+    command = args.command
+    if command == "show":
+        topology = client.topology(args.tenant)
+        _print(args, topology.__dict__, lambda: show_lines(topology))
+        return 0
+    if command == "status":
+        status = client.call("GET", "/status").body
+        nodes = list(client.items("/transport-nodes")) if args.nodes else []
+        _print(args, {"status": status, "nodes": nodes}, lambda: status_lines(status, nodes))
+        return 0
+    what = kind(args.kind)
+    path = client.path(what, args.parent)
+    if command == "list":
+        items = list(client.items(path, tenant=args.tenant, name=args.name))
+        _print(args, items, lambda: table(items, what.columns))
+        return 0
+    if command == "create":
+        reply = client.call("POST", path, parse_fields(args.fields), ok=201)
+        if args.wait:
+            client.wait(reply, args.timeout)
+        _print(args, reply.body, lambda: [str(reply.body["id"])])
+        return 0
+    ref = client.resolve(path, args.ref, what)
+    if command == "get":
+        body = client.call("GET", f"{path}/{ref}").body
+        _print(args, body, lambda: [f"{k}: {json.dumps(v)}" for k, v in sorted(body.items())])
+    elif command == "set":
+        reply = client.call("PATCH", f"{path}/{ref}", parse_fields(args.fields))
+        if args.wait:
+            client.wait(reply, args.timeout)
+    elif command == "delete":
+        reply = client.call("DELETE", f"{path}/{ref}", ok=204)
+        if args.wait:
+            client.wait(reply, args.timeout)
+    return 0
+
+
+def add_commands(sub: Any, state_dir_default: str) -> None:
+    """Add the client commands to `loom`'s subcommands (`sub`: argparse's subparsers)."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--url", help="the API's base URL (or LOOM_URL)")
+    common.add_argument("--token-file", metavar="PATH",
+                        help="a file holding the bearer token (or LOOM_TOKEN, "
+                        "LOOM_TOKEN_FILE)")  # fmt: skip
+    common.add_argument("--state-dir", default=state_dir_default,
+                        help=f"where loom up left {CLIENT_FILE} (default ./run/loom)")  # fmt: skip
+    common.add_argument("--format", choices=["table", "json"], default="table")
+    common.add_argument("--timeout", type=float, default=30.0,
+                        help="seconds a request, or --wait, may take (default 30)")  # fmt: skip
+    writes = argparse.ArgumentParser(add_help=False)
+    writes.add_argument("--wait", action="store_true",
+                        help="wait until every node has realized the write")  # fmt: skip
+    where = argparse.ArgumentParser(add_help=False)
+    where.add_argument("kind", help=f"one of: {', '.join(KINDS)}")
+    where.add_argument("--parent", help="a child's switch or router (id or name)")
+
+    def add(name: str, parents: list[argparse.ArgumentParser], text: str) -> Any:
+        return sub.add_parser(name, parents=parents, help=text, allow_abbrev=False)
+
+    show = add("show", [common], "the tenants' topology")
+    show.add_argument("--tenant")
+    status = add("status", [common], "generations, controllers, nodes, warnings")
+    status.add_argument("--no-nodes", dest="nodes", action="store_false",
+                        help="skip the transport nodes (admin only)")  # fmt: skip
+    listing = add("list", [common, where], "list a collection")
+    listing.add_argument("--tenant")
+    listing.add_argument("--name")
+    get = add("get", [common, where], "one object")
+    get.add_argument("ref", metavar="ID|NAME")
+    create = add("create", [common, where, writes], "create an object")
+    create.add_argument("fields", nargs="*", metavar="FIELD=VALUE")
+    update = add("set", [common, where, writes], "change an object")
+    update.add_argument("ref", metavar="ID|NAME")
+    update.add_argument("fields", nargs="+", metavar="FIELD=VALUE")
+    delete = add("delete", [common, where, writes], "delete an object")
+    delete.add_argument("ref", metavar="ID|NAME")
+    for parser in (show, status, listing, get, create, update, delete):
+        parser.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    """A client command: exit 0, or 1 with one line on stderr."""
+    try:
+        return run(args, Client(connection(args, os.environ)))
+    except CtlError as exc:
+        print(f"loom {args.command}: {exc}", file=sys.stderr, flush=True)
+        return 1
