@@ -54,6 +54,8 @@ def _get(url: str, token: str | None = None) -> tuple[int, bytes]:
     except urllib.error.HTTPError as exc:
         with exc:
             return exc.code, exc.read()
+    except urllib.error.URLError as exc:  # nobody listens there
+        return 0, str(exc).encode()
 
 
 @contextlib.contextmanager
@@ -172,6 +174,23 @@ def _the_client_commands_work(state: Path) -> None:
     assert "bogus" in refused.stderr
 
 
+def _every_daemon_serves_metrics(banner: str) -> None:
+    """The banner names each daemon's /metrics; each answers in Prometheus text with what
+    that daemon is to export."""
+    urls = {name: url for url, name in re.findall(r"metrics:\s+(\S+) \((.+)\)", banner)}
+    assert set(urls) == {"API server", "logical controller 0", "physical controller 0"}, banner
+    wanted = {"API server": ("loom_api_requests_total", 'loom_api_generation{kind="config"}'),
+              "logical controller 0": ('loom_controller_pass_seconds_bucket{component="logical"',
+                                       'loom_controller_generation{component="logical"'),
+              "physical controller 0": ("loom_physical_nodes{",
+                                        'loom_cluster_member{component="physical"')}  # fmt: skip
+    for name, url in urls.items():
+        status, body = _get(url)
+        assert status == 200, (name, body)
+        for metric in wanted[name]:
+            assert metric in body.decode(), (name, metric)
+
+
 def test_up_serves_and_ctrl_c_stops_everything(tmp_path: Path) -> None:
     port = free_port()
     args = ["--api-port", str(port), "--admin-token", "t", "--state-dir", str(tmp_path / "s")]
@@ -202,6 +221,7 @@ def test_up_serves_and_ctrl_c_stops_everything(tmp_path: Path) -> None:
         _wait_for_logical_realization(universal, generation)
         _only_loom_certificates_reach(config, Pki(tmp_path / "s" / "pki"))
         _the_client_commands_work(tmp_path / "s")
+        _every_daemon_serves_metrics(banner)
 
         proc.send_signal(signal.SIGINT)
         rest, _ = proc.communicate(timeout=30)
@@ -283,16 +303,38 @@ def test_up_takes_tokens_from_files_and_a_second_up_is_refused(tmp_path: Path) -
         assert _get(url, "admin-secret-from-a-file")[0] == 200, "the first one still serves"
 
 
-def test_up_neutron_noauth(tmp_path: Path) -> None:
-    port = free_port()
+def test_up_neutron_noauth_on_another_address_and_a_fixed_manager_port(tmp_path: Path) -> None:
+    """`--listen` moves every listener (another loopback address here), `--manager-port`
+    fixes where nodes dial (`--neutron-auth noauth` on the way)."""
+    port, manager = free_port(), free_port()
     args = ["--api-port", str(port), "--admin-token", "t", "--state-dir", str(tmp_path / "s"),
-            "--neutron-auth", "noauth"]  # fmt: skip
+            "--neutron-auth", "noauth", "--listen", "127.0.0.2", "--manager-port",
+            str(manager), "--log-format", "json"]  # fmt: skip
     with _loom_up(*args) as (proc, banner):
-        assert f"Neutron API: http://127.0.0.1:{port}/v2.0 (noauth)" in banner, banner
-        status, body = _get(f"http://127.0.0.1:{port}/v2.0/networks")
+        assert f"Neutron API: http://127.0.0.2:{port}/v2.0 (noauth)" in banner, banner
+        assert f"nodes dial:  ssl:127.0.0.2:{manager} (OVSDB manager)" in banner, banner
+        assert _db_remotes(banner, "config DB")[0].startswith("ssl:127.0.0.2:"), banner
+        status, body = _get(f"http://127.0.0.2:{port}/v2.0/networks")
         assert status == 200, body
         assert json.loads(body) == {"networks": []}
-        assert _get(f"http://127.0.0.1:{port}/api/v1/logical-switches")[0] == 401
+        assert _get(f"http://127.0.0.2:{port}/api/v1/logical-switches")[0] == 401
+        assert _get(f"http://127.0.0.1:{port}/api/v1/health")[0] == 0, "not on 127.0.0.1"
+        request = urllib.request.Request(
+            f"http://127.0.0.2:{port}/v2.0/networks", method="POST",
+            data=json.dumps({"network": {"name": "n1"}}).encode(),
+            headers={"Content-Type": "application/json"},
+        )  # fmt: skip
+        with urllib.request.urlopen(request, timeout=10) as response:
+            assert response.status == 201
+        state = tmp_path / "s"
+        lines = [json.loads(line) for line in (state / "api-server.log").read_text().splitlines()]
+        assert {line["component"] for line in lines} == {"api"}
+        audits = [line["message"] for line in lines if line["logger"] == "loom.audit"]
+        assert len(audits) == 1, audits
+        assert audits[0].startswith("noauth POST /v2.0/networks -> 201, generation ")
+        logical = (state / "logical-controller.log").read_text().splitlines()
+        assert logical, "the logical controller logs"
+        assert all(json.loads(line)["component"] == "logical" for line in logical)
         proc.send_signal(signal.SIGINT)
         proc.communicate(timeout=30)
         assert proc.returncode == 0

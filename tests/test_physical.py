@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 from flask import Flask
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 
 from loom_api import create_app
 from loom_api.auth import Tokens
@@ -180,6 +182,40 @@ def test_vm_to_vm_across_hypervisors(two_hvs: Loom) -> None:
         port = next(p for p in items if p["name"] == f"p{i}")
         assert port["status"]["up"] is True, port
         assert port["status"]["transport_node"] == hv, port
+
+
+def _metrics() -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    """This process's Prometheus metrics, as a scrape reads them."""
+    text = generate_latest().decode()
+    return {(s.name, frozenset(s.labels.items())): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}  # fmt: skip
+
+
+def test_the_controllers_export_their_nodes_tables_and_passes(two_hvs: Loom) -> None:
+    loom = two_hvs
+    sw = loom.switch("sw")
+    for i, hv in ((1, "hv1"), (2, "hv2")):
+        loom.port(sw, f"p{i}", mac(i), f"10.0.0.{i}")
+        loom.node(hv).add_vif("vm", f"vif-p{i}", mac(i))
+    loom.realized("hv1", "hv2", "hv3")
+    name = loom.physical.name
+    got = _metrics()
+    for state in ("connected", "mastered"):
+        key = ("loom_physical_nodes", frozenset({("controller", name), ("state", state)}))
+        assert got[key] == 3, state
+    for hv in ("hv1", "hv2"):
+        flows = got[("loom_physical_node_flows", frozenset({("controller", name), ("node", hv)}))]
+        installed = sum(
+            "actions=" in line for line in loom.node(hv).ofctl("dump-flows").splitlines()
+        )
+        assert flows == installed > 10, hv
+    total = {("component", "physical"), ("controller", name), ("phase", "total")}
+    assert got[("loom_controller_pass_seconds_count", frozenset(total))] >= 1
+    logical = (
+        "loom_controller_generation",
+        frozenset({("component", "logical"), ("controller", loom.logical.name)}),
+    )
+    assert got[logical] >= loom.api.get("/api/v1/status").get_json()["realized_generation"]
 
 
 def test_tenants_with_identical_addresses_are_isolated(two_hvs: Loom) -> None:

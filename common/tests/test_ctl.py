@@ -86,11 +86,13 @@ def _topology() -> Topology:
     unbound: dict[str, Any] = {"name": "p2", "mac": "50:54:00:00:00:02", "ips": [],
                                "attachment": None,
                                "status": {"transport_node": None, "up": False}}  # fmt: skip
+    peer = {"name": "p3", "mac": "00:00:00:aa:00:01", "ips": ["10.0.0.1"],
+            "attachment": {"type": "router"}, "status": {"up": False}}  # fmt: skip
     router = {"id": "r1", "name": "edge", "tenant": "t1", "tunnel_key": 7}
     rport = {"name": "rp1", "mac": "00:00:00:aa:00:01", "ip_prefix": "10.0.0.1/24",
              "logical_switch_id": "s1"}  # fmt: skip
     return Topology(
-        [web, db], {"s1": [port, unbound], "s2": []}, [router], {"r1": [rport]},
+        [web, db], {"s1": [port, unbound, peer], "s2": []}, [router], {"r1": [rport]},
         {"r1": [{"prefix": "0.0.0.0/0", "next_hop": "10.0.0.254"}]},
         {"r1": [{"type": "snat", "external_ip": "172.16.0.2", "internal_ip": "10.0.0.0/24"}]},
     )  # fmt: skip
@@ -102,6 +104,7 @@ def test_show_draws_each_tenant_with_its_switches_ports_and_routers() -> None:
         "    switch web (s1) key 5",
         "        port p1: 50:54:00:00:00:01 10.0.0.5 (vif) on hv1, up",
         "        port p2: 50:54:00:00:00:02 - (none) on not bound, down",
+        "        port p3: 00:00:00:aa:00:01 10.0.0.1 (router)",
         "    router edge (r1) key 7",
         "        port rp1: 00:00:00:aa:00:01 10.0.0.1/24 -> switch web",
         "        route 0.0.0.0/0 via 10.0.0.254",

@@ -42,6 +42,7 @@ def create_app(store: Store, tokens: Tokens, config: Mapping[str, Any] | None = 
     Raises:
         ValueError: an unknown `LOOM_NEUTRON_AUTH`, or a limit out of range.
     """
+    from loom_api import metrics
     from loom_api.views import native, neutron, openapi, status
 
     app = Flask(__name__)
@@ -60,6 +61,7 @@ def create_app(store: Store, tokens: Tokens, config: Mapping[str, Any] | None = 
     if app.config.setdefault(neutron.AUTH_CONFIG, "token") not in neutron.AUTH_STRATEGIES:
         raise ValueError(f"{neutron.AUTH_CONFIG} must be one of {neutron.AUTH_STRATEGIES}")
     app.register_blueprint(neutron.bp)  # GET / and /v2.0; its errors are Neutron's
+    metrics.install(app)
 
     @app.before_request
     def refuse_long_body() -> None:

@@ -22,6 +22,7 @@ from loom_api import create_app, limits
 from loom_api.auth import Tokens, TokenSourceError, admin_token, parse_tenant_tokens, tokens_of
 from loom_api.serving import create_server
 from loom_api.store import Store
+from loom_common import logs
 from loom_common.ovsdb import add_tls_arguments, tls_from_arguments
 from loom_schemas import CONFIG_SCHEMA, schema_path
 
@@ -101,6 +102,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="refuse (400) Neutron bulk creates of more objects than this (default: %(default)s)",
     )
     add_tls_arguments(parser)
+    logs.add_arguments(parser)
     args = parser.parse_args(argv)
     tls_from_arguments(parser, args, args.db)
     if args.max_json_depth > limits.PARSER_MAX_DEPTH:
@@ -136,9 +138,7 @@ def _tokens(args: argparse.Namespace) -> Tokens:
 def main(argv: list[str] | None = None) -> int:
     """Run the API server until SIGTERM or SIGINT."""
     args = parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    for duplicate in ("file", "syslog"):  # python-ovs vlog mirrors each line to these three
-        logging.getLogger(duplicate).disabled = True
+    logs.setup_from_arguments("api", args)
     host, _, port = args.listen.rpartition(":")
     config = {
         "LOOM_NEUTRON_AUTH": args.neutron_auth,

@@ -53,7 +53,7 @@ from typing import Protocol
 from loom_common import ctl
 from loom_common.ctl import CLIENT_FILE
 from loom_common.errors import LoomError
-from loom_common.ovsdb import OvsdbCluster, OvsdbServer, free_port, tool
+from loom_common.ovsdb import OvsdbCluster, OvsdbServer, free_port, reachable, tool
 from loom_common.pki import Credentials, Pki
 from loom_common.procs import Daemon, listens_on
 from loom_common.statedir import claim, release
@@ -63,6 +63,8 @@ from loom_schemas import CONFIG_SCHEMA, UNIVERSAL_SCHEMA, schema_path
 
 DEFAULT_STATE_DIR = Path("run/loom")
 DEFAULT_API_PORT = 8080
+DEFAULT_MANAGER_PORT = 6640
+"""Where nodes dial (OVS's own OVSDB port: `ovs-vsctl set-manager ssl:HOST:6640`)."""
 HEALTH_PATH = "/api/v1/health"
 TOKEN_ENV = "LOOM_ADMIN_TOKEN"
 """The environment variable that carries the admin token (to `loom up`, the API server and
@@ -152,11 +154,11 @@ def has_row(remote: str, table: str, name: str) -> bool:
 
 
 def api_command(db_remote: str, api_port: int, tenant_tokens_file: Path | None = None,
-                neutron_auth: str = "token") -> list[str]:  # fmt: skip
+                neutron_auth: str = "token", host: str = "127.0.0.1") -> list[str]:  # fmt: skip
     """Return the API server's command line (the contract with `loom_api`); the admin token
     goes in its environment (`TOKEN_ENV`), not here."""
     command = [
-        sys.executable, "-m", "loom_api", f"--db={db_remote}", f"--listen=127.0.0.1:{api_port}",
+        sys.executable, "-m", "loom_api", f"--db={db_remote}", f"--listen={host}:{api_port}",
     ]  # fmt: skip
     if tenant_tokens_file is not None:
         command.append(f"--tenant-tokens-file={tenant_tokens_file}")
@@ -236,12 +238,15 @@ class Deployment:
         physical_controllers: int = 1,
         session_timeout: float | None = None,
         pki_dir: Path | None = None,
+        listen: str = "127.0.0.1",
+        manager_port: int | None = None,
+        log_format: str = "text",
     ) -> None:
         """Describe the deployment (see `loom up --help` for the meaning of each option).
 
         Args:
             state_dir: root of every daemon's files (databases, sockets, logs, pid files).
-            api_port: the API server's port on 127.0.0.1.
+            api_port: the API server's port.
             admin_token: the admin bearer token.
             tenant_tokens: `TENANT=TOKEN` pairs.
             tenant_tokens_text: more, as the lines of a tokens file.
@@ -257,8 +262,16 @@ class Deployment:
                 with certificates from the PKI there (made if missing, `loom_common.pki`),
                 and the databases' TCP ports (the RAFT members' traffic too) take only
                 TLS; the daemons started here use the databases' unix sockets.
+            listen: the address the API, the physical controllers and the databases' TCP
+                ports listen on (`0.0.0.0`: every address of this host).
+            manager_port: the port transport nodes dial (the first physical controller's;
+                the i-th listens on this + i), the same across restarts; None: free ports.
+            log_format: the daemons' `--log-format` (`text` or `json`).
         """
         self.state_dir = state_dir.resolve()
+        self.listen = listen
+        self.manager_port = manager_port
+        self.log_format = log_format
         self.api_port = api_port
         self.admin_token = admin_token
         self.tenant_tokens = tenant_tokens
@@ -277,6 +290,8 @@ class Deployment:
         """The same databases over unix sockets, for the daemons started here (not probed
         for inactivity: see `OvsdbServer.unix_remote`)."""
         self.zookeeper_hosts = ""
+        self.metrics_urls: dict[str, str] = {}
+        """Where each daemon serves its Prometheus metrics."""
         self.manager_targets: list[str] = []
         """Where transport nodes' Manager rows point (each physical controller)."""
         self.processes: dict[str, Process] = {}
@@ -284,7 +299,7 @@ class Deployment:
     @property
     def api_url(self) -> str:
         """The API's base URL."""
-        return f"http://127.0.0.1:{self.api_port}"
+        return f"http://{reachable(self.listen)}:{self.api_port}"
 
     def start(self) -> None:
         """Start the database, then the API server; on any failure stop what started.
@@ -313,7 +328,7 @@ class Deployment:
         schema = schema_path(CONFIG_SCHEMA)
         if self.db_cluster:
             cluster = OvsdbCluster(self.state_dir / "config-db-cluster", schema,
-                                   tls=self._db_tls("config-db"))  # fmt: skip
+                                   tls=self._db_tls("config-db"), host=self.listen)  # fmt: skip
             for i, member in enumerate(cluster.members):
                 self.processes[f"config DB member {i}"] = member
             cluster.start()
@@ -321,7 +336,7 @@ class Deployment:
             self.local_db_remote = cluster.unix_remote
         else:
             server = OvsdbServer(self.state_dir / "config-db", schema,
-                                 tls=self._db_tls("config-db"))  # fmt: skip
+                                 tls=self._db_tls("config-db"), host=self.listen)  # fmt: skip
             self.processes["config DB"] = server
             server.start()
             self.db_remote = server.remote
@@ -334,7 +349,8 @@ class Deployment:
 
     def _start_universal_db(self) -> None:
         server = OvsdbServer(self.state_dir / "universal-db", schema_path(UNIVERSAL_SCHEMA),
-                             name="universal", tls=self._db_tls("universal-db"))  # fmt: skip
+                             name="universal", tls=self._db_tls("universal-db"),
+                             host=self.listen)  # fmt: skip
         self.processes["universal DB"] = server
         server.start()
         self.universal_remote = server.remote
@@ -367,6 +383,13 @@ class Deployment:
             args += ["--session-timeout", str(self.session_timeout)]
         return args
 
+    def _metrics_args(self, name: str) -> list[str]:
+        """A controller's `--metrics` (a port of its own, kept across its restarts), and
+        the daemons' `--log-format`."""
+        port = free_port()
+        self.metrics_urls[name] = f"http://{reachable(self.listen)}:{port}/metrics"
+        return ["--metrics", f"{self.listen}:{port}", "--log-format", self.log_format]
+
     def _start_logical_controller(self) -> list[Daemon]:
         started = []
         for i in range(self.logical_controllers):
@@ -375,6 +398,7 @@ class Deployment:
                 sys.executable, "-m", "loom_logical", "--name", name,
                 "--config-db", self.local_db_remote, "--universal-db",
                 self.local_universal_remote, *self._zookeeper_args(),
+                *self._metrics_args(f"logical controller {i}"),
             ]  # fmt: skip
             process, daemon_name = self._named("logical controller", i, self.logical_controllers)
             daemon = Daemon(daemon_name, command, self.state_dir)
@@ -389,20 +413,21 @@ class Deployment:
         started = []
         for i in range(self.physical_controllers):
             name = f"physical-{i}"
-            port = free_port()
+            port = self.manager_port + i if self.manager_port is not None else free_port()
             if self.pki is None:
-                self.manager_targets.append(f"tcp:127.0.0.1:{port}")
-                listen = [f"ptcp:{port}:127.0.0.1"]
+                self.manager_targets.append(f"tcp:{reachable(self.listen)}:{port}")
+                listen = [f"ptcp:{port}:{self.listen}"]
             else:
-                self.manager_targets.append(f"ssl:127.0.0.1:{port}")
+                self.manager_targets.append(f"ssl:{reachable(self.listen)}:{port}")
                 mine = self.pki.issue(name, "controller")
-                listen = [f"pssl:{port}:127.0.0.1", "--private-key", str(mine.private_key),
+                listen = [f"pssl:{port}:{self.listen}", "--private-key", str(mine.private_key),
                           "--certificate", str(mine.certificate), "--ca-cert",
                           str(mine.peer_ca)]  # fmt: skip
             command = [
                 sys.executable, "-m", "loom_physical", "--name", name,
                 "--universal-db", self.local_universal_remote, "--config-db",
                 self.local_db_remote, "--listen", *listen, *self._zookeeper_args(),
+                *self._metrics_args(f"physical controller {i}"),
             ]  # fmt: skip
             process, daemon_name = self._named("physical controller", i,
                                                self.physical_controllers)  # fmt: skip
@@ -440,7 +465,10 @@ class Deployment:
             text = self.tenant_tokens_text.rstrip("\n") + "\n"
             text += "".join(f"{pair}\n" for pair in self.tenant_tokens)
             tokens_file = write_secret(self.state_dir / "tenant-tokens", text)
-        command = api_command(self.local_db_remote, self.api_port, tokens_file, self.neutron_auth)
+        command = api_command(self.local_db_remote, self.api_port, tokens_file, self.neutron_auth,
+                              self.listen)  # fmt: skip
+        command += ["--log-format", self.log_format]
+        self.metrics_urls["API server"] = f"{self.api_url}/metrics"
         daemon = Daemon("api-server", command, self.state_dir,
                         env={TOKEN_ENV: self.admin_token})  # fmt: skip
         self.processes["API server"] = daemon
@@ -510,6 +538,9 @@ def cmd_up(args: argparse.Namespace) -> int:
         logical_controllers=args.logical_controllers,
         physical_controllers=args.physical_controllers,
         pki_dir=None if args.no_ssl else Path(args.pki_dir or Path(args.state_dir) / "pki"),
+        listen=args.listen,
+        manager_port=args.manager_port,
+        log_format=args.log_format,
     )
     try:
         deployment.start()
@@ -525,6 +556,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         client = write_client_file(deployment.state_dir, deployment.api_url, token)
         print(f"  CLI:         loom show, loom status, ... (they read {client})", flush=True)
         print(f"  nodes dial:  {deployment.manager_target} (OVSDB manager)", flush=True)
+        for name, url in deployment.metrics_urls.items():
+            print(f"  metrics:     {url} ({name})", flush=True)
         if deployment.pki is not None:
             print(f"  PKI:         {deployment.pki.directory} (nodes present a switchca "
                   "certificate naming their system-id; database clients on other hosts a "
@@ -621,6 +654,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "up", help="start the local deployment (databases, ZooKeeper, API, logical controller)"
     )
     up.add_argument("--api-port", type=int, default=DEFAULT_API_PORT, help="default 8080")
+    up.add_argument("--listen", default="127.0.0.1", metavar="ADDR",
+                    help="the address the API, the physical controllers (the nodes' OVSDB "
+                    "manager) and the databases listen on (default 127.0.0.1; 0.0.0.0 for "
+                    "every address: nodes and clients on other hosts)")  # fmt: skip
+    up.add_argument("--log-format", choices=["text", "json"], default="text",
+                    help="the daemons' logs: text lines (default) or JSON, an object a "
+                    "line")  # fmt: skip
+    up.add_argument("--manager-port", type=int, default=DEFAULT_MANAGER_PORT, metavar="PORT",
+                    help="the port transport nodes dial as their OVSDB manager, the same "
+                    "across restarts (default %(default)s; the i-th physical controller "
+                    "listens on PORT+i)")  # fmt: skip
     token = up.add_mutually_exclusive_group()
     token.add_argument("--admin-token-file", metavar="PATH",
                        help=f"a file holding the admin bearer token (or set {TOKEN_ENV}; "

@@ -176,13 +176,13 @@ def show_lines(topology: Topology) -> list[str]:
                          f"{switch.get('tunnel_key')}")  # fmt: skip
             for port in sorted(topology.ports.get(switch["id"], []), key=lambda p: p["name"]):
                 status = port.get("status") or {}
-                where = status.get("transport_node") or "not bound"
                 attachment = (port.get("attachment") or {}).get("type", "none")
-                lines.append(
-                    f"        port {port['name']}: {port.get('mac') or '-'} "
-                    f"{' '.join(port.get('ips') or []) or '-'} ({attachment}) on {where}, "
-                    f"{'up' if status.get('up') else 'down'}"
-                )
+                line = (f"        port {port['name']}: {port.get('mac') or '-'} "
+                        f"{' '.join(port.get('ips') or []) or '-'} ({attachment})")  # fmt: skip
+                if attachment in ("vif", "none"):  # (a router's port is everywhere)
+                    where = status.get("transport_node") or "not bound"
+                    line += f" on {where}, {'up' if status.get('up') else 'down'}"
+                lines.append(line)
         for router in sorted(topology.routers, key=lambda r: (r["name"], r["id"])):
             if (router.get("tenant") or "") != tenant:
                 continue

@@ -46,6 +46,12 @@ class OvsdbError(LoomError):
     message = "%(detail)s"
 
 
+def reachable(host: str) -> str:
+    """The address this host's clients reach a listener on `host` by (a wildcard listener:
+    loopback)."""
+    return "127.0.0.1" if host in ("", "0.0.0.0", "::") else host
+
+
 def free_port() -> int:
     """Return a TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, released)."""
     return free_ports(1)[0]
@@ -118,6 +124,7 @@ class OvsdbServer:
         remotes: tuple[str, ...] = (),
         options: tuple[str, ...] = (),
         tls: Credentials | None = None,
+        host: str = "127.0.0.1",
     ) -> None:
         """Describe the server; `start()` creates the database if needed and runs it.
 
@@ -133,6 +140,7 @@ class OvsdbServer:
                 its database: `--private-key=db:Open_vSwitch,SSL,private_key`, ...).
             tls: the server's key and certificate, and the authority its TCP clients'
                 certificates must be signed by: its TCP port is then `pssl:`.
+            host: the address its TCP port listens on (`0.0.0.0`: every address).
         """
         self.state_dir = state_dir
         self.schema = schema
@@ -143,6 +151,7 @@ class OvsdbServer:
         self.remotes = remotes
         self.options = options
         self.tls = tls
+        self.host = host
         self.db_path = state_dir / f"{name}.db"
         self.socket_path = state_dir / f"{name}.sock"
         self.ctl_path = state_dir / f"{name}.ctl"
@@ -151,7 +160,7 @@ class OvsdbServer:
     @property
     def remote(self) -> str:
         """The client connection string (loopback TCP: `ssl:` with `tls`)."""
-        return f"{'ssl' if self.tls else 'tcp'}:127.0.0.1:{self.port}"
+        return f"{'ssl' if self.tls else 'tcp'}:{reachable(self.host)}:{self.port}"
 
     @property
     def _raft_kind(self) -> str:
@@ -234,7 +243,7 @@ class OvsdbServer:
             tool("ovsdb-server"),
             str(self.db_path),
             f"--remote=punix:{self.socket_path}",
-            f"--remote=p{self.remote.partition(':')[0]}:{self.port}:127.0.0.1",
+            f"--remote=p{self.remote.partition(':')[0]}:{self.port}:{self.host}",
             *self._tls_options(),
             f"--unixctl={self.ctl_path}",
             f"--log-file={self.log_path}",
@@ -333,6 +342,7 @@ class OvsdbCluster:
         size: int = 3,
         name: str = "config",
         tls: Credentials | None = None,
+        host: str = "127.0.0.1",
     ) -> None:
         """Describe the cluster; `start()` creates the members' files and runs them.
 
@@ -343,6 +353,7 @@ class OvsdbCluster:
             name: base name of each member's files.
             tls: the members' credentials: clients' TCP and the members' RAFT traffic are
                 then TLS (`OvsdbServer`).
+            host: the address the members' client ports listen on.
 
         Raises:
             ValueError: `size` is less than 1.
@@ -359,6 +370,7 @@ class OvsdbCluster:
                 port=client[i],
                 cluster=ClusterRole(raft_port=raft[i], leader_raft=None if i == 0 else raft[0]),
                 tls=tls,
+                host=host,
             )
             for i in range(size)
         ]

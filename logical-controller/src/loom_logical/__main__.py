@@ -16,6 +16,7 @@ import argparse
 import logging
 import socket
 
+from loom_common import logs, metrics
 from loom_common.ovsdb import add_tls_arguments, tls_from_arguments
 from loom_common.runner import run_until_stopped
 
@@ -30,17 +31,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--zookeeper", help="ZooKeeper hosts (host:port,...) for a cluster")
     parser.add_argument("--session-timeout", type=float, default=10.0)
     parser.add_argument("--workers", type=int, default=2, help="engine worker threads")
-    parser.add_argument("--verbose", action="store_true")
+    logs.add_arguments(parser)
+    metrics.add_arguments(parser)
     add_tls_arguments(parser)
     args = parser.parse_args(argv)
     tls_from_arguments(parser, args, args.config_db, args.universal_db)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    logs.setup_from_arguments("logical", args)
     from loom_logical.controller import LogicalController  # after logging is set up
 
     log = logging.getLogger("loom_logical")
+    metrics.serve_from_arguments(parser, args, log)
 
     def start() -> LogicalController:
         controller = LogicalController(

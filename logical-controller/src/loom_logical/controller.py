@@ -31,7 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from loom_common import heap, runner
+from loom_common import heap, metrics, runner
 from loom_common.cluster import membership
 from loom_common.ovsdb import Change, RawConnection, Replica, TransactError, readable
 from loom_common.reconnect import LOST, Link
@@ -221,11 +221,19 @@ class LogicalController:
             ).start()
         self._thread = threading.Thread(target=self._loop, name=f"logical-{self.name}")
         self._thread.start()
+        metrics.watch(
+            "logical",
+            self.name,
+            lambda: metrics.cluster_samples(
+                "logical", self.name, self._member.view if self._member is not None else None
+            ),
+        )
         return self
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop the thread and close the connections."""
         self._stop.set()
+        metrics.forget("logical", self.name)
         self._wake()
         if self._thread is not None:
             self._thread.join(timeout)
@@ -459,6 +467,7 @@ class LogicalController:
                 self._phases["write"] = written - computed
                 self._phases["total"] = written - synced
                 self.passes.append((generation, dict(self._phases)))
+                metrics.observe_pass("logical", self.name, self._phases, generation)
                 if written - synced > SLOW_PASS:
                     phases = ", ".join(f"{k} {v:.2f}s" for k, v in self._phases.items())
                     log.info("slow pass (generation %d): %s", generation, phases)

@@ -22,6 +22,7 @@ import logging
 import socket
 from pathlib import Path
 
+from loom_common import logs, metrics
 from loom_common.ovsdb import add_tls_arguments, tls_from_arguments
 from loom_common.runner import run_until_stopped
 
@@ -41,7 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--certificate", type=Path, help="with pssl: its certificate")
     parser.add_argument("--ca-cert", type=Path,
                         help="with pssl: the CA certificate nodes' are signed by")  # fmt: skip
-    parser.add_argument("--verbose", action="store_true")
+    logs.add_arguments(parser)
+    metrics.add_arguments(parser)
     add_tls_arguments(parser)
     args = parser.parse_args(argv)
     tls_from_arguments(parser, args, args.universal_db, args.config_db)
@@ -49,13 +51,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.listen.startswith("pssl:") != all(tls_files) or any(tls_files) != all(tls_files):
         parser.error("--listen pssl: needs --private-key, --certificate and --ca-cert "
                      "(and they need pssl:)")  # fmt: skip
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    logs.setup_from_arguments("physical", args)
     from loom_physical.controller import PhysicalController  # after logging is set up
 
     log = logging.getLogger("loom_physical")
+    metrics.serve_from_arguments(parser, args, log)
 
     tls = None
     if args.listen.startswith("pssl:"):

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from loom_common import heap, procstat, runner
+from loom_common import heap, metrics, procstat, runner
 from loom_common.cluster import membership
 from loom_common.liveness import Heartbeat
 from loom_common.ovsdb import OvsdbError, RawConnection, Replica, TransactError, readable
@@ -289,6 +289,8 @@ class PhysicalController:
         self._zk_root = zk_root
         self._zk: Any = None
         self._member: membership.Member | None = None
+        self._node_flows: dict[str, int] = {}
+        """Node -> flows in its table as of its last push (for the metrics)."""
         self.nodes: dict[str, NodeState] = {}
         self._pending: list[NodeSession] = []
         """Sessions whose node has not said its system-id yet."""
@@ -399,7 +401,26 @@ class PhysicalController:
         self._acceptor = threading.Thread(target=self._accepting, name=f"accept-{self.name}",
                                           daemon=True)  # fmt: skip
         self._acceptor.start()
+        metrics.watch("physical", self.name, self._metric_samples)
         return self
+
+    def _metric_samples(self) -> list[metrics.Sample]:
+        """What a scrape reads (another thread: copies of what the loop keeps): nodes
+        connected and mastered, each mastered node's flows as of its last push, and the
+        controller's ZooKeeper membership (`loom_common.metrics`)."""
+        view = self._member.view if self._member is not None else None
+        connected = list(self.nodes)
+        mastered = [n for n in connected if view is None or view.may_write(n)]
+        flows = dict(self._node_flows)
+        labels = (self.name,)
+        return [
+            ("loom_physical_nodes", "Transport nodes connected to the controller, and mastered",
+             ("controller", "state"),
+             [((*labels, "connected"), len(connected)), ((*labels, "mastered"), len(mastered))]),
+            ("loom_physical_node_flows", "Flows in a mastered node's table as of its last push",
+             ("controller", "node"), [((*labels, n), flows[n]) for n in mastered if n in flows]),
+            *metrics.cluster_samples("physical", self.name, view),
+        ]  # fmt: skip
 
     def _accepting(self) -> None:
         """The acceptor thread: take every node that dials in at once, read its database
@@ -432,6 +453,7 @@ class PhysicalController:
         if self._stop.is_set():
             return
         self._stop.set()
+        metrics.forget("physical", self.name)
         self._wake()
         self.heartbeat.stop()
         if self._thread is not None:
@@ -568,6 +590,9 @@ class PhysicalController:
             self.passes += 1
             self._cond.notify_all()
         took = time.perf_counter() - began
+        if self._pushed_now or took >= LOGGED_PASS:
+            metrics.observe_pass("physical", self.name, {**self._this_pass, "total": took},
+                                 self.core.generation)  # fmt: skip
         if self._pass_log is not None and (self._pushed_now or took >= LOGGED_PASS):
             masters_now = masters if masters is not None else set()
             self._pass_log.write(wall, took, self._this_pass,
@@ -596,6 +621,9 @@ class PhysicalController:
         for state in pushed:
             state.pushed = False
         images.settle()
+        for state in pushed:  # (for the metrics: the tables as pushed)
+            if state.session.system_id:
+                self._node_flows[state.session.system_id] = images.size(state.parts)
 
     def _give_up(self, reason: str) -> None:
         """The controller cannot go on: record why, leave the cluster, wake the waiters."""

@@ -1,0 +1,68 @@
+"""The API server's `/metrics` (Prometheus text) and its audit log."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from loom_api.testing import ApiClient
+
+pytestmark = pytest.mark.ovs
+
+
+def _samples(client: ApiClient) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    response = client.client.get("/metrics")
+    assert response.status_code == 200
+    assert response.content_type.startswith("text/plain")
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(response.get_data(as_text=True))
+            for s in family.samples}  # fmt: skip
+
+
+def _count(samples: dict[tuple[str, tuple[tuple[str, str], ...]], float], method: str,
+           route: str, status: str) -> float:  # fmt: skip
+    key = ("loom_api_requests_total",
+           (("method", method), ("route", route), ("status", status)))  # fmt: skip
+    return samples.get(key, 0.0)
+
+
+def test_requests_are_counted_by_route_and_status_and_generations_shown(
+    admin: ApiClient, anonymous: ApiClient
+) -> None:
+    before = _samples(anonymous)  # (no token needed)
+    switch = admin.create("/api/v1/logical-switches", {"name": "web", "tenant": "t"})
+    admin.get(f"/api/v1/logical-switches/{switch['id']}")
+    admin.get("/api/v1/logical-switches/00000000-0000-0000-0000-000000000000")
+    anonymous.get("/api/v1/logical-switches")
+    after = _samples(anonymous)
+    one = "/api/v1/logical-switches/<ident>"
+    growth = {
+        ("POST", "/api/v1/logical-switches", "201"): 1,
+        ("GET", one, "200"): 1,
+        ("GET", one, "404"): 1,
+        ("GET", "/api/v1/logical-switches", "401"): 1,
+    }
+    for (method, route, status), n in growth.items():
+        assert _count(after, method, route, status) - _count(before, method, route, status) == n
+    latency = ("loom_api_request_seconds_count",
+               (("method", "POST"), ("route", "/api/v1/logical-switches")))  # fmt: skip
+    assert after[latency] >= 1
+    config = after[("loom_api_generation", (("kind", "config"),))]
+    assert config >= 1
+    assert ("loom_api_generation", (("kind", "realized"),)) in after
+
+
+def test_every_acknowledged_write_is_audited_once(
+    admin: ApiClient, tenant_a: ApiClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="loom.audit")
+    switch = tenant_a.create("/api/v1/logical-switches", {"name": "web"})
+    admin.patch(f"/api/v1/logical-switches/{switch['id']}", {"description": "x"})
+    tenant_a.post("/api/v1/logical-switches", {"name": 5})  # refused: not audited
+    admin.get("/api/v1/logical-switches")  # a read: not audited
+    lines = [r.getMessage() for r in caplog.records if r.name == "loom.audit"]
+    assert len(lines) == 2, lines
+    assert lines[0].startswith("tenant tenant-a POST /api/v1/logical-switches -> 201, generation ")
+    assert lines[1].startswith(f"admin PATCH /api/v1/logical-switches/{switch['id']} -> 200")
