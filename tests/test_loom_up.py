@@ -204,6 +204,8 @@ def test_up_serves_and_ctrl_c_stops_everything(tmp_path: Path) -> None:
         assert universal.startswith("unix:"), banner  # this host's daemons
         assert "ZooKeeper:   127.0.0.1:" in banner
         assert "nodes dial:  ssl:127.0.0.1:" in banner  # TLS by default, its PKI made here
+        assert "loom up: the config DB\n" in banner  # its start-up steps (not a terminal)
+        assert "loom up: ready in " in banner
         assert (tmp_path / "s" / "pki" / "switchca" / "cacert.pem").exists()
         children = _descendants(proc.pid)
         assert len(children) >= 5, "expected 2 ovsdb-servers, ZooKeeper, API, controller"
@@ -329,6 +331,9 @@ def test_up_neutron_noauth_on_another_address_and_a_fixed_manager_port(tmp_path:
         state = tmp_path / "s"
         lines = [json.loads(line) for line in (state / "api-server.log").read_text().splitlines()]
         assert {line["component"] for line in lines} == {"api"}
+        messages = [line["message"] for line in lines]
+        assert any("connected" in m for m in messages), messages  # python-ovs's, as JSON
+        assert len(messages) == len(set(messages)), "no line logged twice"
         audits = [line["message"] for line in lines if line["logger"] == "loom.audit"]
         assert len(audits) == 1, audits
         assert audits[0].startswith("noauth POST /v2.0/networks -> 201, generation ")

@@ -313,6 +313,12 @@ class Store:
     def start(self) -> None:
         """Start the IDL thread; it connects (and reconnects) in the background."""
         ovs.vlog.Vlog.init(None)
+        # vlog writes its "console" lines to stderr itself and through the logging tree:
+        # once is enough, and through the tree they get the daemon's format (JSON too).
+        console = logging.getLogger("console")
+        for handler in list(console.handlers):
+            console.removeHandler(handler)
+        console.setLevel(logging.INFO)
         self._running = True
         self._thread = threading.Thread(target=self._loop, name="loom-store", daemon=True)
         self._thread.start()

@@ -56,6 +56,7 @@ from loom_common.errors import LoomError
 from loom_common.ovsdb import OvsdbCluster, OvsdbServer, free_port, reachable, tool
 from loom_common.pki import Credentials, Pki
 from loom_common.procs import Daemon, listens_on
+from loom_common.progress import Steps
 from loom_common.statedir import claim, release
 from loom_common.supervise import Supervisor
 from loom_common.zookeeper import ZooKeeperEnsemble, ZooKeeperServer
@@ -301,24 +302,34 @@ class Deployment:
         """The API's base URL."""
         return f"http://{reachable(self.listen)}:{self.api_port}"
 
-    def start(self) -> None:
+    def start(self, progress: Callable[[str], None] | None = None) -> None:
         """Start the database, then the API server; on any failure stop what started.
+
+        Args:
+            progress: told each step as it begins (`loom_common.progress.Steps.step`).
 
         Raises:
             LoomError: a daemon failed to start or to become ready.
         """
+        say = progress or (lambda _: None)
         try:
             if self.pki is not None:
+                say("the PKI")
                 self.pki.ensure()
+            say("the config DB" + (" (3 RAFT members)" if self.db_cluster else ""))
             self._start_db()
+            say("the universal DB")
             self._start_universal_db()
+            say("ZooKeeper" + (" (3 members)" if self.zookeeper_ensemble else ""))
             self._start_zookeeper()
             # The API server and the controllers start together (they meet only in the
             # databases and ZooKeeper), each waited for after: at S=0.1 the API reads the
             # configuration for 6 s and a logical controller computes it for 8 s.
+            say("the API server and the controllers")
             started = [self._start_api(), *self._start_logical_controller(),
                        *self._start_physical_controller()]  # fmt: skip
             for daemon in started:
+                say(f"waiting for {daemon.name}")
                 daemon.wait_ready()
         except BaseException:
             self.stop()
@@ -543,7 +554,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         log_format=args.log_format,
     )
     try:
-        deployment.start()
+        with Steps("loom up") as steps:
+            deployment.start(steps.step)
         print(f"Loom is up. State in {deployment.state_dir}", flush=True)
         print(f"  config DB:   {deployment.db_remote} (this host: "
               f"{deployment.local_db_remote})", flush=True)  # fmt: skip

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from loom_common import workload
 from loom_common.procstat import ProcessUsage
+from loom_common.progress import Reporter
 from loom_logical import rules
 
 if TYPE_CHECKING:
@@ -51,8 +52,8 @@ def _rss_mib(pid: int | None = None) -> float:
     return ProcessUsage.of(pid).rss_mib
 
 
-def _progress(text: str) -> None:
-    print(f"loom-logical-bench: {text}", file=sys.stderr, flush=True)
+_progress = Reporter("loom-logical-bench")
+"""Milestones on stderr (on a terminal with the time since the start)."""
 
 
 def sum_phases(passes: Iterable[tuple[int, Mapping[str, float]]]) -> dict[str, float]:

@@ -64,6 +64,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from loom_common.progress import Reporter
+
 log = logging.getLogger(__name__)
 
 TARGETS = {
@@ -78,8 +80,8 @@ POLL = 0.05
 """Seconds between looks at the databases while waiting for a milestone."""
 
 
-def _progress(text: str) -> None:
-    print(f"loom-physical-bench: {text}", file=sys.stderr, flush=True)
+_progress = Reporter("loom-physical-bench")
+"""Milestones on stderr (on a terminal with the time since the start)."""
 
 
 def _percentile(values: list[float], q: float) -> float:
