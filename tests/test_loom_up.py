@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -473,3 +474,54 @@ def test_up_restarts_each_daemon_that_dies(tmp_path: Path) -> None:
         assert f"loom: {name} exited; restarting it in " in text, text
     assert "not restarting it again" not in text
     assert "Loom stopped." in text
+
+
+def _page(url: str) -> str:
+    """The DOM headless Chromium has after the page's scripts ran (virtual time: the
+    page's fetches answered and drawn)."""
+    chromium = shutil.which("chromium")
+    assert chromium, "chromium (Debian's) is needed: make install installs it"
+    done = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu",
+                           "--virtual-time-budget=8000", "--dump-dom", url],
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+def test_the_web_page_draws_each_tenants_topology_and_the_generations(tmp_path: Path) -> None:
+    """`/ui/` against a running `loom up`: a tenant's router, switch and ports (a VIF not
+    bound anywhere yet, the router's port), the generations and the switch's warning;
+    without a token, or with a wrong one, the page asks for one and shows nothing."""
+    port = free_port()
+    state = tmp_path / "s"
+    args = ["--api-port", str(port), "--admin-token", "t", "--state-dir", str(state)]
+    with _loom_up(*args):
+        switch = _loom(state, "create", "switch", "name=web", "tenant=acme").strip()
+        _loom(state, "create", "port", "--parent", "web", "name=p1", "mac=50:54:00:00:00:01",
+              'ips=["10.0.0.5"]', "attachment.type=vif", "attachment.vif_id=vif-1")  # fmt: skip
+        _loom(state, "create", "router", "name=edge", "tenant=acme")
+        _loom(state, "create", "router-port", "--parent", "edge", f"logical_switch_id={switch}",
+              "ip_prefix=10.0.0.1/24", "--wait")  # fmt: skip
+        generation = json.loads(_loom(state, "status", "--format", "json"))["status"]
+        dom = _page(f"http://127.0.0.1:{port}/ui/#token=t")
+        assert 'data-tenant="acme"' in dom, dom
+        # (the switch asks for service-node replication, and its zone has no service node:
+        # a warning, drawn on the switch and listed)
+        assert '<g class="switch warned" data-kind="switch" data-name="web">' in dom, dom
+        assert re.search(r'class="router" data-kind="router" data-name="edge"', dom), dom
+        assert re.search(r'class="port down" data-kind="port" data-name="p1" data-node=""', dom)
+        assert "10.0.0.5 · not bound" in dom
+        assert "10.0.0.1 · router" in dom
+        assert re.search(r'class="port other" data-kind="port" data-name="[^"]*" data-node=""',
+                         dom)  # (the router's port on the switch)  # fmt: skip
+        wanted = generation["config_generation"]
+        assert f'<body data-generation="{wanted}">' in dom
+        assert f"generation {wanted} · computed" in dom
+        assert re.search(r"<li>replication \S+: switch web asks for service-node replication",
+                         dom)  # fmt: skip
+        for url in (f"http://127.0.0.1:{port}/ui/", f"http://127.0.0.1:{port}/ui/#token=wrong"):
+            asked = _page(url)
+            assert '<form id="login">' in asked, asked  # shown (not hidden)
+            assert 'data-kind="switch"' not in asked
+        assert "that token is not accepted" in asked
+        assert _get(f"http://127.0.0.1:{port}/ui/secret.txt")[0] == 404

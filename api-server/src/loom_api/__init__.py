@@ -43,7 +43,7 @@ def create_app(store: Store, tokens: Tokens, config: Mapping[str, Any] | None = 
         ValueError: an unknown `LOOM_NEUTRON_AUTH`, or a limit out of range.
     """
     from loom_api import metrics
-    from loom_api.views import native, neutron, openapi, status
+    from loom_api.views import native, neutron, openapi, status, ui
 
     app = Flask(__name__)
     app.config.update(config or {})
@@ -62,6 +62,7 @@ def create_app(store: Store, tokens: Tokens, config: Mapping[str, Any] | None = 
         raise ValueError(f"{neutron.AUTH_CONFIG} must be one of {neutron.AUTH_STRATEGIES}")
     app.register_blueprint(neutron.bp)  # GET / and /v2.0; its errors are Neutron's
     metrics.install(app)
+    app.register_blueprint(ui.bp)
 
     @app.before_request
     def refuse_long_body() -> None:
