@@ -23,6 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from loom_api import create_app
 from loom_api.auth import Tokens
 from loom_api.testing import ApiClient, running_store
+from loom_common import httpd
 from loom_common.ovsdb import OvsdbServer
 from loom_common.pki import Pki
 from loom_common.testing import tls_controller, wait_for
@@ -191,13 +192,18 @@ def _metrics() -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
             for family in text_string_to_metric_families(text) for s in family.samples}  # fmt: skip
 
 
-def test_the_controllers_export_their_nodes_tables_and_passes(two_hvs: Loom) -> None:
-    loom = two_hvs
+def _two_vms(loom: Loom) -> None:
+    """A switch with a VM on hv1 and one on hv2, realized everywhere."""
     sw = loom.switch("sw")
     for i, hv in ((1, "hv1"), (2, "hv2")):
         loom.port(sw, f"p{i}", mac(i), f"10.0.0.{i}")
         loom.node(hv).add_vif("vm", f"vif-p{i}", mac(i))
     loom.realized("hv1", "hv2", "hv3")
+
+
+def test_the_controllers_export_their_nodes_tables_and_passes(two_hvs: Loom) -> None:
+    loom = two_hvs
+    _two_vms(loom)
     name = loom.physical.name
     got = _metrics()
     for state in ("connected", "mastered"):
@@ -216,6 +222,38 @@ def test_the_controllers_export_their_nodes_tables_and_passes(two_hvs: Loom) -> 
         frozenset({("component", "logical"), ("controller", loom.logical.name)}),
     )
     assert got[logical] >= loom.api.get("/api/v1/status").get_json()["realized_generation"]
+
+
+def test_an_operator_sees_a_nodes_computed_and_installed_flows(two_hvs: Loom) -> None:
+    """`GET /api/v1/transport-nodes/<id>/flows`: the API server asks the node's physical
+    controller at the HTTP endpoint it publishes with its heartbeat; in sync after the
+    configuration is realized, and a flow nobody computed is what a reconciliation would
+    delete. Tenants see no node."""
+    loom = two_hvs
+    _two_vms(loom)
+    host, port = httpd.serve("127.0.0.1:0")
+    loom.physical.heartbeat.url = f"http://{host}:{port}"  # (loom up: its --metrics)
+    nodes = loom.api.get("/api/v1/transport-nodes").get_json()["items"]
+    hv1 = next(n["id"] for n in nodes if n["name"] == "hv1")
+
+    def asked() -> Any:
+        reply = loom.api.get(f"/api/v1/transport-nodes/{hv1}/flows")
+        return reply.get_json() if reply.status_code == 200 else None
+
+    body = wait_for(asked, WAIT, "the controller's endpoint published")
+    assert body["node"] == "hv1"
+    assert body["controller"] == loom.physical.name
+    assert body["in_sync"] is True, body["changes"]
+    assert body["computed_flows"] == body["installed_flows"] > 10
+    loom.node("hv1").ofctl("add-flow", "table=99,priority=1,actions=drop")
+    body = loom.api.get(f"/api/v1/transport-nodes/{hv1}/flows?tables=true").get_json()
+    assert body["in_sync"] is False
+    assert [(c["op"], "table=99" in c["flow"]) for c in body["changes"]] == [("delete", True)]
+    assert len(body["computed"]) == body["computed_flows"]
+    assert len(body["installed"]) == body["installed_flows"] == body["computed_flows"] + 1
+    assert loom.api.get(f"/api/v1/transport-nodes/{hv1}/flows?tables=maybe").status_code == 400
+    tenant = ApiClient(loom.api.client, None)
+    assert tenant.get(f"/api/v1/transport-nodes/{hv1}/flows").status_code == 401
 
 
 def test_tenants_with_identical_addresses_are_isolated(two_hvs: Loom) -> None:

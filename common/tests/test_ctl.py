@@ -175,3 +175,24 @@ def test_fields_may_follow_options() -> None:
     assert args.fields == ["name=p1", "mac=m"]
     with pytest.raises(SystemExit):
         parse_args(["show", "extra"])
+
+
+def test_flows_says_whether_a_node_holds_what_is_computed_and_what_differs() -> None:
+    from loom_common.ctl import flows_lines
+
+    body = {"node": "hv1", "controller": "physical-0", "computed_flows": 2,
+            "installed_flows": 3, "in_sync": False,
+            "changes": [{"op": "delete", "flow": "table=99,priority=1 actions=drop"}],
+            "computed": ["f1", "f2"], "installed": ["f1", "f2", "f3"]}  # fmt: skip
+    assert flows_lines(body) == [
+        "node hv1 (physical controller physical-0): 2 flows computed, 3 installed, "
+        "1 change(s) to make",
+        "  delete table=99,priority=1 actions=drop",
+        "computed:", "  f1", "  f2",
+        "installed:", "  f1", "  f2", "  f3",
+    ]  # fmt: skip
+    synced = {**body, "in_sync": True, "changes": [], "installed_flows": 2}
+    del synced["computed"], synced["installed"]
+    assert flows_lines(synced) == [
+        "node hv1 (physical controller physical-0): 2 flows computed, 2 installed, in sync"
+    ]

@@ -174,6 +174,15 @@ class Unavailable(LoomApiError):
     message = "the configuration database is unreachable (%(detail)s); retry later"
 
 
+class ControllerUnavailable(LoomApiError):
+    """A physical controller the request needs does not answer, or none masters the node
+    (503)."""
+
+    status = 503
+    code = "controller_unavailable"
+    message = "%(detail)s"
+
+
 class OutcomeUnknown(Unavailable):
     """The connection dropped after a change was sent (503): it may or may not have committed."""
 

@@ -608,6 +608,66 @@ def _object_status_paths(parts: list[_Collection]) -> dict[str, JsonDict]:
     return out
 
 
+def _node_flows_path() -> dict[str, JsonDict]:
+    """Document `GET /transport-nodes/{id}/flows` (views/flows.py)."""
+    change = {"type": "object", "additionalProperties": False, "required": ["op", "flow"],
+              "properties": {"op": {"enum": ["add", "modify", "delete"]},
+                             "flow": {"type": "string"}}}  # fmt: skip
+    table = {"type": "array", "items": {"type": "string"}}
+    body = {
+        "type": "object",
+        "additionalProperties": False,
+        "required": [
+            "node",
+            "controller",
+            "computed_flows",
+            "installed_flows",
+            "in_sync",
+            "changes",
+        ],
+        "properties": {
+            "node": {"type": "string", "description": "The node's system-id."},
+            "controller": {"type": "string", "description": "The physical controller asked."},
+            "computed_flows": {"type": "integer", "minimum": 0},
+            "installed_flows": {"type": "integer", "minimum": 0},
+            "in_sync": {"type": "boolean"},
+            "changes": {
+                "type": "array",
+                "items": change,
+                "description": "What a reconciliation would change.",
+            },
+            "computed": table,
+            "installed": table,
+        },
+    }
+    return {
+        "/transport-nodes/{id}/flows": {
+            "parameters": [_path_parameter("id", "The transport node's id.")],
+            "get": {
+                "operationId": "get_transport_node_flows",
+                "summary": "A transport node's computed and installed OpenFlow tables",
+                "description": "Asked of the physical controller that masters the node: how "
+                "many flows it computes for the node and the node holds, and what a "
+                "reconciliation would change; with `tables=true` both whole tables.",
+                "tags": ["Transport Node"],
+                "parameters": [
+                    {
+                        "name": "tables",
+                        "in": "query",
+                        "required": False,
+                        "schema": {"enum": ["true", "false"]},
+                        "description": "Include both whole tables.",
+                    }
+                ],
+                "responses": {
+                    "200": {"description": "The tables.", "content": _json_content(body)},
+                    **_errors("400", "401", "404", "503"),
+                },
+            },
+        }
+    }
+
+
 def _status_paths() -> dict[str, JsonDict]:
     health = {
         "type": "object",
@@ -788,6 +848,7 @@ def build(collections: list[tuple[str, crud.Resource]] | None = None) -> JsonDic
             tags.append({"name": part.tag, "description": type(resource).__doc__ or ""})
     _add_links(parts, paths)
     paths.update(_object_status_paths(parts))
+    paths.update(_node_flows_path())
     paths.update(_status_paths())
     schemas["Error"] = ERROR_SCHEMA
     tags.append({"name": "Status", "description": "Health, status and realization."})

@@ -13,6 +13,8 @@ default `./run/loom`). A token is never taken from the command line (`ps` shows 
     loom create KIND [--parent P] FIELD=VALUE... [--wait]
     loom set KIND ID|NAME [--parent P] FIELD=VALUE... [--wait]
     loom delete KIND ID|NAME [--parent P] [--wait]
+    loom flows NODE [--tables]    the node's computed and installed OpenFlow tables, and
+                                  what a reconciliation would change
 
 KIND is one of `KINDS` (singular or plural: `switch`, `switches`, `port`, ...); a port,
 subnet, router port, route or NAT rule names its switch or router with `--parent` (id or
@@ -202,6 +204,21 @@ def show_lines(topology: Topology) -> list[str]:
     return lines
 
 
+def flows_lines(body: dict[str, Any]) -> list[str]:
+    """What `loom flows NODE` prints: the counts, whether the node holds what is computed,
+    each change a reconciliation would make, and (`--tables`) both tables."""
+    state = "in sync" if body["in_sync"] else f"{len(body['changes'])} change(s) to make"
+    out = [f"node {body['node']} (physical controller {body['controller']}): "
+           f"{body['computed_flows']} flows computed, {body['installed_flows']} installed, "
+           f"{state}"]  # fmt: skip
+    out += [f"  {c['op']:<6} {c['flow']}" for c in body["changes"]]
+    for name in ("computed", "installed"):
+        if name in body:
+            out.append(f"{name}:")
+            out += [f"  {flow}" for flow in body[name]]
+    return out
+
+
 def status_lines(status: dict[str, Any], nodes: Sequence[dict[str, Any]]) -> list[str]:
     """What `loom status` prints: the generations and how far realization lags, the
     physical controllers and the nodes each masters, nodes not connected (and why), and
@@ -382,6 +399,12 @@ def run(args: argparse.Namespace, client: Client) -> int:
         nodes = list(client.items("/transport-nodes")) if args.nodes else []
         _print(args, {"status": status, "nodes": nodes}, lambda: status_lines(status, nodes))
         return 0
+    if command == "flows":
+        node = client.resolve("/transport-nodes", args.node, KINDS["node"])
+        tables = "true" if args.tables else "false"
+        body = client.call("GET", f"/transport-nodes/{node}/flows?tables={tables}").body
+        _print(args, body, lambda: flows_lines(body))
+        return 0
     what = kind(args.kind)
     path = client.path(what, args.parent)
     if command == "list":
@@ -448,7 +471,10 @@ def add_commands(sub: Any, state_dir_default: str) -> None:
     update.add_argument("fields", nargs="+", metavar="FIELD=VALUE")
     delete = add("delete", [common, where, writes], "delete an object")
     delete.add_argument("ref", metavar="ID|NAME")
-    for parser in (show, status, listing, get, create, update, delete):
+    flows = add("flows", [common], "a node's computed and installed OpenFlow tables")
+    flows.add_argument("node", metavar="NODE", help="the transport node (id or name)")
+    flows.add_argument("--tables", action="store_true", help="print both whole tables")
+    for parser in (show, status, listing, get, create, update, delete, flows):
         parser.set_defaults(func=main)
 
 

@@ -32,12 +32,21 @@ LEASE_S = 5.0
 """Seconds without a beat after which a controller is taken for gone."""
 
 
-def heartbeat_op(uuid: str, controller: str, beat: int) -> dict[str, Any]:
-    """The `Loom_Global` mutation that sets `controller`'s counter to `beat`."""
-    key = HEARTBEAT + controller
+HTTP = "http:"
+"""`Loom_Global.external_ids` key prefix: + a physical controller's name -> the URL of its
+HTTP endpoint (`loom_common.httpd`), where the API server asks it for a node's flows."""
+
+
+def heartbeat_op(uuid: str, controller: str, beat: int, url: str | None = None) -> dict[str, Any]:
+    """The `Loom_Global` mutation that sets `controller`'s counter to `beat` (and its
+    endpoint's `url`)."""
+    entries = {HEARTBEAT + controller: str(beat)}
+    if url is not None:
+        entries[HTTP + controller] = url
     return {"op": "mutate", "table": "Loom_Global", "where": [["_uuid", "==", ["uuid", uuid]]],
-            "mutations": [["external_ids", "delete", ["set", [key]]],
-                          ["external_ids", "insert", ["map", [[key, str(beat)]]]]]}  # fmt: skip
+            "mutations": [["external_ids", "delete", ["set", sorted(entries)]],
+                          ["external_ids", "insert",
+                           ["map", [[k, v] for k, v in sorted(entries.items())]]]]}  # fmt: skip
 
 
 class Liveness:
@@ -92,7 +101,10 @@ class Heartbeat:
         *,
         interval: float = HEARTBEAT_S,
         connect: Callable[[str], RawConnection] = RawConnection,
+        url: str | None = None,
     ) -> None:
+        self.url = url
+        """The controller's HTTP endpoint, published with each beat (None: none)."""
         self._remote = remote
         self._controller = controller
         self._interval = interval
@@ -142,4 +154,4 @@ class Heartbeat:
             return  # no configuration yet: nothing to say the nodes are connected to
         self.beats += 1
         conn.transact("Loom_Config", [heartbeat_op(rows[0]["_uuid"][1], self._controller,
-                                                    self.beats)])  # fmt: skip
+                                                    self.beats, self.url)])  # fmt: skip

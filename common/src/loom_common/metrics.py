@@ -26,9 +26,12 @@ import logging
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from prometheus_client import Gauge, Histogram, start_http_server
+from prometheus_client import Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import REGISTRY, Collector
+
+from loom_common import httpd
+from loom_common.ovsdb import reachable
 
 PASS_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
                 60.0, 120.0)  # fmt: skip
@@ -108,19 +111,14 @@ def cluster_samples(component: str, controller: str, view: Any) -> list[Sample]:
 
 
 def serve(address: str) -> tuple[str, int]:
-    """Serve `/metrics` on `HOST:PORT` (PORT 0: a free one) from a daemon thread; the
-    address bound.
+    """Serve `/metrics` (and the daemon's other routes: `loom_common.httpd`) on `HOST:PORT`
+    (PORT 0: a free one) from a daemon thread; the address bound.
 
     Raises:
         ValueError: not HOST:PORT.
         OSError: the port cannot be bound.
     """
-    host, sep, port = address.rpartition(":")
-    if not sep or not port.isdigit():
-        raise ValueError(f"expected HOST:PORT, got {address!r}")
-    server, _ = start_http_server(int(port), addr=host or "127.0.0.1")
-    bound = server.server_address
-    return str(bound[0]), int(bound[1])
+    return httpd.serve(address)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -130,12 +128,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def serve_from_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace,
-                         log: logging.Logger) -> None:  # fmt: skip
-    """Serve the metrics where `--metrics` says (a usage error if it cannot)."""
+                         log: logging.Logger) -> str | None:  # fmt: skip
+    """Serve the metrics where `--metrics` says (a usage error if it cannot); the
+    endpoint's base URL (None without `--metrics`)."""
     if not args.metrics:
-        return
+        return None
     try:
         host, port = serve(args.metrics)
     except (OSError, ValueError) as exc:
         parser.error(f"--metrics {args.metrics}: {exc}")
-    log.info("metrics at http://%s:%d/metrics", host, port)
+    url = f"http://{reachable(host)}:{port}"
+    log.info("metrics at %s/metrics", url)
+    return url

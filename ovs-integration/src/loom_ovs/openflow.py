@@ -441,14 +441,19 @@ class Switch:
             self.apply([], encoded, lambda: flows)
 
     def _reconcile(self, flows: Iterable[Flow]) -> list[Mod]:
-        """`replace` on a bridge that holds flows: `ovs-ofctl diff-flows`, then one bundle."""
+        """`replace` on a bridge that holds flows: `difference`, then one bundle."""
+        mods = self.difference(flows)
+        self.apply(mods)
+        return mods
+
+    def difference(self, flows: Iterable[Flow]) -> list[Mod]:
+        """What would make the bridge's table exactly `flows` (`ovs-ofctl diff-flows`: both
+        tables as OVS parses them), changing nothing."""
         # The wanted table on ovs-ofctl's stdin (a temporary file was left behind whenever
         # the controller was killed during a reconciliation); exit status 2: they differ.
         wanted = "".join(f"{flow.text()}\n" for flow in flows)
         diff = self._ofctl("diff-flows", self.remote, "/dev/stdin", stdin=wanted, ok=(0, 2))
-        mods = parse_diff(diff)
-        self.apply(mods)
-        return mods
+        return parse_diff(diff)
 
     def dump(self) -> list[str]:
         """The bridge's flows as `ovs-ofctl dump-flows --no-stats` prints them."""

@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     from loom_physical.controller import PhysicalController  # after logging is set up
 
     log = logging.getLogger("loom_physical")
-    metrics.serve_from_arguments(parser, args, log)
+    http_url = metrics.serve_from_arguments(parser, args, log)
 
     tls = None
     if args.listen.startswith("pssl:"):
@@ -73,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
             session_timeout=args.session_timeout,
             pass_log=args.pass_log,
             tls=tls,
+            http_url=http_url,
         ).start()
         log.info("physical controller %s listening on %s", args.name, controller.target)
         return controller

@@ -45,8 +45,9 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import unquote
 
-from loom_common import heap, metrics, procstat, runner
+from loom_common import heap, httpd, metrics, procstat, runner
 from loom_common.cluster import membership
 from loom_common.liveness import Heartbeat
 from loom_common.ovsdb import OvsdbError, RawConnection, Replica, TransactError, readable
@@ -55,8 +56,8 @@ from loom_common.reconnect import CONNECTION_ERRORS, Link
 from loom_ddlog import Program
 from loom_ovs import packets
 from loom_ovs.manager import Manager, NodeSession, TunnelSpec, omap
-from loom_ovs.openflow import Flow, Key, Switch
-from loom_physical import status
+from loom_ovs.openflow import Flow, Key, OpenFlowError, Switch
+from loom_physical import flowsview, status
 from loom_physical.core import Localizer, NodeFacts, node_liveness, unindex
 from loom_physical.images import PartKey
 from loom_physical.inputs import opt
@@ -227,6 +228,7 @@ class PhysicalController:
         retry_delays: tuple[float, ...] = RETRY_DELAYS,
         pass_log: Path | None = None,
         tls: Credentials | None = None,
+        http_url: str | None = None,
     ) -> None:
         """Describe the controller; `start()` listens, connects and runs it in a thread.
 
@@ -248,6 +250,9 @@ class PhysicalController:
                 is taken only for the node its certificate names, and its OpenFlow, when
                 at an `ssl:` address, is reached with the same credentials and must present
                 the same certificate.
+            http_url: where this controller's HTTP endpoint answers (`loom_common.httpd`,
+                its `--metrics`), published with its heartbeat for the API server, which
+                asks it for a node's flows (`flows`).
         """
         self.name = name
         self._pass_log = PassLog(pass_log) if pass_log is not None else None
@@ -277,7 +282,7 @@ class PhysicalController:
             },
             wake=self._wake,
         )
-        self.heartbeat = Heartbeat(config_remote, name)
+        self.heartbeat = Heartbeat(config_remote, name, url=http_url)
         """Tells the config DB's readers this controller is there (`loom_common.liveness`)."""
         self.links = (Link("Loom_Universal", self.universal), Link("Loom_Config", self.config))
         """The databases' connections: each up, or down and reconnecting (`Link`)."""
@@ -402,7 +407,52 @@ class PhysicalController:
                                           daemon=True)  # fmt: skip
         self._acceptor.start()
         metrics.watch("physical", self.name, self._metric_samples)
+        httpd.route("/nodes/", self._flows_route)
         return self
+
+    def flows_report(self, system_id: str, *, tables: bool = False,
+                     timeout: float = 30.0) -> tuple[int, dict[str, Any]]:  # fmt: skip
+        """Node `system_id`'s table as computed here, as the node holds it, and the
+        difference (`loom_physical.flowsview`): (HTTP status, JSON body). The computed table
+        is read between passes (`wait_pass`); the node's on this thread, by `ovs-ofctl`."""
+        got: dict[str, Any] = {}
+
+        def grab(controller: PhysicalController) -> bool:
+            state = controller.nodes.get(system_id)
+            if state is not None:
+                view = controller._member.view if controller._member is not None else None
+                got["mastered"] = view is None or view.may_write(system_id)
+                got["remote"] = state.session.openflow_remote
+                got["computed"] = list(controller.core.images.flows(
+                    controller.desired_parts(system_id)))  # fmt: skip
+            return True
+
+        if not self.wait_pass(grab, timeout, wake=False):
+            return 503, {"error": "busy", "message": f"{self.name} did not finish its pass"}
+        if "computed" not in got:
+            return 404, {"error": "not_found", "message": f"node {system_id} is not "
+                         f"connected to {self.name}"}  # fmt: skip
+        if not got["mastered"] or got["remote"] is None:
+            return 409, {"error": "not_master", "message": f"{self.name} does not write "
+                         f"node {system_id}'s flows now"}  # fmt: skip
+        switch = Switch(got["remote"], tls=self._tls, peer=system_id)
+        try:
+            installed = switch.dump()
+            mods = switch.difference(got["computed"])
+        except OpenFlowError as exc:
+            return 503, {"error": "node_unreachable", "message": str(exc)}
+        finally:
+            switch.close()
+        return 200, flowsview.report(system_id, self.name, got["computed"], installed, mods,
+                                     tables=tables)  # fmt: skip
+
+    def _flows_route(self, rest: str, query: dict[str, list[str]]) -> tuple[int, Any]:
+        """`GET /nodes/<system-id>/flows[?tables=true]` (`loom_common.httpd`)."""
+        node, sep, what = rest.partition("/")
+        if not node or sep != "/" or what != "flows":
+            return 404, {"error": "not_found"}
+        tables = query.get("tables", ["false"])[0] == "true"
+        return self.flows_report(unquote(node), tables=tables)
 
     def _metric_samples(self) -> list[metrics.Sample]:
         """What a scrape reads (another thread: copies of what the loop keeps): nodes
@@ -454,6 +504,7 @@ class PhysicalController:
             return
         self._stop.set()
         metrics.forget("physical", self.name)
+        httpd.unroute("/nodes/")
         self._wake()
         self.heartbeat.stop()
         if self._thread is not None:
