@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import re
@@ -17,12 +18,14 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from loom_common.ovsdb import free_port, tool
 from loom_common.pki import Credentials, Pki
 from loom_common.procs import pid_exists
+from loom_common.testing import wait_for
 
 pytestmark = [pytest.mark.ovs, pytest.mark.zk]
 
@@ -486,6 +489,99 @@ def _page(url: str) -> str:
                           capture_output=True, text=True, timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout
+
+
+class Browser:
+    """Headless Chromium driven over its DevTools pipe (`--remote-debugging-pipe`: JSON
+    messages ended by NUL on file descriptors 3 and 4, no library needed): open a page,
+    evaluate expressions in it. `close()` stops it by PID."""
+
+    def __init__(self) -> None:
+        chromium = shutil.which("chromium")
+        assert chromium, "chromium (Debian's) is needed: make install installs it"
+        theirs_r, ours_w = os.pipe()
+        ours_r, theirs_w = os.pipe()
+
+        def onto_3_and_4() -> None:  # (in the child: Chromium's pipe descriptors)
+            # (first out of the way: one of them may be 3 or 4 already)
+            high_r, high_w = (fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in (theirs_r, theirs_w))
+            os.dup2(high_r, 3)
+            os.dup2(high_w, 4)
+
+        # close_fds=False: the descriptors dup2 made must survive until exec (Python's own
+        # are close-on-exec anyway)
+        self.proc = subprocess.Popen(
+            [chromium, "--headless", "--no-sandbox", "--disable-gpu",
+             "--remote-debugging-pipe", "about:blank"],
+            preexec_fn=onto_3_and_4, close_fds=False,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        os.close(theirs_r)
+        os.close(theirs_w)
+        self._w, self._r = ours_w, ours_r
+        self._buffer = b""
+        self._id = 0
+        self.session = ""
+
+    def _call(self, method: str, params: dict[str, Any], session: str = "") -> Any:
+        self._id += 1
+        message: dict[str, Any] = {"id": self._id, "method": method, "params": params}
+        if session:
+            message["sessionId"] = session
+        os.write(self._w, json.dumps(message).encode() + b"\0")
+        while True:
+            while b"\0" not in self._buffer:
+                chunk = os.read(self._r, 65536)
+                assert chunk, "chromium closed its DevTools pipe"
+                self._buffer += chunk
+            raw, self._buffer = self._buffer.split(b"\0", 1)
+            reply = json.loads(raw)
+            if reply.get("id") == self._id:
+                assert "error" not in reply, reply
+                return reply["result"]
+
+    def open(self, url: str) -> None:
+        """Open `url` in a new tab, which `evaluate` then looks at."""
+        target = self._call("Target.createTarget", {"url": url})["targetId"]
+        self.session = self._call("Target.attachToTarget",
+                                  {"targetId": target, "flatten": True})["sessionId"]  # fmt: skip
+
+    def evaluate(self, expression: str) -> Any:
+        """The value of a JavaScript expression in the open page."""
+        result = self._call("Runtime.evaluate", {"expression": expression,
+                                                 "returnByValue": True}, self.session)  # fmt: skip
+        return result["result"].get("value")
+
+    def close(self) -> None:
+        """Stop Chromium (by its PID) and close the pipe."""
+        self.proc.kill()
+        self.proc.wait(timeout=30)
+        os.close(self._w)
+        os.close(self._r)
+
+
+def test_the_web_page_follows_changes_without_a_reload(tmp_path: Path) -> None:
+    """The page, open in a browser, draws a port created after it loaded, in the same
+    document (a marker set in the page survives: no reload)."""
+    port = free_port()
+    state = tmp_path / "s"
+    args = ["--api-port", str(port), "--admin-token", "t", "--state-dir", str(state)]
+    with _loom_up(*args):
+        _loom(state, "create", "switch", "name=web", "tenant=acme")
+        _loom(state, "create", "port", "--parent", "web", "name=p1", "--wait")
+        browser = Browser()
+        try:
+            browser.open(f"http://127.0.0.1:{port}/ui/#token=t")
+            ports = "document.querySelectorAll('[data-kind=port]').length"
+            wait_for(lambda: browser.evaluate(ports) == 1, 60, "the page drew p1")
+            browser.evaluate("window.loomMarker = 'same document'")
+            _loom(state, "create", "port", "--parent", "web", "name=p2", "--wait")
+            wait_for(lambda: browser.evaluate(ports) == 2, 60, "the page drew p2")
+            names = "[...document.querySelectorAll('[data-kind=port]')].map(g => g.dataset.name)"
+            assert browser.evaluate(names) == ["p1", "p2"]
+            assert browser.evaluate("window.loomMarker") == "same document"
+        finally:
+            browser.close()
 
 
 def test_the_web_page_draws_each_tenants_topology_and_the_generations(tmp_path: Path) -> None:
