@@ -341,6 +341,9 @@ def test_up_neutron_noauth_on_another_address_and_a_fixed_manager_port(tmp_path:
         audits = [line["message"] for line in lines if line["logger"] == "loom.audit"]
         assert len(audits) == 1, audits
         assert audits[0].startswith("noauth POST /v2.0/networks -> 201, generation ")
+        (audit,) = [line for line in lines if line["logger"] == "loom.audit"]
+        assert audit["generation"] >= 1
+        assert audit["object"] == "/v2.0/networks"
         logical = (state / "logical-controller.log").read_text().splitlines()
         assert logical, "the logical controller logs"
         assert all(json.loads(line)["component"] == "logical" for line in logical)

@@ -82,5 +82,10 @@ def _audit(response: Response) -> None:
     except errors.LoomApiError:
         who = "noauth"  # (the Neutron API without authentication)
     generation = response.headers.get(http.GENERATION_HEADER, "-")
+    ids: dict[str, object] = {}
+    if who.startswith("tenant "):
+        ids["tenant"] = who.removeprefix("tenant ")
+    if generation != "-":
+        ids["generation"] = int(generation)
     audit.info("%s %s %s -> %s, generation %s", who, request.method, request.path,
-               response.status_code, generation)  # fmt: skip
+               response.status_code, generation, extra={**ids, "object": request.path})  # fmt: skip

@@ -860,7 +860,8 @@ class PhysicalController:
                 continue
             if self.manager.tls is not None and not names_node(session.certified, system_id):
                 why = f"its certificate names {session.certified!r}, not {system_id!r}"
-                log.warning("node %s at %s refused: %s", system_id, session.peer, why)
+                log.warning("node %s at %s refused: %s", system_id, session.peer, why,
+                            extra={"node": system_id, "peer": session.peer})  # fmt: skip
                 self.refused[system_id] = why
                 session.close()
                 continue
@@ -881,7 +882,8 @@ class PhysicalController:
                 self._probing.add(system_id)
             if self._to_read is not None:
                 self._to_read.add(system_id)
-            log.info("node %s connected from %s", system_id, session.peer)
+            log.info("node %s connected from %s", system_id, session.peer,
+                     extra={"node": system_id, "peer": session.peer})  # fmt: skip
             self._seen.add(system_id)
             self._report_due = self._nodes_changed = self._shards_due = True
             self._nodes_version += 1
@@ -963,7 +965,7 @@ class PhysicalController:
                     state.bfd = dict(state.session.bfd())
                     self._report_due = True  # (its status publishes them)
             if not state.session.alive:
-                log.info("node %s disconnected", system_id)
+                log.info("node %s disconnected", system_id, extra={"node": system_id})
                 self._report_due = self._nodes_changed = self._shards_due = True
                 self._nodes_version += 1
                 self._node_fds.drop(system_id)
@@ -1067,7 +1069,7 @@ class PhysicalController:
                 return False
             sent = self._send(state, remote) or configured
         except Exception as exc:  # any failure: this node is pushed whole next time
-            log.warning("node %s: %s", system_id, exc)
+            log.warning("node %s: %s", system_id, exc, extra={"node": system_id})
             if state.switch is not None:
                 state.switch.close()  # and on a new connection
             state.message = str(exc)
@@ -1529,4 +1531,5 @@ def _log_slow_push(node: str, took: float, steps: dict[str, float], whole: bool)
         return
     steps["send"] = took - sum(steps.values())
     parts = ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in steps.items())
-    log.warning("node %s: push took %.0f ms (%s; whole table: %s)", node, took * 1000, parts, whole)
+    log.warning("node %s: push took %.0f ms (%s; whole table: %s)", node, took * 1000, parts,
+                whole, extra={"node": node})  # fmt: skip
