@@ -259,6 +259,7 @@ class PhysicalController:
         self._this_pass: dict[str, float] = {}
         """Seconds by phase of the pass running (`pass_phases`, `PassLog`)."""
         self._pushed_now = 0
+        self._computed_now = False
         self._retry_delays = retry_delays
         self._rules = rules or main_file()
         self._workers = workers
@@ -615,7 +616,7 @@ class PhysicalController:
         """One pass: poll, compute, push, report; then wait for something to do."""
         began = time.perf_counter()
         wall = time.time()
-        self._this_pass, self._pushed_now = {}, 0
+        self._this_pass, self._pushed_now, self._computed_now = {}, 0, False
         with self._cond:  # `wait_pass` predicates see the state between passes
             masters = self._step()
             self._looked = 0
@@ -641,10 +642,12 @@ class PhysicalController:
             self.passes += 1
             self._cond.notify_all()
         took = time.perf_counter() - began
-        if self._pushed_now or took >= LOGGED_PASS:
+        # (a pass that computed or pushed something, or took long: idle passes are not)
+        if self._pushed_now or self._computed_now or took >= LOGGED_PASS:
             metrics.observe_pass("physical", self.name, {**self._this_pass, "total": took},
                                  self.core.generation)  # fmt: skip
-        if self._pass_log is not None and (self._pushed_now or took >= LOGGED_PASS):
+        if self._pass_log is not None and (self._pushed_now or self._computed_now
+                                           or took >= LOGGED_PASS):  # fmt: skip
             masters_now = masters if masters is not None else set()
             self._pass_log.write(wall, took, self._this_pass,
                                  self._pushed_now, len(self.nodes), len(masters_now),
@@ -769,6 +772,7 @@ class PhysicalController:
         rounds = 0
         for rounds in range(1, MAX_ROUNDS + 1):  # noqa: B007 - counted for the pass record
             changed = core.compute()
+            self._computed_now = self._computed_now or bool(changed)
             self._follow_datapaths()
             if not changed or not core.feeds_back():
                 break
@@ -1494,8 +1498,8 @@ class _Sent:
 
 
 class PassLog:
-    """One JSON line per pass that pushed something or took `LOGGED_PASS` or more, appended
-    to a file: an operator's (and the benchmark's) view of where a controller's time goes
+    """One JSON line per pass that computed or pushed something or took `LOGGED_PASS` or
+    more, appended to a file: an operator's (and the benchmark's) view of where a controller's time goes
     (phases: poll, engine, push, report — the status sent to the databases —, push_others
     — the second push phase —, report_wait — the databases' answers —, settle).
 
