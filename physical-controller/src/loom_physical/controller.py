@@ -1499,9 +1499,10 @@ class _Sent:
 
 class PassLog:
     """One JSON line per pass that computed or pushed something or took `LOGGED_PASS` or
-    more, appended to a file: an operator's (and the benchmark's) view of where a controller's time goes
-    (phases: poll, engine, push, report — the status sent to the databases —, push_others
-    — the second push phase —, report_wait — the databases' answers —, settle).
+    more, appended to a file: an operator's (and the benchmark's) view of where a
+    controller's time goes (phases: poll, engine, push, report — the status sent to the
+    databases —, push_others — the second push phase —, report_wait — the databases'
+    answers —, settle).
 
         {"time": 1764000000.1, "seconds": 0.84, "phases": {"poll": 0.01, "engine": 0.5,
          "push": 0.3}, "pushed": 120, "nodes": 1500, "masters": 750, "generation": 4,
