@@ -482,11 +482,17 @@ def test_up_restarts_each_daemon_that_dies(tmp_path: Path) -> None:
     assert "Loom stopped." in text
 
 
+def _chromium() -> str:
+    """Headless Chromium's path (a missing one fails the test: `make install` installs it)."""
+    chromium = shutil.which("chromium")
+    assert chromium, "chromium (Debian's) is needed: make install installs it"
+    return chromium
+
+
 def _page(url: str) -> str:
     """The DOM headless Chromium has after the page's scripts ran (virtual time: the
     page's fetches answered and drawn)."""
-    chromium = shutil.which("chromium")
-    assert chromium, "chromium (Debian's) is needed: make install installs it"
+    chromium = _chromium()
     done = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu",
                            "--virtual-time-budget=8000", "--dump-dom", url],
                           capture_output=True, text=True, timeout=120)  # fmt: skip
@@ -500,8 +506,7 @@ class Browser:
     evaluate expressions in it. `close()` stops it by PID."""
 
     def __init__(self) -> None:
-        chromium = shutil.which("chromium")
-        assert chromium, "chromium (Debian's) is needed: make install installs it"
+        chromium = _chromium()
         theirs_r, ours_w = os.pipe()
         ours_r, theirs_w = os.pipe()
 

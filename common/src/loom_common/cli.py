@@ -394,9 +394,9 @@ class Deployment:
             args += ["--session-timeout", str(self.session_timeout)]
         return args
 
-    def _metrics_args(self, name: str) -> list[str]:
-        """A controller's `--metrics` (a port of its own, kept across its restarts), and
-        the daemons' `--log-format`."""
+    def _daemon_args(self, name: str) -> list[str]:
+        """A controller's options `loom up` chooses: `--metrics` (a port of its own, kept
+        across its restarts) and the daemons' `--log-format`."""
         port = free_port()
         self.metrics_urls[name] = f"http://{reachable(self.listen)}:{port}/metrics"
         return ["--metrics", f"{self.listen}:{port}", "--log-format", self.log_format]
@@ -409,7 +409,7 @@ class Deployment:
                 sys.executable, "-m", "loom_logical", "--name", name,
                 "--config-db", self.local_db_remote, "--universal-db",
                 self.local_universal_remote, *self._zookeeper_args(),
-                *self._metrics_args(f"logical controller {i}"),
+                *self._daemon_args(f"logical controller {i}"),
             ]  # fmt: skip
             process, daemon_name = self._named("logical controller", i, self.logical_controllers)
             daemon = Daemon(daemon_name, command, self.state_dir)
@@ -438,7 +438,7 @@ class Deployment:
                 sys.executable, "-m", "loom_physical", "--name", name,
                 "--universal-db", self.local_universal_remote, "--config-db",
                 self.local_db_remote, "--listen", *listen, *self._zookeeper_args(),
-                *self._metrics_args(f"physical controller {i}"),
+                *self._daemon_args(f"physical controller {i}"),
             ]  # fmt: skip
             process, daemon_name = self._named("physical controller", i,
                                                self.physical_controllers)  # fmt: skip

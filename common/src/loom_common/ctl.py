@@ -359,9 +359,10 @@ def connection(args: argparse.Namespace, environ: os._Environ[str] | dict[str, s
             raise CtlError(detail=f"{client_file}: {exc}") from None
     url = args.url or environ.get("LOOM_URL") or saved.get("url")
     token = environ.get("LOOM_TOKEN")
-    token_file = args.token_file or (None if token else environ.get("LOOM_TOKEN_FILE"))
-    if token_file is None and not token:
-        token_file = saved.get("token_file")
+    # --token-file, else LOOM_TOKEN, else LOOM_TOKEN_FILE, else loom up's file
+    token_file = args.token_file or (
+        None if token else environ.get("LOOM_TOKEN_FILE") or saved.get("token_file")
+    )
     if token_file is not None:
         try:
             token = Path(token_file).read_text().strip()

@@ -421,11 +421,9 @@ class PhysicalController:
         def grab(controller: PhysicalController) -> bool:
             state = controller.nodes.get(system_id)
             if state is not None:
-                view = controller._member.view if controller._member is not None else None
-                got["mastered"] = view is None or view.may_write(system_id)
+                got["mastered"] = system_id in controller.masters()
                 got["remote"] = state.session.openflow_remote
-                got["computed"] = list(controller.core.images.flows(
-                    controller.desired_parts(system_id)))  # fmt: skip
+                got["computed"] = controller.flows(system_id)
             return True
 
         if not self.wait_pass(grab, timeout, wake=False):
