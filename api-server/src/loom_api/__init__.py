@@ -43,7 +43,7 @@ def create_app(store: Store, tokens: Tokens, config: Mapping[str, Any] | None = 
         ValueError: an unknown `LOOM_NEUTRON_AUTH`, or a limit out of range.
     """
     from loom_api import metrics
-    from loom_api.views import flows, native, neutron, openapi, status, ui
+    from loom_api.views import flows, native, neutron, openapi, status, trace, ui
 
     app = Flask(__name__)
     app.config.update(config or {})
@@ -59,6 +59,7 @@ def create_app(store: Store, tokens: Tokens, config: Mapping[str, Any] | None = 
     app.register_blueprint(openapi.bp, url_prefix=API_PREFIX)
     app.register_blueprint(native.bp, url_prefix=API_PREFIX)
     app.register_blueprint(flows.bp, url_prefix=API_PREFIX)
+    app.register_blueprint(trace.bp, url_prefix=API_PREFIX)
     if app.config.setdefault(neutron.AUTH_CONFIG, "token") not in neutron.AUTH_STRATEGIES:
         raise ValueError(f"{neutron.AUTH_CONFIG} must be one of {neutron.AUTH_STRATEGIES}")
     app.register_blueprint(neutron.bp)  # GET / and /v2.0; its errors are Neutron's

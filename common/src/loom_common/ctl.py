@@ -15,6 +15,9 @@ default `./run/loom`). A token is never taken from the command line (`ps` shows 
     loom delete KIND ID|NAME [--parent P] [--wait]
     loom flows NODE [--tables]    the node's computed and installed OpenFlow tables, and
                                   what a reconciliation would change
+    loom trace --from PORT PACKET [--on-node NODE] [--ct STATE]...
+                                  where a packet from PORT goes, flow by flow (PACKET as
+                                  ovn-trace takes it: 'ip4.dst == 10.0.2.5 && tcp.dst == 22')
 
 KIND is one of `KINDS` (singular or plural: `switch`, `switches`, `port`, ...); a port,
 subnet, router port, route or NAT rule names its switch or router with `--parent` (id or
@@ -24,7 +27,8 @@ the write (as `ovn-nbctl --wait=hv`), at most `--timeout` seconds. `--format jso
 the API's JSON instead of tables.
 
 Pure parts, tested without a daemon: `kind`, `parse_fields`, `table`, `show_lines`,
-`status_lines`. The rest is a thin `Client` over `loom_common.apiclient.Http`.
+`status_lines`, `flows_lines`, `trace_lines`. The rest is a thin `Client` over
+`loom_common.apiclient.Http`.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 from loom_common.apiclient import Http, Reply
 from loom_common.errors import LoomError
@@ -217,6 +222,72 @@ def flows_lines(body: dict[str, Any]) -> list[str]:
             out.append(f"{name}:")
             out += [f"  {flow}" for flow in body[name]]
     return out
+
+
+def trace_lines(body: dict[str, Any]) -> list[str]:
+    """What `loom trace` prints: the packet as OVS was given it, each table it passed (a
+    heading where it enters another datapath; the stage, the flow's priority, the object
+    the flow exists for, its match, then its actions), conntrack's answers, the verdict."""
+    where = (
+        f"node {body['node']}'s installed table"
+        if body.get("node")
+        else ("the universal flows on an ideal node")
+    )
+    out = [f"{body['from']}: {body['packet'] or '(every field by default)'}",
+           f"  through {where} (physical controller {body['controller']})",
+           f"  flow: {body['flow']}"]  # fmt: skip
+    datapath = None
+    for p in body["passes"]:
+        if p["ct_state"] is not None:
+            out.append(f"conntrack answered {p['ct_state']}, the packet resumes:")
+        for step in p["steps"]:
+            dp = step.get("datapath")
+            if dp and dp != datapath and (dp.get("name") or dp.get("kind")):
+                out.append(f"{dp.get('kind') or 'datapath'} {dp.get('name')} (key {dp['key']}):")
+            datapath = dp or datapath
+            out += _step_lines(step)
+    out.append(_verdict_line(body["verdict"]))
+    return out
+
+
+def _step_lines(step: dict[str, Any]) -> list[str]:
+    """One table of a trace: a line, and its actions on the next."""
+    indent = "  " * (1 + step.get("depth", 0))
+    stage = str(step.get("stage") or "").lower()
+    if step["match"] is None:
+        return [f"{indent}{step['table']:>3} {stage:<18} no flow matched: dropped"]
+    obj = step.get("object") or {}
+    named = f"{obj.get('kind')} {obj.get('name') or obj.get('id') or ''}".strip() if obj else ""
+    line = f"{indent}{step['table']:>3} {stage:<18} {step['priority']:>5}  {step['match']}"
+    lines = [line + (f"  [{named}]" if named else "")]
+    actions = [a for a in step["actions"] if not a.startswith("->")]
+    if actions:
+        lines.append(f"{indent}      {'; '.join(actions)}")
+    lines += [f"{indent}      {a}" for a in step["actions"] if a.startswith("->")]
+    return lines
+
+
+def _verdict_line(verdict: dict[str, Any]) -> str:
+    """The trace's verdict in words."""
+    said = []
+    for d in verdict["delivered"]:
+        said.append(f"delivered to {d.get('name') or d['port']}"
+                    + (f" (bound on {d['node']})" if d.get("node") else ""))  # fmt: skip
+    for t in verdict["tunneled"]:
+        port = t.get("port")
+        port = port.get("name") or port.get("id") if isinstance(port, dict) else port
+        said.append(f"tunneled to {t.get('node') or t.get('ip')} for {port} "
+                    f"(out of {t.get('via')})")  # fmt: skip
+    if verdict.get("uplink"):
+        said.append("out of the gateway's uplink")
+    if not said:
+        last = verdict.get("ended_at") or {}
+        stage = str(last.get("stage") or "").lower()
+        obj = last.get("object") or {}
+        by = f" by {obj.get('kind')} {obj.get('name') or ''}".rstrip() if obj else ""
+        flow = f": {last['match']}" if last.get("match") is not None else ": no flow matched"
+        said.append(f"dropped at table {last.get('table')} {stage}{by}{flow}")
+    return "verdict: " + "; ".join(said)
 
 
 def status_lines(status: dict[str, Any], nodes: Sequence[dict[str, Any]]) -> list[str]:
@@ -400,11 +471,9 @@ def run(args: argparse.Namespace, client: Client) -> int:
         nodes = list(client.items("/transport-nodes")) if args.nodes else []
         _print(args, {"status": status, "nodes": nodes}, lambda: status_lines(status, nodes))
         return 0
-    if command == "flows":
-        node = client.resolve("/transport-nodes", args.node, KINDS["node"])
-        tables = "true" if args.tables else "false"
-        body = client.call("GET", f"/transport-nodes/{node}/flows?tables={tables}").body
-        _print(args, body, lambda: flows_lines(body))
+    if command in ("flows", "trace"):
+        body = _flows(args, client) if command == "flows" else _trace(args, client)
+        _print(args, body, lambda: (flows_lines if command == "flows" else trace_lines)(body))
         return 0
     what = kind(args.kind)
     path = client.path(what, args.parent)
@@ -431,6 +500,23 @@ def run(args: argparse.Namespace, client: Client) -> int:
         if args.wait:
             client.wait(reply, args.timeout)
     return 0
+
+
+def _flows(args: argparse.Namespace, client: Client) -> Any:
+    """`loom flows NODE`'s answer."""
+    node = client.resolve("/transport-nodes", args.node, KINDS["node"])
+    tables = "true" if args.tables else "false"
+    return client.call("GET", f"/transport-nodes/{node}/flows?tables={tables}").body
+
+
+def _trace(args: argparse.Namespace, client: Client) -> Any:
+    """`loom trace`'s answer."""
+    query = {"from": args.source, "packet": args.packet}
+    if args.on_node:
+        query["node"] = args.on_node
+    if args.ct:
+        query["ct"] = ";".join(args.ct)
+    return client.call("GET", f"/trace?{urlencode(query)}").body
 
 
 def add_commands(sub: Any, state_dir_default: str) -> None:
@@ -475,7 +561,18 @@ def add_commands(sub: Any, state_dir_default: str) -> None:
     flows = add("flows", [common], "a node's computed and installed OpenFlow tables")
     flows.add_argument("node", metavar="NODE", help="the transport node (id or name)")
     flows.add_argument("--tables", action="store_true", help="print both whole tables")
-    for parser in (show, status, listing, get, create, update, delete, flows):
+    trace = add("trace", [common], "where a packet from a port goes, flow by flow")
+    trace.add_argument("--from", dest="source", required=True, metavar="PORT",
+                       help="the port the packet leaves (id or name)")  # fmt: skip
+    trace.add_argument("packet", metavar="PACKET", nargs="?", default="",
+                       help="its fields, as ovn-trace takes them: "
+                       "'ip4.dst == 10.0.2.5 && tcp.dst == 22'")  # fmt: skip
+    trace.add_argument("--on-node", metavar="NODE",
+                       help="through this node's installed table (admin)")  # fmt: skip
+    trace.add_argument("--ct", action="append", metavar="STATE",
+                       help="what conntrack answers, once per recirculation (default "
+                       "trk,new)")  # fmt: skip
+    for parser in (show, status, listing, get, create, update, delete, flows, trace):
         parser.set_defaults(func=main)
 
 

@@ -125,6 +125,7 @@ class OvsdbServer:
         options: tuple[str, ...] = (),
         tls: Credentials | None = None,
         host: str = "127.0.0.1",
+        die_with_parent: bool = False,
     ) -> None:
         """Describe the server; `start()` creates the database if needed and runs it.
 
@@ -141,6 +142,7 @@ class OvsdbServer:
             tls: the server's key and certificate, and the authority its TCP clients'
                 certificates must be signed by: its TCP port is then `pssl:`.
             host: the address its TCP port listens on (`0.0.0.0`: every address).
+            die_with_parent: killed when the thread that starts it ends (`Daemon`).
         """
         self.state_dir = state_dir
         self.schema = schema
@@ -152,6 +154,7 @@ class OvsdbServer:
         self.options = options
         self.tls = tls
         self.host = host
+        self.die_with_parent = die_with_parent
         self.db_path = state_dir / f"{name}.db"
         self.socket_path = state_dir / f"{name}.sock"
         self.ctl_path = state_dir / f"{name}.ctl"
@@ -260,6 +263,7 @@ class OvsdbServer:
             env={**os.environ, "LD_PRELOAD": str(JEMALLOC)} if JEMALLOC else None,
             log_path=self.log_path,
             pid_path=self.pid_path,
+            die_with_parent=self.die_with_parent,
         )
         self._daemon.start(ready=self._serving, timeout=timeout)
         return self

@@ -9,6 +9,7 @@ time and sleep are parameters so tests can drive them.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
@@ -39,6 +40,7 @@ class Daemon:
         pid_path: Path | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
+        die_with_parent: bool = False,
     ) -> None:
         """Describe a daemon; nothing runs until `start()`.
 
@@ -53,6 +55,10 @@ class Daemon:
                 the same path: it records the same PID.
             clock: monotonic time source.
             sleep: how to wait between readiness polls.
+            die_with_parent: the kernel kills it when the thread that started it ends
+                (`PR_SET_PDEATHSIG`): for a helper private to a process (a controller's
+                scratch switch), which must not outlive a `kill -9` of that process. Start
+                it from a thread that lives as long as the helper is wanted.
         """
         self.name = name
         self.command = list(command)
@@ -62,6 +68,7 @@ class Daemon:
         self._env = env
         self._clock = clock
         self._sleep = sleep
+        self._die_with_parent = die_with_parent
         self._proc: subprocess.Popen[bytes] | None = None
         self._ready: Callable[[], bool] | None = None
         self._ready_timeout = 30.0
@@ -106,6 +113,7 @@ class Daemon:
                 stderr=subprocess.STDOUT,
                 env=env,
                 start_new_session=True,  # Ctrl-C in a terminal reaches only the supervisor
+                preexec_fn=_dying_with(os.getpid()) if self._die_with_parent else None,
             )
         self.pid_path.write_text(f"{self._proc.pid}\n")
         if wait:
@@ -267,3 +275,19 @@ def pid_exists(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+PR_SET_PDEATHSIG = 1
+"""prctl(2): the signal a process gets when its parent thread ends."""
+
+
+def _dying_with(parent: int) -> Callable[[], None]:
+    """A `preexec_fn` that makes the child get SIGKILL when its parent thread ends (and exit
+    at once if the parent `parent` is already gone)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def arrange() -> None:
+        if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0 or os.getppid() != parent:
+            os._exit(1)
+
+    return arrange

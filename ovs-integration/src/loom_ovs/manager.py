@@ -295,6 +295,13 @@ class NodeSession:
                 if port is not None and iface is not None:
                     yield port_uuid, port, iface_uuid, iface
 
+    def interfaces(self) -> list[dict[str, Any]]:
+        """`br-int`'s interfaces as the replica has them (copies of the rows)."""
+        bridge = self.bridge()
+        if bridge is None:
+            return []
+        return [dict(iface) for _, _, _, iface in self._interfaces(bridge[1])]
+
     def _ports(self) -> _Ports:
         """br-int's interfaces sorted into VIFs, uplinks and tunnel ports: computed again
         only after a Port or Interface row or the bridge's port list changed (a node's

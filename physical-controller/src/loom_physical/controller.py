@@ -57,11 +57,12 @@ from loom_ddlog import Program
 from loom_ovs import packets
 from loom_ovs.manager import Manager, NodeSession, TunnelSpec, omap
 from loom_ovs.openflow import Flow, Key, OpenFlowError, Switch
-from loom_physical import flowsview, status
+from loom_physical import flowsview, status, trace
 from loom_physical.core import Localizer, NodeFacts, node_liveness, unindex
 from loom_physical.images import PartKey
 from loom_physical.inputs import opt
 from loom_physical.rules import main_file
+from loom_physical.scratch import ScratchError, Tracer
 from loom_physical.universal import DB as UNIVERSAL_DB
 from loom_physical.universal import UniversalReplica
 
@@ -325,6 +326,8 @@ class PhysicalController:
         self._pushers = concurrent.futures.ThreadPoolExecutor(
             max_workers=PUSH_THREADS, thread_name_prefix=f"push-{name}"
         )
+        self._tracer = Tracer()
+        """Runs `trace_report`'s traces on a scratch switch of its own."""
         self.pass_phases: collections.deque[tuple[float, dict[str, float]]] = collections.deque(
             maxlen=1000
         )
@@ -409,6 +412,7 @@ class PhysicalController:
         self._acceptor.start()
         metrics.watch("physical", self.name, self._metric_samples)
         httpd.route("/nodes/", self._flows_route)
+        httpd.route("/trace", self._trace_route)
         return self
 
     def flows_report(self, system_id: str, *, tables: bool = False,
@@ -452,6 +456,122 @@ class PhysicalController:
             return 404, {"error": "not_found"}
         tables = query.get("tables", ["false"])[0] == "true"
         return self.flows_report(unquote(node), tables=tables)
+
+    def trace_report(self, port: str, flow: str, *, node: str | None = None,
+                     ct: tuple[str, ...] = (),
+                     timeout: float = 30.0) -> tuple[int, dict[str, Any]]:  # fmt: skip
+        """A packet from logical port `port` (`flow`: its fields in `ovs-ofctl` syntax, no
+        `in_port`) traced through this controller's flows (`loom_physical.trace`): through
+        the universal flows on an ideal node, or with `node` through that node's installed
+        table; `ct`: what conntrack answers at each recirculation. (HTTP status, JSON body.)
+
+        The inputs are read between passes (`wait_pass`); the node's table on this thread;
+        the computation and the trace on the trace thread (`Tracer`)."""
+        try:
+            states = trace.ct_states(ct)
+            got: dict[str, Any] = {}
+            if not self.wait_pass(lambda c: c._trace_inputs(port, node, got), timeout, wake=False):
+                return 503, {"error": "busy", "message": f"{self.name} did not finish its pass"}
+            if "refused" in got:
+                raise got["refused"]
+            installed: list[str] = []
+            if node is not None:
+                switch = Switch(got["remote"], tls=self._tls, peer=node)
+                try:
+                    installed = switch.dump()
+                except OpenFlowError as exc:
+                    return 503, {"error": "node_unreachable", "message": str(exc)}
+                finally:
+                    switch.close()
+            microflow = trace.microflow(flow, got["in_port"])
+            text, dp_ports = self._tracer.run(
+                lambda scratch: scratch.trace(self._trace_table(got, installed), microflow,
+                                              states), timeout)  # fmt: skip
+        except trace.TraceRefused as refused:
+            return refused.status, refused.body()
+        except ScratchError as exc:
+            return 400, {"error": "trace_refused", "message": str(exc)}
+        except TimeoutError:
+            return 503, {"error": "busy", "message": f"{self.name}: the trace took over "
+                         f"{timeout:g} s"}  # fmt: skip
+        passes = trace.parse(text, got["cookies"])
+        verdict = trace.verdict(passes, dp_ports, got["endpoints"], got["keys"])
+        verdict["delivered"] = [{"port": p, "node": got["chassis"].get(p, "")}
+                                for p in verdict["delivered"]]  # fmt: skip
+        return 200, {"controller": self.name, "node": node, "port": port, "flow": microflow,
+                     "ct": states, "passes": passes, "verdict": verdict, "trace": text}  # fmt: skip
+
+    def _trace_inputs(self, port: str, node: str | None, got: dict[str, Any]) -> bool:
+        """Read what a trace needs (on the loop's side of `wait_pass`) into `got`."""
+        rows = self.universal.rows
+        bindings = rows["Port_Binding"].values()
+        got["endpoints"] = {str(r["ip"]): str(r["node"]) for r in rows["Node_Endpoint"].values()}
+        got["keys"] = {(int(b["datapath"]), int(b["port_key"])): str(b["logical_port"])
+                       for b in bindings}  # fmt: skip
+        got["chassis"] = {str(b["logical_port"]): opt(b["chassis"]) for b in bindings}
+        try:
+            if node is None:
+                gateways = {n for g in rows["Gateway_Assignment"].values()
+                            for _, n in omap(g["nodes"]).items()}  # fmt: skip
+                known = [self.core.nodes[n].facts for n in gateways if n in self.core.nodes]
+                neighbours = {ip: mac for facts in known for ip, mac in facts.neighbours.items()}
+                ideal = trace.ideal_node(rows, port, neighbours)
+                got["ideal"], got["in_port"], datapaths = ideal, ideal.in_port, ideal.datapaths
+            else:
+                datapaths = self._trace_node(port, node, got)
+        except trace.TraceRefused as refused:
+            got["refused"] = refused
+            return True
+        got["cookies"] = trace.sources(f for f in rows["Flow"].values()
+                                       if int(f["datapath"]) in datapaths | {0})  # fmt: skip
+        return True
+
+    def _trace_node(self, port: str, node: str, got: dict[str, Any]) -> set[int]:
+        """`_trace_inputs` for a trace on node `node`: its OpenFlow, its ports, where
+        `port`'s VIF is on it; the datapaths it has.
+
+        Raises:
+            TraceRefused: the node is not ours to read, or the port has no VIF on it.
+        """
+        state = self.nodes.get(node)
+        if state is None:
+            raise trace.TraceRefused(404, "not_found", f"node {node} is not connected to "
+                                     f"{self.name}")  # fmt: skip
+        if node not in self.masters() or state.session.openflow_remote is None:
+            raise trace.TraceRefused(409, "not_master", f"{self.name} does not write node "
+                                     f"{node}'s flows now")  # fmt: skip
+        binding = next((b for b in self.universal.rows["Port_Binding"].values()
+                        if b["logical_port"] == port), None)  # fmt: skip
+        vif = state.session.vifs().get(opt(binding["vif_id"])) if binding else None
+        if vif is None:
+            raise trace.TraceRefused(409, "not_on_node", f"port {port} has no VIF on node "
+                                     f"{node}")  # fmt: skip
+        bindings = self.universal.rows["Port_Binding"].values()
+        vif_ports = {opt(b["vif_id"]): str(b["logical_port"]) for b in bindings if opt(b["vif_id"])}
+        got["remote"], got["in_port"] = state.session.openflow_remote, vif.ofport
+        got["ports"] = trace.node_layout(state.session.interfaces(), vif_ports)
+        view = self.core.nodes.get(node)
+        return set(view.datapaths) if view is not None else set()
+
+    def _trace_table(self, got: dict[str, Any], installed: list[str]) -> trace.Table:
+        """The table a trace loads (on the trace thread): the ideal node's, computed by
+        the physical rules on an engine of its own, or the node's installed one."""
+        if "ideal" in got:
+            ideal = got["ideal"]
+            program = Program.load([self._rules], workers=1, internal=False)
+            flows = [f.text() for f in trace.ideal_flows(program, ideal)]
+            return trace.Table(ideal.ports, flows, ideal.in_port)
+        return trace.Table(got["ports"], installed, got["in_port"])
+
+    def _trace_route(self, rest: str, query: dict[str, list[str]]) -> tuple[int, Any]:
+        """`GET /trace?port=P&flow=F[&node=N][&ct=S...]` (`loom_common.httpd`)."""
+        if rest not in ("", "/"):
+            return 404, {"error": "not_found"}
+        port, flow = query.get("port", [""])[0], query.get("flow", [""])[0]
+        if not port:
+            return 400, {"error": "validation_failed", "message": "port: required"}
+        node = query.get("node", [None])[0] or None
+        return self.trace_report(port, flow, node=node, ct=tuple(query.get("ct", [])))
 
     def _metric_samples(self) -> list[metrics.Sample]:
         """What a scrape reads (another thread: copies of what the loop keeps): nodes
@@ -504,6 +624,7 @@ class PhysicalController:
         self._stop.set()
         metrics.forget("physical", self.name)
         httpd.unroute("/nodes/")
+        httpd.unroute("/trace")
         self._wake()
         self.heartbeat.stop()
         if self._thread is not None:
@@ -516,6 +637,7 @@ class PhysicalController:
             self._zk.stop()
             self._zk.close()
         self._pushers.shutdown(wait=True)
+        self._tracer.stop()
         for state in self.nodes.values():
             state.close()
         self._node_fds.close()

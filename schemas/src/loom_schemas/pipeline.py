@@ -152,6 +152,22 @@ PLACEHOLDERS: Mapping[str, Table] = {
 """What a universal flow says instead of a node-specific action (`resubmit(,@egress)`)."""
 
 
+def at_table(table: int, kind: str) -> Stage | Table | None:
+    """What OpenFlow table `table` is, for a packet of a `kind` ("switch" or "router")
+    datapath: a stage of its logical pipelines, a physical table, or None (Loom uses no
+    such table). Switch and router stages share table numbers; `kind` says whose."""
+    stage = _BY_TABLE.get((table, kind))
+    if stage is not None:
+        return stage
+    try:
+        return Table(table)
+    except ValueError:
+        return None
+
+
+_BY_TABLE: Mapping[tuple[int, str], Stage] = {(s.table, s.kind): s for s in STAGES.values()}
+
+
 # ---- registers -------------------------------------------------------------------------
 
 

@@ -26,6 +26,16 @@ from loom_common.liveness import HTTP
 
 bp = Blueprint("flows", __name__)
 
+
+class ControllerRefused(Exception):
+    """The controller answered a 4xx: what it said (JSON text) and the status."""
+
+    def __init__(self, status: int, detail: str) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+
+
 ASK_TIMEOUT_S = 30.0
 """The longest the controller may take (it dumps and compares the node's whole table)."""
 
@@ -39,34 +49,57 @@ def node_flows_view(node_id: str) -> Response:
     if tables not in ("true", "false"):
         raise errors.ValidationFailed(field="tables", detail="tables must be true or false")
 
-    def read(view: ReadView) -> tuple[str, str | None, str | None]:
+    def read(view: ReadView) -> tuple[str, str, str]:
         node = crud.lookup(view, TransportNodes, caller, node_id)
-        status = node_status(view, node)
-        controller = status["controller"] if status["connected"] else None
-        glob = view.global_row()
-        published = dict(glob.external_ids) if glob is not None else {}
-        url = published.get(HTTP + controller) if controller else None
-        return str(node.system_id), controller, url
+        return (str(node.system_id), *node_controller(view, node))
 
     system_id, controller, url = http.store().read(read)
+    try:
+        return jsonify(ask(f"{url}/nodes/{quote(system_id, safe='')}/flows?tables={tables}",
+                           controller))  # fmt: skip
+    except ControllerRefused as exc:  # (the node left it between the read and the ask)
+        raise errors.ControllerUnavailable(
+            detail=f"physical controller {controller} answered {exc.status}: {exc.detail}"
+        ) from None
+
+
+def node_controller(view: ReadView, node: Any) -> tuple[str, str]:
+    """The physical controller that masters `node` (a `Transport_Node` row) and where its
+    HTTP endpoint answers.
+
+    Raises:
+        errors.ControllerUnavailable: none masters it, or its master serves no endpoint.
+    """
+    status = node_status(view, node)
+    controller = status["controller"] if status["connected"] else None
     if controller is None:
         raise errors.ControllerUnavailable(detail=f"no physical controller masters node "
-                                           f"{system_id} now")  # fmt: skip
+                                           f"{node.system_id} now")  # fmt: skip
+    url = published_urls(view).get(controller)
     if url is None:
         raise errors.ControllerUnavailable(detail=f"physical controller {controller} serves "
                                            "no HTTP endpoint (its --metrics)")  # fmt: skip
-    return jsonify(_ask(f"{url}/nodes/{quote(system_id, safe='')}/flows?tables={tables}",
-                        controller))  # fmt: skip
+    return controller, url
 
 
-def _ask(url: str, controller: str) -> Any:
-    """The controller's answer (a 503 naming it if it gives none)."""
+def published_urls(view: ReadView) -> dict[str, str]:
+    """Physical controller -> where its HTTP endpoint answers, as published."""
+    glob = view.global_row()
+    published = dict(glob.external_ids) if glob is not None else {}
+    return {k[len(HTTP) :]: str(v) for k, v in published.items() if k.startswith(HTTP)}
+
+
+def ask(url: str, controller: str, timeout: float = ASK_TIMEOUT_S) -> Any:
+    """The controller's answer (a 503 naming it if it gives none; its own 4xx answers are
+    passed on as `ControllerRefused`)."""
     try:
-        with urllib.request.urlopen(url, timeout=ASK_TIMEOUT_S) as reply:
+        with urllib.request.urlopen(url, timeout=timeout) as reply:
             return json.loads(reply.read())
     except urllib.error.HTTPError as exc:
         with exc:
             detail = exc.read().decode(errors="replace")[:500]
+        if 400 <= exc.code < 500:
+            raise ControllerRefused(exc.code, detail) from None
         raise errors.ControllerUnavailable(
             detail=f"physical controller {controller} answered {exc.code}: {detail}"
         ) from None

@@ -1,0 +1,217 @@
+"""`GET /api/v1/trace?from=PORT&packet=EXPR[&node=NODE][&ct=STATES]`: where a packet from a
+port goes, flow by flow (`loom trace`).
+
+The physical controllers hold the flows and the physical rules, so they trace
+(`loom_physical.trace`); this route finds the port and describes its packet
+(`loom_api.service.trace`), asks a controller at the HTTP endpoint it publishes, and tells
+the answer in the configuration's names. Without `node`, through the universal flows on an
+ideal node (the logical pipeline, every port of the packet's datapaths there): asked of the
+controller that masters the port's node, or of any controller that answers (one holds the
+flows of the datapaths its nodes have). With `node` (admin only: a node's table holds every
+tenant's flows), through that node's installed table, asked of its master.
+
+A tenant traces its own ports; the admin any.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import uuid as uuidlib
+from typing import Any
+from urllib.parse import urlencode
+
+from flask import Blueprint, Response, jsonify, request
+
+from loom_api import errors, http
+from loom_api.service import crud
+from loom_api.service import trace as described
+from loom_api.service.nodes import TransportNodes
+from loom_api.service.ports import LogicalSwitchPorts
+from loom_api.store import ReadView
+from loom_api.views.flows import ControllerRefused, ask, node_controller, published_urls
+from loom_common.ids import id32
+
+bp = Blueprint("trace", __name__)
+
+TRACE_TIMEOUT_S = 60.0
+"""The longest a controller may take (an ideal node's computation, then the trace)."""
+NAMED_TABLES = (
+    ("Logical_Switch_Port", "port"), ("Logical_Router_Port", "router port"),
+    ("Logical_Switch", "switch"), ("Logical_Router", "router"),
+    ("Static_Route", "static route"), ("NAT_Rule", "NAT rule"),
+    ("Security_Profile", "security profile"), ("Gateway_Service", "gateway service"),
+    ("QoS_Queue", "QoS queue"), ("Transport_Node", "transport node"),
+)  # fmt: skip
+"""Where an object a universal row exists for may be, and what to call its kind."""
+
+
+@bp.get("/trace")
+def trace_view() -> Response:
+    """Trace a packet (see the module docstring)."""
+    caller = http.caller()
+    http.check_query(("from", "packet", "node", "ct"))
+    port_ref, expression = request.args.get("from"), request.args.get("packet", "")
+    if not port_ref:
+        raise errors.ValidationFailed(field="from", detail="from: the port the packet leaves")
+    node_ref = request.args.get("node")
+    if node_ref is not None and not caller.is_admin:
+        raise errors.Forbidden(detail="node: only the admin traces through a node's table")
+    packet = described.parse_packet(expression)
+    states = described.ct_states(request.args.get("ct"))
+
+    def read(view: ReadView) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+        port = _port(view, caller, port_ref)
+        switch = view.get("Logical_Switch", port.logical_switch.uuid)
+        nearby = [described.Neighbour(p.mac, tuple(p.ips), p.attachment_type == "router")
+                  for p in view.children("Logical_Switch_Port", "logical_switch", switch)
+                  if p.uuid != port.uuid and p.mac]  # fmt: skip
+        query = {"port": str(port.uuid), "flow": described.microflow(packet, port.mac,
+                                                                     port.ips, nearby)}  # fmt: skip
+        if node_ref is None:
+            return query, _candidates(view, port)
+        node = (crud.lookup(view, TransportNodes, caller, node_ref) if _is_uuid(node_ref)
+                else _node_named(view, node_ref))  # fmt: skip
+        query["node"] = str(node.system_id)
+        return query, [node_controller(view, node)]
+
+    query, controllers = http.store().read(read)
+    if states:
+        query["ct"] = states
+    body = _ask_first(controllers, query)
+    named = http.store().read(lambda view: _describe(view, body))
+    return jsonify({**named, "packet": expression, "from": port_ref})
+
+
+def _port(view: ReadView, caller: crud.Caller, ref: str) -> Any:
+    """The logical switch port `ref` names (id or name), visible to `caller`."""
+    if _is_uuid(ref):
+        return crud.lookup(view, LogicalSwitchPorts, caller, ref)
+    named = [p for p in view.rows("Logical_Switch_Port")
+             if p.name == ref and crud.visible(LogicalSwitchPorts, caller, p)]  # fmt: skip
+    if not named:
+        raise errors.NotFound(kind="logical switch port", id=ref)
+    if len(named) > 1:
+        raise errors.ValidationFailed(field="from", detail=f"from: {len(named)} ports are "
+                                      f"named {ref!r}; give the port's id")  # fmt: skip
+    return named[0]
+
+
+def _node_named(view: ReadView, ref: str) -> Any:
+    """The transport node named `ref` (its name or system-id)."""
+    for node in view.rows("Transport_Node"):
+        if ref in (node.name, node.system_id):
+            return node
+    raise errors.NotFound(kind="transport node", id=ref)
+
+
+def _candidates(view: ReadView, port: Any) -> list[tuple[str, str]]:
+    """The controllers to ask for a logical trace from `port`: the master of the port's
+    node first, then every other that publishes an endpoint."""
+    urls = published_urls(view)
+    first: list[tuple[str, str]] = []
+    bound = port.status.get("transport_node")
+    for node in view.rows("Transport_Node") if bound else []:
+        if node.system_id == bound:
+            with contextlib.suppress(errors.ControllerUnavailable):
+                first = [node_controller(view, node)]
+    rest = [(name, url) for name, url in sorted(urls.items()) if (name, url) not in first]
+    if not first and not rest:
+        raise errors.ControllerUnavailable(detail="no physical controller serves an HTTP "
+                                           "endpoint (their --metrics)")  # fmt: skip
+    return first + rest
+
+
+def _ask_first(controllers: list[tuple[str, str]], query: dict[str, Any]) -> Any:
+    """The first answer of `controllers` that knows the port (a 404 from one that does not
+    hold its datapath: the next is asked)."""
+    refused: ControllerRefused | None = None
+    for controller, url in controllers:
+        try:
+            return ask(f"{url}/trace?{urlencode(query)}", controller, TRACE_TIMEOUT_S)
+        except ControllerRefused as exc:
+            if exc.status != 404:
+                raise errors.Conflict(detail=f"physical controller {controller}: "
+                                      f"{_message(exc.detail)}") from None  # fmt: skip
+            refused = exc
+    assert refused is not None
+    raise errors.ControllerUnavailable(detail=f"no physical controller holds the port's flows:"
+                                       f" {_message(refused.detail)}")  # fmt: skip
+
+
+def _message(detail: str) -> str:
+    """A controller's JSON error body's message (the text itself if it is not one)."""
+    try:
+        return str(json.loads(detail).get("message", detail))
+    except (ValueError, AttributeError):
+        return detail
+
+
+def _describe(view: ReadView, body: dict[str, Any]) -> dict[str, Any]:
+    """The controller's answer with the configuration's names (`described.describe`)."""
+    names = _Names(view, body)
+    return described.describe(body, names.object, names.datapath, names.rule)
+
+
+class _Names:
+    """The configuration's names for what a trace met (looked up once each)."""
+
+    def __init__(self, view: ReadView, body: dict[str, Any]) -> None:
+        self.view, self.body = view, body
+        self._datapaths: dict[int, dict[str, Any]] = {}
+        self._rules: dict[int, dict[str, Any]] | None = None
+
+    def datapath(self, key: int) -> dict[str, Any] | None:
+        """Datapath `key`'s switch or router."""
+        if not self._datapaths:
+            for table, kind in (("Logical_Switch", "switch"), ("Logical_Router", "router")):
+                for row in self.view.rows(table):
+                    self._datapaths[int(row.tunnel_key)] = {
+                        "key": int(row.tunnel_key), "kind": kind, "id": str(row.uuid),
+                        "name": row.name}  # fmt: skip
+        return self._datapaths.get(key)
+
+    def object(self, source: str) -> dict[str, Any] | None:
+        """The object a universal row exists for (`source`: its config uuid; a router's
+        uplink: `<router>-uplink`)."""
+        text, uplink = source.removesuffix("-uplink"), source.endswith("-uplink")
+        if not _is_uuid(text):
+            return None
+        for table, kind in NAMED_TABLES:
+            row = self.view.get(table, uuidlib.UUID(text))
+            if row is not None:
+                name = next((getattr(row, c) for c in ("name", "prefix", "external_ip")
+                             if getattr(row, c, None)), None)  # fmt: skip
+                if uplink:
+                    return {"kind": "router uplink", "id": source, "name": name}
+                return {"kind": kind, "id": text, "name": name}
+        return None
+
+    def rule(self, conj_id: int) -> dict[str, Any] | None:
+        """The security rule whose conjunction id is `conj_id`, among the rules of the
+        profiles of the traced switches' ports."""
+        if self._rules is None:
+            self._rules = {}
+            for profile in self._profiles():
+                for rule in profile.rules:
+                    self._rules[id32(str(rule.uuid))] = {
+                        "kind": "security rule", "id": str(rule.uuid),
+                        "name": described.rule_label(profile.name, rule)}  # fmt: skip
+        return self._rules.get(conj_id)
+
+    def _profiles(self) -> list[Any]:
+        switches = {step["datapath"]["id"] for p in self.body["passes"] for step in p["steps"]
+                    if (step.get("datapath") or {}).get("kind") == "switch"}  # fmt: skip
+        uuids = {ref.uuid for port in self.view.rows("Logical_Switch_Port")
+                 if str(port.logical_switch.uuid) in switches
+                 for ref in port.security_profiles}  # fmt: skip
+        found = (self.view.get("Security_Profile", uuid) for uuid in uuids)
+        return [profile for profile in found if profile is not None]
+
+
+def _is_uuid(text: str) -> bool:
+    try:
+        uuidlib.UUID(text)
+    except ValueError:
+        return False
+    return True
