@@ -196,3 +196,57 @@ def test_flows_says_whether_a_node_holds_what_is_computed_and_what_differs() -> 
     assert flows_lines(synced) == [
         "node hv1 (physical controller physical-0): 2 flows computed, 2 installed, in sync"
     ]
+
+
+def test_trace_tells_each_table_conntracks_answers_and_the_verdict() -> None:
+    from loom_common.ctl import trace_lines
+
+    switch = {"key": 2, "kind": "switch", "id": "s", "name": "net-b"}
+    drop = {
+        "table": 41,
+        "stage": "ls_out_acl",
+        "datapath": switch,
+        "priority": 1,
+        "match": "ip,reg10=0x80/0x80",
+        "actions": ["drop"],
+        "depth": 0,
+        "object": {"kind": "every switch", "id": None, "name": None},
+    }
+    body = {"from": "red/vm1", "packet": "ip4.dst == 10.0.2.13 && tcp.dst == 23",
+            "node": None, "controller": "physical-0", "flow": "in_port=100,tcp,tp_dst=23",
+            "passes": [
+                {"ct_state": None, "steps": [
+                    {"table": 0, "stage": "CLASSIFIER", "datapath": None, "priority": 100,
+                     "match": "in_port=100", "actions": ["resubmit(,8)"], "depth": 0,
+                     "object": None},
+                    {"table": 40, "stage": "ls_out_pre_acl", "datapath": switch,
+                     "priority": 100, "match": "ip,reg15=0x2", "depth": 0,
+                     "actions": ["ct(table=41)", "-> A clone of the packet is forked"],
+                     "object": {"kind": "port", "id": "p", "name": "red/vm3"}}]},
+                {"ct_state": "trk|new", "steps": [drop]}],
+            "verdict": {"outcome": "dropped", "delivered": [], "tunneled": [],
+                        "uplink": False, "ended_at": drop}}  # fmt: skip
+    assert trace_lines(body) == [
+        "red/vm1: ip4.dst == 10.0.2.13 && tcp.dst == 23",
+        "  through the universal flows on an ideal node (physical controller physical-0)",
+        "  flow: in_port=100,tcp,tp_dst=23",
+        "    0 classifier           100  in_port=100",
+        "        resubmit(,8)",
+        "switch net-b (key 2):",
+        "   40 ls_out_pre_acl       100  ip,reg15=0x2  [port red/vm3]",
+        "        ct(table=41)",
+        "        -> A clone of the packet is forked",
+        "conntrack answered trk|new, the packet resumes:",
+        "   41 ls_out_acl             1  ip,reg10=0x80/0x80  [every switch]",
+        "        drop",
+        "verdict: dropped at table 41 ls_out_acl by every switch: ip,reg10=0x80/0x80",
+    ]  # fmt: skip
+    on_node = {**body, "node": "hv1", "passes": [], "verdict": {
+        "outcome": "tunneled+delivered", "uplink": False, "ended_at": None,
+        "delivered": [{"port": "p9", "name": "red/vm9", "node": "hv1"}],
+        "tunneled": [{"node": "hv3", "ip": "172.31.0.4", "via": "loom-geneve",
+                      "port": {"id": "p", "name": "red/vm3"}}]}}  # fmt: skip
+    lines = trace_lines(on_node)
+    assert lines[1] == "  through node hv1's installed table (physical controller physical-0)"
+    assert lines[-1] == ("verdict: delivered to red/vm9 (bound on hv1); tunneled to hv3 for "
+                         "red/vm3 (out of loom-geneve)")  # fmt: skip

@@ -668,6 +668,85 @@ def _node_flows_path() -> dict[str, JsonDict]:
     }
 
 
+def _trace_path() -> dict[str, JsonDict]:
+    """Document `GET /trace` (views/trace.py)."""
+    step = {
+        "type": "object",
+        "description": "One OpenFlow table the packet was looked up in: its `stage` (a "
+        "logical stage, or a physical table in capitals), the `datapath` the packet was in, "
+        "the flow that matched (`priority`, `match`, `cookie`, `actions`; `match` null: no "
+        "flow matched, the packet is dropped there) and the `object` whose universal row "
+        "made it.",
+    }
+    body = {
+        "type": "object",
+        "required": ["from", "packet", "controller", "node", "port", "flow", "ct", "passes",
+                     "verdict", "trace"],
+        "properties": {
+            "from": {"type": "string"},
+            "packet": {"type": "string"},
+            "controller": {"type": "string", "description": "The physical controller asked."},
+            "node": {"type": ["string", "null"],
+                     "description": "The node whose table was traced; null: the ideal node."},
+            "port": {"type": "string", "description": "The port's id."},
+            "flow": {"type": "string", "description": "The packet as `ofproto/trace` took it."},
+            "ct": {"type": "array", "items": {"type": "string"}},
+            "passes": {"type": "array", "items": {
+                "type": "object", "required": ["ct_state", "flow", "steps", "datapath_actions"],
+                "properties": {"ct_state": {"type": ["string", "null"]},
+                               "flow": {"type": "string"},
+                               "steps": {"type": "array", "items": step},
+                               "datapath_actions": {"type": "string"}}}},
+            "verdict": {"type": "object",
+                        "required": ["outcome", "delivered", "uplink", "tunneled", "ended_at"],
+                        "properties": {"outcome": {"type": "string"},
+                                       "delivered": {"type": "array", "items": {"type": "object"}},
+                                       "uplink": {"type": "boolean"},
+                                       "tunneled": {"type": "array", "items": {"type": "object"}},
+                                       "ended_at": {"type": ["object", "null"]}}},
+            "trace": {"type": "string", "description": "`ofproto/trace`'s own text."},
+        },
+    }  # fmt: skip
+
+    def query(name: str, required: bool, description: str) -> JsonDict:
+        return {"name": name, "in": "query", "required": required,
+                "schema": {"type": "string"}, "description": description}  # fmt: skip
+
+    return {
+        "/trace": {
+            "get": {
+                "operationId": "trace_packet",
+                "summary": "Where a packet from a port goes, flow by flow",
+                "description": "Traced by a physical controller with `ofproto/trace`: "
+                "through the universal flows of the port's datapaths on an ideal node (every "
+                "port of them there), or with `node` through that node's installed table. A "
+                "tenant traces its own ports; only the admin gives `node`.",
+                "tags": ["Status"],
+                "parameters": [
+                    query("from", True, "The port the packet leaves (id or name)."),
+                    query(
+                        "packet",
+                        False,
+                        "Its fields, as ovn-trace takes them: "
+                        "`ip4.dst == 10.0.2.5 && tcp.dst == 22`; the rest from the port.",
+                    ),
+                    query("node", False, "Trace through this node's installed table."),
+                    query(
+                        "ct",
+                        False,
+                        "What conntrack answers at each recirculation, "
+                        "separated by `;` (default `trk,new`).",
+                    ),
+                ],
+                "responses": {
+                    "200": {"description": "The trace.", "content": _json_content(body)},
+                    **_errors("400", "401", "403", "404", "409", "503"),
+                },
+            },
+        }
+    }
+
+
 def _status_paths() -> dict[str, JsonDict]:
     health = {
         "type": "object",
@@ -849,6 +928,7 @@ def build(collections: list[tuple[str, crud.Resource]] | None = None) -> JsonDic
     _add_links(parts, paths)
     paths.update(_object_status_paths(parts))
     paths.update(_node_flows_path())
+    paths.update(_trace_path())
     paths.update(_status_paths())
     schemas["Error"] = ERROR_SCHEMA
     tags.append({"name": "Status", "description": "Health, status and realization."})

@@ -29,6 +29,8 @@ MAX_EXPRESSION = 1000
 """The longest packet description taken (characters)."""
 MAX_CT_STATES = 8
 """The most conntrack answers a trace may be given."""
+CT_FLAGS = frozenset({"trk", "new", "est", "rel", "rpl", "inv", "snat", "dnat"})
+"""The `ct_state` flags conntrack may be said to answer."""
 
 _MAC = re.compile(r"[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}")
 BROADCAST = "ff:ff:ff:ff:ff:ff"
@@ -252,14 +254,17 @@ def ct_states(text: str | None) -> list[str]:
     """`ct=trk,est;trk,new`: what conntrack answers at each recirculation, in order.
 
     Raises:
-        errors.ValidationFailed: `ct`: too many, or empty ones.
+        errors.ValidationFailed: `ct`: too many, empty ones, unknown flags.
     """
     if not text:
         return []
     states = [s.strip() for s in text.split(";")]
-    if len(states) > MAX_CT_STATES or not all(states):
-        raise errors.ValidationFailed(field="ct", detail=f"ct: up to {MAX_CT_STATES} states "
-                                      "separated by ';', each like trk,est")  # fmt: skip
+    for state in states:
+        flags = [f for f in re.split(r"[,|+\- ]", state) if f]
+        if len(states) > MAX_CT_STATES or not flags or not set(flags) <= CT_FLAGS:
+            raise errors.ValidationFailed(field="ct", detail=f"ct: up to {MAX_CT_STATES} "
+                                          "states separated by ';', each flags of "
+                                          f"{', '.join(sorted(CT_FLAGS))} (trk,est)")  # fmt: skip
     return states
 
 

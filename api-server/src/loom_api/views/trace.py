@@ -130,9 +130,11 @@ def _ask_first(controllers: list[tuple[str, str]], query: dict[str, Any]) -> Any
         try:
             return ask(f"{url}/trace?{urlencode(query)}", controller, TRACE_TIMEOUT_S)
         except ControllerRefused as exc:
+            said = f"physical controller {controller}: {_message(exc.detail)}"
+            if exc.status == 400:  # (the flow, as OVS reads it)
+                raise errors.BadRequest(detail=said) from None
             if exc.status != 404:
-                raise errors.Conflict(detail=f"physical controller {controller}: "
-                                      f"{_message(exc.detail)}") from None  # fmt: skip
+                raise errors.Conflict(detail=said) from None
             refused = exc
     assert refused is not None
     raise errors.ControllerUnavailable(detail=f"no physical controller holds the port's flows:"
