@@ -535,16 +535,6 @@ def localize(row: dict[str, Any], bindings: Mapping[str, str] | None = None) -> 
     return out.text()
 
 
-def localize_for_check(row: dict[str, Any]) -> str:
-    """One universal flow as an ovs-ofctl flow."""
-    return localize(row)
-
-
-@pytest.fixture
-def localizer() -> Callable[[dict[str, Any]], str]:
-    """`localize`, for tests that install universal flows on a switch."""
-    return localize
-
 
 @pytest.fixture
 def openflow_check(dummy_switch: DummySwitch) -> Callable[[str], int]:
@@ -557,7 +547,7 @@ def openflow_check(dummy_switch: DummySwitch) -> Callable[[str], int]:
         rows = dump_universal(remote).get("Universal_Flow", [])
         # one flow per match (the same flow may be in two objects' rows, with their cookies)
         by_match = {re.sub(r",cookie=0x[0-9a-f]+", "", f): f
-                    for f in sorted(localize_for_check(r) for r in rows)}  # fmt: skip
+                    for f in sorted(localize(r) for r in rows)}  # fmt: skip
         flows = sorted(by_match.values())
         result = dummy_switch.replace_flows(flows)
         assert result.returncode == 0, f"ovs-ofctl rejected the flows: {result.stderr}"

@@ -1,11 +1,12 @@
 """What the universal flows *do*: packets traced through one switch by a real ovs-vswitchd.
 
-The snapshot tests pin the flows' text; these pin their behaviour. One switch's universal
-flows are localized for a node that has every port (each VIF a dummy port of `br-int`, the
-flood group a dummy port of its own, the physical classifier a table-0 flow per VIF that
-sets `metadata` and `reg14`), installed on a real ovs-vswitchd (dummy datapath), and
-`ofproto/trace` follows packets from port to port, with conntrack's verdicts given by
-`--ct-next`: port security (MAC, IP, ARP, ND), the ACL stages (stateful and stateless
+The snapshot tests pin the flows' text; these pin their behaviour. A scenario's universal
+flows are localized by the physical rules for `loom trace`'s ideal node, which has every
+port of the packet's datapaths (each VIF a dummy port, an L3 gateway's uplink one more:
+`loom_physical.trace.ideal_node`), loaded on `loom trace`'s scratch ovs-vswitchd (dummy
+datapath, `loom_physical.scratch`), and `ofproto/trace` follows packets from port to port,
+with conntrack's verdicts given by `--ct-next`; a broadcast reaches each port whose egress
+pipeline lets it out: port security (MAC, IP, ARP, ND), the ACL stages (stateful and stateless
 profiles, default deny, established/related/invalid), the ARP responder, loopback; and,
 through a distributed router between two switches, routing (TTL, MAC rewrite, no route,
 TTL expiry) and the router's own ARP and ICMP echo answers; with an L3 gateway whose
@@ -25,16 +26,18 @@ The switch's ports (all on switch `sw`, 10.0.0.0/24):
 from __future__ import annotations
 
 import re
-import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
-from loom_common.ovsdb import tool
+from loom_ddlog import Program
 from loom_logical import pipeline
-from loom_schemas.pipeline import Table
+from loom_physical import trace
+from loom_physical.rules import main_file
+from loom_physical.scratch import Scratch
+from loom_physical.universal import UniversalReplica
 
 PORTS = {
     "a": ("00:00:00:00:00:0a", "10.0.0.10", True, ["web"]),
@@ -50,11 +53,9 @@ ROUTER_PORTS = {
     "net1": ("00:00:00:aa:00:01", "10.0.1.1"),
     "net2": ("00:00:00:aa:00:02", "10.0.2.1"),
 }
-OFPORT = {name: 10 + i for i, name in enumerate([*PORTS, *ROUTED, "uplink"])}
 NEXTHOP_MAC = "00:00:00:00:00:fe"
 """What the L3 gateway's physical next hop answers ARP with (`${nexthop_mac:G}`)."""
 UPLINK = {"ip": "172.16.0.2", "next_hop": "172.16.0.1", "floating_ip": "172.16.0.102"}
-FLOOD_OFPORT = 99
 ANY_IPV4 = {"direction": "egress", "ethertype": "IPv4"}
 
 
@@ -131,52 +132,22 @@ def _routed_steps(*, gateway: bool = False) -> list[dict[str, Any]]:
     return steps
 
 
-def node_part(bindings: list[dict[str, Any]], ofports: dict[str, int],
-              routers: list[int]) -> list[str]:  # fmt: skip
-    """What a physical controller gives a node that has every port of `ofports` (its own
-    part of the table, which the universal flows reach through placeholders): each port's
-    packets enter with its key and its own zone, a packet for a port here runs its egress
-    pipeline in its zone and leaves by its dummy port, the flood group is one dummy port,
-    each router has a zone. (OpenFlow never outputs to the input port: `in_port` is cleared
-    first, as the physical controller does for an answer that goes back out of the asking
-    port.)"""
-    here = [b for b in bindings if b["logical_port"] in ofports]
-    zones = {b["logical_port"]: 100 + i for i, b in enumerate(sorted(here, key=str))}
-    flows = [f"table={Table.FLOOD},priority=0 actions=output:{FLOOD_OFPORT}"]
-    for b in here:
-        port, dp, key = b["logical_port"], b["datapath"], b["port_key"]
-        on_port = f"metadata={dp:#x},reg15={key:#x}"
-        flows += [
-            f"table={Table.CLASSIFIER},priority=100,in_port={ofports[port]} "
-            f"actions=set_field:{dp:#x}->metadata,set_field:{key:#x}->reg14,"
-            f"set_field:{zones[port]}->reg13,resubmit(,{pipeline.INGRESS_BASE})",
-            f"table={Table.OUTPUT},priority=110,{on_port} "
-            f"actions=set_field:{zones[port]}->reg13,resubmit(,{pipeline.EGRESS_BASE})",
-            f"table={Table.DELIVER},priority=100,{on_port} "
-            f"actions=load:0->NXM_OF_IN_PORT[],output:{ofports[port]}",
-        ]  # fmt: skip
-    flows += [f"table={Table.ZONE},priority=100,metadata={dp:#x} actions=set_field:{50 + i}->reg13"
-              for i, dp in enumerate(sorted(routers))]  # fmt: skip
-    return flows
-
-
 @dataclass
 class Traced:
-    """The switch under trace: `out(from, packet)` is the set of ports a packet leaves by."""
+    """A scenario's ideal node on the scratch switch: `out(from, packet)` is the set of
+    ports a packet leaves by."""
 
-    switch: Any
-    """The conftest's DummySwitch."""
-    dp_ports: dict[str, str]
-    """Datapath port number -> port name."""
+    scratch: Scratch
+    table: trace.Table
+    ofports: dict[str, int]
+    """Test name of a port ("uplink": the L3 gateway's) -> its ofport on the ideal node."""
+    names: dict[str, str]
+    """Logical port id -> its test name."""
 
     def trace(self, src: str, packet: str, ct: str | None = None) -> str:
-        args = [tool("ovs-appctl"), "-t", str(self.switch.ctl), "ofproto/trace", "br-int"]
-        if ct is not None:
-            args[5:5] = ["--ct-next", ct]
-        flow = f"in_port={OFPORT[src]},{packet}"
-        done = subprocess.run([*args, flow], capture_output=True, text=True)
-        assert done.returncode == 0, f"ofproto/trace {flow}: {done.stderr}"
-        return done.stdout
+        text, self.dp_ports = self.scratch.trace(
+            self.table, f"in_port={self.ofports[src]},{packet}", [ct] if ct else [])
+        return text
 
     def actions(self, src: str, packet: str, ct: str | None = None) -> str:
         """The datapath actions the packet ends with ("drop" if none): those of the last
@@ -187,25 +158,21 @@ class Traced:
         return passes[-1]
 
     def out(self, src: str, packet: str, ct: str | None = None) -> set[str]:
-        actions = self.actions(src, packet, ct)
-        if actions == "drop":
-            return set()
-        ports = set()
-        for part in re.split(r",(?![^()]*\))", actions):
-            if part.isdigit():
-                ports.add(self.dp_ports[part])
-        return ports
+        passes = trace.parse(self.trace(src, packet, ct), {})
+        verdict = trace.verdict(passes, self.dp_ports, {}, {})
+        assert not verdict["tunneled"], verdict  # (the ideal node has every port)
+        return {self.names[p] for p in verdict["delivered"]} | (
+            {"uplink"} if verdict["uplink"] else set())
 
 
 @pytest.fixture(scope="module")
-def traced_switch(dummy_switch: Any) -> Any:
-    """The module's dummy switch with one dummy port per logical port and the flood port."""
-    for name, ofport in [*OFPORT.items(), ("flood", FLOOD_OFPORT)]:
-        dummy_switch.vsctl(
-            "add-port", "br-int", name, "--", "set", "Interface", name, "type=dummy",
-            f"ofport_request={ofport}",
-        )  # fmt: skip
-    return dummy_switch
+def scratch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scratch]:
+    """`loom trace`'s scratch switch, for the module."""
+    switch = Scratch(tmp_path_factory.mktemp("scratch"))
+    try:
+        yield switch
+    finally:
+        switch.stop()
 
 
 Install = Callable[[list[dict[str, Any]], list[str]], Traced]
@@ -214,37 +181,29 @@ Install = Callable[[list[dict[str, Any]], list[str]], Traced]
 @pytest.fixture
 def install(
     scenario: Callable[[list[dict[str, Any]]], Any],
-    traced_switch: Any,
+    scratch: Scratch,
     dump: Callable[[str], dict[str, list[dict[str, Any]]]],
-    localizer: Callable[[dict[str, Any]], str],
 ) -> Install:
-    """`install(steps, names)`: run the scenario `steps`, localize its universal flows for
-    one node that has the ports `names` (each the dummy port `OFPORT[name]`; "uplink" is
-    the router r1's, as on its active L3 gateway) with the physical classifier, and install
-    them on the module's switch."""
+    """`install(steps, names)`: run the scenario `steps` and make the ideal node of a trace
+    from the port `names[0]` (every port of its datapaths is there; "uplink" is the router
+    r1's uplink, its L3 gateway active there, the next hop `NEXTHOP_MAC`)."""
 
     def run(steps: list[dict[str, Any]], names: list[str]) -> Traced:
         scenario_run = scenario(steps)
         ids = scenario_run.ids
-        ofports = {
-            f"{ids['r1']}-uplink" if name == "uplink" else ids[name]: OFPORT[name] for name in names
-        }
-        tables = dump(scenario_run.universal.remote)
-        routers = [d["key"] for d in tables["Datapath"] if d["kind"] == "router"]
-        part = node_part(tables["Port_Binding"], ofports, routers)
-        flows = sorted({localizer(r) for r in tables["Universal_Flow"]})
-        done = traced_switch.replace_flows(part + flows)
-        assert done.returncode == 0, done.stderr
-        show = subprocess.run(
-            [tool("ovs-appctl"), "-t", str(traced_switch.ctl), "dpif/show"],
-            check=True, capture_output=True, text=True,
-        ).stdout  # fmt: skip
-        dp_ports = {}
-        for line in show.splitlines():
-            m = re.match(r"\s+(\S+) (\d+)/(\d+):", line)
-            if m:
-                dp_ports[m.group(3)] = m.group(1)
-        return Traced(traced_switch, dp_ports)
+        keys = [d["key"] for d in dump(scenario_run.universal.remote)["Datapath"]]
+        replica = UniversalReplica(scenario_run.universal.remote)
+        try:
+            replica.start([*keys, 0])
+        finally:
+            replica.close()
+        ideal = trace.ideal_node(replica.rows, ids[names[0]], {UPLINK["next_hop"]: NEXTHOP_MAC})
+        program = Program.load([main_file()], workers=1, internal=False)
+        flows = [f.text() for f in trace.ideal_flows(program, ideal)]
+        named = {ids[name]: name for name in names if name != "uplink"}
+        assert {p.port for p in ideal.ports if p.port} == set(named)
+        ofports = {named.get(p.port, "uplink"): p.ofport for p in ideal.ports}
+        return Traced(scratch, trace.Table(ideal.ports, flows, ideal.in_port), ofports, named)
 
     return run
 
@@ -333,12 +292,13 @@ def test_port_security_ingress(traced: Traced) -> None:
     spoofed_mac = f"dl_src=00:00:00:00:00:99,dl_dst={mac('c')},ip,nw_src={ip('b')},nw_dst={ip('c')}"
     assert traced.out("b", spoofed_mac) == set()
     assert traced.out("c", tcp("c", "b", 80, nw_src="10.0.0.99")) == {"b"}
-    # DHCP discovery before the port has an address.
+    # DHCP discovery before the port has an address: flooded, it reaches c; a's and d's
+    # profiles let no DHCP in.
     dhcp = (
         f"dl_src={mac('b')},dl_dst=ff:ff:ff:ff:ff:ff,udp,nw_src=0.0.0.0,"
         "nw_dst=255.255.255.255,udp_src=68,udp_dst=67"
     )
-    assert traced.out("b", dhcp) == {"flood"}
+    assert traced.out("b", dhcp) == {"c"}
     # IPv6 from the link-local address derived from the MAC, or :: (DAD); nothing else.
     lla = f"dl_src={mac('b')},dl_dst={mac('c')},ipv6,ipv6_src=fe80::200:ff:fe00:b,ipv6_dst=fe80::1"
     assert traced.out("b", lla) == {"c"}
@@ -358,8 +318,9 @@ def test_port_security_arp_and_nd(traced: Traced) -> None:
 
     # An ARP request for an address the switch knows is answered back out of the asker.
     assert traced.out("b", arp(ip("b"), mac("b"), ip("a"))) == {"b"}
-    # For an unknown one it floods; claiming another's address or MAC is dropped.
-    assert traced.out("b", arp(ip("b"), mac("b"), "10.0.0.77")) == {"flood"}
+    # For an unknown one it floods (to every other port: ACLs never stop ARP); claiming
+    # another's address or MAC is dropped.
+    assert traced.out("b", arp(ip("b"), mac("b"), "10.0.0.77")) == {"a", "c", "d"}
     assert traced.out("b", arp("10.0.0.99", mac("b"), "10.0.0.77")) == set()
     assert traced.out("b", arp(ip("b"), "00:00:00:00:00:99", "10.0.0.77")) == set()
 
@@ -369,8 +330,8 @@ def test_port_security_arp_and_nd(traced: Traced) -> None:
             f"ipv6_dst=ff02::1:ff00:1,icmpv6_type=135,icmpv6_code=0,nd_target=fe80::1,nd_sll={sll}"
         )
 
-    assert traced.out("b", ns(mac("b"))) == {"flood"}
-    assert traced.out("b", ns("00:00:00:00:00:00")) == {"flood"}
+    assert traced.out("b", ns(mac("b"))) == {"a", "c", "d"}
+    assert traced.out("b", ns("00:00:00:00:00:00")) == {"a", "c", "d"}
     assert traced.out("b", ns("00:00:00:00:00:99")) == set()
 
     def na(target: str) -> str:
@@ -489,11 +450,8 @@ def _datapath_actions(trace: str) -> list[str]:
 
 def _uplink_mac(traced: Traced) -> str:
     """The uplink's MAC, as the router's admission flow for the uplink port matches it."""
-    flows = subprocess.run(
-        [tool("ovs-ofctl"), "-O", "OpenFlow15", "dump-flows", f"unix:{traced.switch.mgmt}",
-         f"table={pipeline.table('lr_in_admission')}"],
-        check=True, capture_output=True, text=True,
-    ).stdout  # fmt: skip
-    m = re.search(r"reg14=0xfffe,.*dl_dst=([0-9a-f:]{17})", flows)
+    admission = f"table={pipeline.table('lr_in_admission')},"
+    flows = [f for f in traced.table.flows if f.startswith(admission)]
+    m = re.search(r"reg14=0xfffe,.*dl_dst=([0-9a-f:]{17})", "\n".join(flows))
     assert m, flows
     return m.group(1)
