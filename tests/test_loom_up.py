@@ -634,13 +634,14 @@ def test_the_web_page_draws_each_tenants_topology_and_the_generations(tmp_path: 
 
 @pytest.mark.timeout(300)
 def test_trace_verdicts_are_the_packets_the_demo_sent(tmp_path: Path) -> None:
-    """`loom trace` against `loom up --demo`: for every packet the demo sent (ICMP, TCP 22
-    and TCP 23 between every pair of VMs of both tenants, which use the same addresses:
-    across hypervisors, over each tenant's router), the trace through the universal flows
-    delivers it to the destination's port exactly when the real packet got there. Through
-    the sender's hypervisor's installed table (`--on-node`) the packet leaves by tunnel to
-    the node of the port that has its address in the sender's own tenant. The command
-    prints each table with its stage and object, and the verdict."""
+    """`loom trace` (and `loom flows`) against `loom up --demo`: for every packet the demo
+    sent (ICMP, TCP 22 and TCP 23 between every pair of VMs of both tenants, which use the
+    same addresses: across hypervisors, over each tenant's router), the trace through the
+    universal flows delivers it to the destination's port exactly when the real packet got
+    there. Through the sender's hypervisor's installed table (`--on-node`) the packet leaves
+    by tunnel to the node of the port that has its address in the sender's own tenant. The
+    command prints each table with its stage and object, and the verdict; `loom flows`
+    finds the realized demo's node in sync."""
     from loom_ovs.demo import SUBNETS, TENANTS, VMS
 
     vms = {f"{t}/{name}": (f"{SUBNETS[subnet]}.{host}", node)
@@ -688,6 +689,9 @@ def test_trace_verdicts_are_the_packets_the_demo_sent(tmp_path: Path) -> None:
         )
         assert "[security rule web: ingress IPv4 tcp 22]" in allowed, allowed
         assert allowed.rstrip().splitlines()[-1] == "verdict: delivered to red/vm3 (bound on hv3)"
+        flows = _loom(state, "flows", "hv1").splitlines()  # (the demo is realized: in sync)
+        assert re.fullmatch(r"node hv1 \(physical controller \S+\): (\d+) flows computed, "
+                            r"\1 installed, in sync", flows[0]), flows  # fmt: skip
         hv1 = _loom(state, "trace", "--from", "red/vm1", "--on-node", "hv1", "ip4.dst == 10.0.2.13")
         assert hv1.rstrip().splitlines()[-1] == (
             "verdict: tunneled to hv3 for red/vm3 (out of loom-geneve)")  # fmt: skip
