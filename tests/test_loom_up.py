@@ -689,6 +689,11 @@ def test_trace_verdicts_are_the_packets_the_demo_sent(tmp_path: Path) -> None:
         )
         assert "[security rule web: ingress IPv4 tcp 22]" in allowed, allowed
         assert allowed.rstrip().splitlines()[-1] == "verdict: delivered to red/vm3 (bound on hv3)"
+        # As a reply of an established connection, TCP 23 passes the profile both ways.
+        replied = _loom(state, "trace", "--from", "red/vm1", "--ct", "trk,est,rpl", "--ct",
+                        "trk,est,rpl", "ip4.dst == 10.0.2.13 && tcp.dst == 23")  # fmt: skip
+        assert replied.count("conntrack answered est|rpl|trk") == 2, replied
+        assert replied.rstrip().splitlines()[-1] == "verdict: delivered to red/vm3 (bound on hv3)"
         flows = _loom(state, "flows", "hv1").splitlines()  # (the demo is realized: in sync)
         assert re.fullmatch(r"node hv1 \(physical controller \S+\): (\d+) flows computed, "
                             r"\1 installed, in sync", flows[0]), flows  # fmt: skip

@@ -5,6 +5,8 @@ of a physical controller against real packets: tests/test_loom_up.py.)"""
 
 from __future__ import annotations
 
+import socket
+import uuid
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
@@ -86,9 +88,17 @@ def test_what_the_defaults_cannot_supply_is_asked_for() -> None:
 
 
 def test_conntrack_answers_are_checked() -> None:
-    assert trace.ct_states("trk,est; +trk+rpl") == ["trk,est", "+trk+rpl"]
+    assert trace.ct_states("trk,est; trk,est,rpl") == ["trk,est", "trk,est,rpl"]
     assert trace.ct_states(None) == []
-    for bad in ("trk,bogus", "trk;;est", ";".join(["trk"] * 9)):
+    for bad in (
+        "trk,bogus",
+        "trk;;est",
+        ";".join(["trk"] * 9),
+        "+trk+rpl",
+        "est",
+        "trk,new,est",
+        "trk,inv,rel",
+    ):
         with pytest.raises(errors.ValidationFailed) as refused:
             trace.ct_states(bad)
         assert refused.value.field == "ct"
@@ -142,8 +152,9 @@ def test_a_rule_in_words() -> None:
 def test_refusals_that_need_no_controller(admin: ApiClient, tenant_a: ApiClient,
                                           tenant_b: ApiClient) -> None:  # fmt: skip
     switch = tenant_a.create(f"{API}/logical-switches", {"name": "web"})["id"]
-    port = tenant_a.create(f"{API}/logical-switches/{switch}/ports",
-                           {"name": "p1", "ips": ["10.0.0.5"]})["id"]  # fmt: skip
+    body = {"name": "p1", "ips": ["10.0.0.5"], "attachment": {"type": "vif", "vif_id": "v1"}}
+    port = tenant_a.create(f"{API}/logical-switches/{switch}/ports", body)["id"]
+    tenant_a.create(f"{API}/logical-switches/{switch}/ports", {"name": "p0"})
 
     def asked(client: ApiClient, query: str) -> tuple[int, dict[str, Any]]:
         reply = client.get(f"{API}/trace?{query}")
@@ -155,6 +166,11 @@ def test_refusals_that_need_no_controller(admin: ApiClient, tenant_a: ApiClient,
     assert asked(tenant_a, "packet=tcp")[1]["field"] == "from"
     assert asked(tenant_a, f"from={port}&bogus=1")[0] == 400
     assert asked(tenant_a, f"from={port}&ct=trk,maybe")[1]["field"] == "ct"
+    status, body = asked(tenant_a, "from=p0&packet=udp")
+    assert (status, body["field"]) == (400, "from"), body  # (a port attached to nothing)
+    assert "a trace starts at a VIF" in body["message"]
+    assert asked(tenant_a, f"from={'x' * 256}")[1]["field"] == "from"
+    assert asked(admin, f"from={port}&node=")[1]["field"] == "node"
     # Another tenant's port is not found, by id or by name; only the admin names a node.
     assert asked(tenant_b, f"from={port}")[0] == 404
     assert asked(tenant_b, "from=p1")[0] == 404
@@ -169,3 +185,84 @@ def test_refusals_that_need_no_controller(admin: ApiClient, tenant_a: ApiClient,
     assert (status, body["error"]) == (503, "controller_unavailable"), body
     broadcast = "packet=eth.dst%20%3D%3D%20ff:ff:ff:ff:ff:ff"
     assert asked(admin, f"from={port}&{broadcast}&node=nowhere")[0] == 404
+
+
+@pytest.mark.ovs
+def test_a_tenants_trace_stays_in_its_own_datapaths(
+    admin: ApiClient, tenant_a: ApiClient, tenant_b: ApiClient, store: Any
+) -> None:
+    """Two tenants' routers joined to the admin's shared switch (as Neutron's external
+    networks join them): tenant a's trace may enter its switch and router, not the shared
+    switch nor tenant b's (the controller is told the keys it may follow); the admin's
+    reaches everything."""
+    from loom_api.service.crud import Caller
+    from loom_api.views.trace import _tenant_datapaths
+
+    shared = admin.create(f"{API}/logical-switches", {"name": "ext", "tenant": "admin"})
+    made = {}
+    for client, tenant in ((tenant_a, "tenant-a"), (tenant_b, "tenant-b")):
+        net = client.create(f"{API}/logical-switches", {"name": f"net-{tenant}"})
+        side = client.create(f"{API}/logical-switches", {"name": f"side-{tenant}"})
+        router = client.create(f"{API}/logical-routers", {"name": f"r-{tenant}"})
+        for sw, prefix in ((net, "10.0.0.1/24"), (side, "10.0.1.1/24")):
+            client.create(f"{API}/logical-routers/{router['id']}/ports", {
+                "ip_prefix": prefix, "logical_switch_id": sw["id"]})  # fmt: skip
+        made[tenant] = (net, router)
+
+    def join_to_shared(view: Any) -> None:  # (each router's side port moved to the shared one)
+        for rp in list(view.rows("Logical_Router_Port")):
+            if rp.logical_switch.name.startswith("side-"):
+                view.update(rp, logical_switch=view.get("Logical_Switch", uuid.UUID(shared["id"])))
+
+    store.write(join_to_shared)
+    (net_a, router_a), (net_b, router_b) = made["tenant-a"], made["tenant-b"]
+
+    def keys(caller: Caller) -> set[int]:
+        def read(view: Any) -> set[int]:
+            switch = view.get("Logical_Switch", uuid.UUID(net_a["id"]))
+            return _tenant_datapaths(view, caller, switch)
+
+        return set(store.read(read))
+
+    assert keys(Caller(tenant="tenant-a")) == {net_a["tunnel_key"], router_a["tunnel_key"]}
+    assert keys(Caller(tenant=None)) == {  # (the admin's walk, were it limited)
+        net_a["tunnel_key"], router_a["tunnel_key"], shared["tunnel_key"],
+        net_b["tunnel_key"], router_b["tunnel_key"]}  # fmt: skip
+
+
+def test_controllers_are_asked_in_turn_and_given_each_conntrack_answer() -> None:
+    """`_ask_first`: a controller that is gone or does not hold the port passes the trace
+    to the next; the query reaches it whole (every `ct` state)."""
+    from loom_api.views.trace import _ask_first
+    from loom_common import httpd
+
+    asked: list[dict[str, list[str]]] = []
+
+    def answer(rest: str, query: dict[str, list[str]]) -> tuple[int, Any]:
+        asked.append(query)
+        if query["port"] == ["elsewhere"]:
+            return 404, {"error": "not_found", "message": "port elsewhere has no binding"}
+        return 200, {"verdict": {"outcome": "dropped"}}
+
+    httpd.route("/trace", answer)
+    try:
+        host, port = httpd.serve("127.0.0.1:0")
+        live = f"http://{host}:{port}"
+        dead = f"http://127.0.0.1:{_closed_port()}"
+        query = {"port": "p", "flow": "tcp", "ct": ["trk,est", "trk,new"]}
+        body = _ask_first([("gone", dead), ("other", live), ("live", live)], query)
+        assert body == {"verdict": {"outcome": "dropped"}}
+        assert asked == [{"port": ["p"], "flow": ["tcp"], "ct": ["trk,est", "trk,new"]}]
+        with pytest.raises(errors.ControllerUnavailable) as none:
+            _ask_first([("gone", dead), ("live", live)], {**query, "port": "elsewhere"})
+        assert "gone" in none.value.text
+        assert "port elsewhere has no binding" in none.value.text
+    finally:
+        httpd.unroute("/trace")
+
+
+def _closed_port() -> int:
+    """A loopback port nobody listens on (bound, then closed)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

@@ -535,7 +535,6 @@ def localize(row: dict[str, Any], bindings: Mapping[str, str] | None = None) -> 
     return out.text()
 
 
-
 @pytest.fixture
 def openflow_check(dummy_switch: DummySwitch) -> Callable[[str], int]:
     """Check that every universal flow of a universal DB, localized with dummy bindings, is

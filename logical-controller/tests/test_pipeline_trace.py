@@ -146,7 +146,8 @@ class Traced:
 
     def trace(self, src: str, packet: str, ct: str | None = None) -> str:
         text, self.dp_ports = self.scratch.trace(
-            self.table, f"in_port={self.ofports[src]},{packet}", [ct] if ct else [])
+            self.table, f"in_port={self.ofports[src]},{packet}", [ct] if ct else []
+        )
         return text
 
     def actions(self, src: str, packet: str, ct: str | None = None) -> str:
@@ -162,7 +163,8 @@ class Traced:
         verdict = trace.verdict(passes, self.dp_ports, {}, {})
         assert not verdict["tunneled"], verdict  # (the ideal node has every port)
         return {self.names[p] for p in verdict["delivered"]} | (
-            {"uplink"} if verdict["uplink"] else set())
+            {"uplink"} if verdict["uplink"] else set()
+        )
 
 
 @pytest.fixture(scope="module")

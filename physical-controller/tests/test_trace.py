@@ -83,9 +83,8 @@ def test_the_ideal_node_has_every_vif_of_the_packets_datapaths_and_no_tunnel() -
     assert ("Port_Binding", "b9") not in fed
     assert all(row["chassis"] == ["set", []] for table, _, row in ideal.changes
                if table == "Port_Binding")  # fmt: skip
-    # the replica's rows are copied, not shared with the trace's computation
-    flow_row = next(row for table, uuid, row in ideal.changes if uuid == "f2")
-    assert flow_row["flows"] is not _rows()["Flow"]["f2"]["flows"]
+    # a walk that may not enter the router stays on the port's switch
+    assert trace.ideal_node(_rows(), "vm1", allowed={1}).datapaths == {1}
 
     flows = trace.ideal_flows(Program.load([main_file()], workers=1, internal=False), ideal)
     texts = [f.text() for f in flows]
@@ -99,6 +98,11 @@ def test_the_ideal_node_has_every_vif_of_the_packets_datapaths_and_no_tunnel() -
 
 
 def test_a_trace_starts_at_a_vif_the_controller_knows() -> None:
+    rows = _rows()
+    rows["Port_Binding"]["b0"] = _binding("vm0", 1, 3, vif="vif-1")  # (vm1's VIF id too)
+    with pytest.raises(TraceRefused) as shared:
+        trace.ideal_node(rows, "vm1")
+    assert (shared.value.status, shared.value.error) == (409, "conflict")
     with pytest.raises(TraceRefused) as unknown:
         trace.ideal_node(_rows(), "nobody")
     assert unknown.value.status == 404
@@ -113,8 +117,21 @@ def test_the_flow_and_conntrack_answers_are_checked() -> None:
     for bad in ("in_port=3,tcp", "tcp;rm -rf", "tcp tp_dst=2"):
         with pytest.raises(TraceRefused):
             trace.microflow(bad, 7)
-    assert trace.ct_states(["trk,est", "+trk+rpl", "trk|new"]) == ["trk,est", "+trk+rpl", "trk|new"]
-    for bad in ("trk,bogus", "", ","):
+    assert trace.ct_states(["trk,est", "trk, est,rpl", "trk,new,snat"]) == [
+        "trk,est", "trk, est,rpl", "trk,new,snat"]  # fmt: skip
+    # as OVS reads --ct-next: commas only; every flag tracked; new, est, rpl, inv apart
+    for bad in (
+        "trk,bogus",
+        "",
+        ",",
+        "+trk+rpl",
+        "trk|new",
+        "est",
+        "trk,new,est",
+        "trk,new,rpl",
+        "trk,inv,est",
+        "trk," * 20,
+    ):
         with pytest.raises(TraceRefused):
             trace.ct_states([bad])
 

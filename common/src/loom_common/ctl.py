@@ -233,7 +233,7 @@ def trace_lines(body: dict[str, Any]) -> list[str]:
         if body.get("node")
         else ("the universal flows on an ideal node")
     )
-    out = [f"{body['from']}: {body['packet'] or '(every field by default)'}",
+    out = [f"{body['from']}: {body['packet']}",
            f"  through {where} (physical controller {body['controller']})",
            f"  flow: {body['flow']}"]  # fmt: skip
     datapath = None
@@ -471,9 +471,10 @@ def run(args: argparse.Namespace, client: Client) -> int:
         nodes = list(client.items("/transport-nodes")) if args.nodes else []
         _print(args, {"status": status, "nodes": nodes}, lambda: status_lines(status, nodes))
         return 0
-    if command in ("flows", "trace"):
-        body = _flows(args, client) if command == "flows" else _trace(args, client)
-        _print(args, body, lambda: (flows_lines if command == "flows" else trace_lines)(body))
+    if command in ("flows", "trace"):  # (a node's or a packet's look at the data plane)
+        ask, lines = (_flows, flows_lines) if command == "flows" else (_trace, trace_lines)
+        body = ask(args, client)
+        _print(args, body, lambda: lines(body))
         return 0
     what = kind(args.kind)
     path = client.path(what, args.parent)
@@ -564,7 +565,7 @@ def add_commands(sub: Any, state_dir_default: str) -> None:
     trace = add("trace", [common], "where a packet from a port goes, flow by flow")
     trace.add_argument("--from", dest="source", required=True, metavar="PORT",
                        help="the port the packet leaves (id or name)")  # fmt: skip
-    trace.add_argument("packet", metavar="PACKET", nargs="?", default="",
+    trace.add_argument("packet", metavar="PACKET",
                        help="its fields, as ovn-trace takes them: "
                        "'ip4.dst == 10.0.2.5 && tcp.dst == 22'")  # fmt: skip
     trace.add_argument("--on-node", metavar="NODE",

@@ -126,6 +126,7 @@ class OvsdbServer:
         tls: Credentials | None = None,
         host: str = "127.0.0.1",
         die_with_parent: bool = False,
+        tcp: bool = True,
     ) -> None:
         """Describe the server; `start()` creates the database if needed and runs it.
 
@@ -143,6 +144,8 @@ class OvsdbServer:
                 certificates must be signed by: its TCP port is then `pssl:`.
             host: the address its TCP port listens on (`0.0.0.0`: every address).
             die_with_parent: killed when the thread that starts it ends (`Daemon`).
+            tcp: listen on the TCP port too (False: the unix socket only, for a database
+                private to one process).
         """
         self.state_dir = state_dir
         self.schema = schema
@@ -155,6 +158,7 @@ class OvsdbServer:
         self.tls = tls
         self.host = host
         self.die_with_parent = die_with_parent
+        self.tcp = tcp
         self.db_path = state_dir / f"{name}.db"
         self.socket_path = state_dir / f"{name}.sock"
         self.ctl_path = state_dir / f"{name}.ctl"
@@ -246,7 +250,11 @@ class OvsdbServer:
             tool("ovsdb-server"),
             str(self.db_path),
             f"--remote=punix:{self.socket_path}",
-            f"--remote=p{self.remote.partition(':')[0]}:{self.port}:{self.host}",
+            *(
+                [f"--remote=p{self.remote.partition(':')[0]}:{self.port}:{self.host}"]
+                if self.tcp
+                else []
+            ),
             *self._tls_options(),
             f"--unixctl={self.ctl_path}",
             f"--log-file={self.log_path}",
@@ -276,7 +284,9 @@ class OvsdbServer:
 
     def _serving(self) -> bool:
         pid = self.pid
-        if pid is None or not self.ctl_path.exists() or not listens_on(pid, self.port):
+        if pid is None or not self.ctl_path.exists():
+            return False
+        if self.tcp and not listens_on(pid, self.port):
             return False
         result = subprocess.run(
             [tool("ovsdb-client"), "--timeout=2", "list-dbs", self.unix_remote],

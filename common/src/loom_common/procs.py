@@ -9,7 +9,6 @@ time and sleep are parameters so tests can drive them.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import signal
 import subprocess
@@ -68,7 +67,9 @@ class Daemon:
         self._env = env
         self._clock = clock
         self._sleep = sleep
-        self._die_with_parent = die_with_parent
+        if die_with_parent:  # (util-linux's setpriv execs the command with the signal set;
+            # a preexec_fn would run Python in the child of a threaded process)
+            self.command = ["setpriv", "--pdeathsig", "KILL", "--", *self.command]
         self._proc: subprocess.Popen[bytes] | None = None
         self._ready: Callable[[], bool] | None = None
         self._ready_timeout = 30.0
@@ -113,7 +114,6 @@ class Daemon:
                 stderr=subprocess.STDOUT,
                 env=env,
                 start_new_session=True,  # Ctrl-C in a terminal reaches only the supervisor
-                preexec_fn=_dying_with(os.getpid()) if self._die_with_parent else None,
             )
         self.pid_path.write_text(f"{self._proc.pid}\n")
         if wait:
@@ -275,19 +275,3 @@ def pid_exists(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
-
-
-PR_SET_PDEATHSIG = 1
-"""prctl(2): the signal a process gets when its parent thread ends."""
-
-
-def _dying_with(parent: int) -> Callable[[], None]:
-    """A `preexec_fn` that makes the child get SIGKILL when its parent thread ends (and exit
-    at once if the parent `parent` is already gone)."""
-    libc = ctypes.CDLL(None, use_errno=True)
-
-    def arrange() -> None:
-        if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0 or os.getppid() != parent:
-            os._exit(1)
-
-    return arrange

@@ -136,9 +136,10 @@ class OvsNode:
     """Where the controller is to reach `br-int`'s OpenFlow (`external_ids:loom-openflow`):
     default its management socket (`openflow`); `ssl:127.0.0.1:PORT` for a dummy node with
     a certificate, as a node on another host would be reached."""
-    die_with_parent: bool = False
-    """Its daemons die when the thread that started them ends (`Daemon`): a switch private
-    to a process, such as a controller's scratch switch for traces."""
+    private: bool = False
+    """A switch private to this process (a controller's scratch switch for traces): its
+    daemons die when the thread that started them ends (`Daemon`), its database listens
+    on its unix socket only."""
 
     def __post_init__(self) -> None:
         self.run_dir = self.root / self.system_id
@@ -155,7 +156,8 @@ class OvsNode:
                     ("ca-cert", "ca_cert"),
                 )
             ),  # (as Debian's ovs-ctl starts it: `set_ssl`)
-            die_with_parent=self.die_with_parent,
+            die_with_parent=self.private,
+            tcp=not self.private,
         )
         self.ctl = self.run_dir / "ovs-vswitchd.ctl"
         argv = [
@@ -170,7 +172,7 @@ class OvsNode:
             argv = ["ip", "netns", "exec", self.netns, *argv]
         self.vswitchd = Daemon("ovs-vswitchd", argv, self.run_dir,
                                env={"OVS_RUNDIR": str(self.run_dir)},
-                               die_with_parent=self.die_with_parent)  # fmt: skip
+                               die_with_parent=self.private)  # fmt: skip
 
     @property
     def netns(self) -> str:

@@ -62,7 +62,7 @@ from loom_physical.core import Localizer, NodeFacts, node_liveness, unindex
 from loom_physical.images import PartKey
 from loom_physical.inputs import opt
 from loom_physical.rules import main_file
-from loom_physical.scratch import ScratchError, Tracer
+from loom_physical.scratch import ScratchDown, ScratchError, Tracer
 from loom_physical.universal import DB as UNIVERSAL_DB
 from loom_physical.universal import UniversalReplica
 
@@ -458,19 +458,21 @@ class PhysicalController:
         return self.flows_report(unquote(node), tables=tables)
 
     def trace_report(self, port: str, flow: str, *, node: str | None = None,
-                     ct: tuple[str, ...] = (),
+                     ct: tuple[str, ...] = (), allowed: frozenset[int] | None = None,
                      timeout: float = 30.0) -> tuple[int, dict[str, Any]]:  # fmt: skip
         """A packet from logical port `port` (`flow`: its fields in `ovs-ofctl` syntax, no
         `in_port`) traced through this controller's flows (`loom_physical.trace`): through
         the universal flows on an ideal node, or with `node` through that node's installed
-        table; `ct`: what conntrack answers at each recirculation. (HTTP status, JSON body.)
+        table; `ct`: what conntrack answers at each recirculation; `allowed`: the datapaths
+        an ideal node's packet may be followed into (None: any). (HTTP status, JSON body.)
 
         The inputs are read between passes (`wait_pass`); the node's table on this thread;
         the computation and the trace on the trace thread (`Tracer`)."""
         try:
             states = trace.ct_states(ct)
             got: dict[str, Any] = {}
-            if not self.wait_pass(lambda c: c._trace_inputs(port, node, got), timeout, wake=False):
+            if not self.wait_pass(lambda c: c._trace_inputs(port, node, allowed, got), timeout,
+                                  wake=False):  # fmt: skip
                 return 503, {"error": "busy", "message": f"{self.name} did not finish its pass"}
             if "refused" in got:
                 raise got["refused"]
@@ -491,6 +493,8 @@ class PhysicalController:
             return refused.status, refused.body()
         except ScratchError as exc:
             return 400, {"error": "trace_refused", "message": str(exc)}
+        except ScratchDown as exc:
+            return 503, {"error": "busy", "message": f"{self.name}: {exc}"}
         except TimeoutError:
             return 503, {"error": "busy", "message": f"{self.name}: the trace took over "
                          f"{timeout:g} s"}  # fmt: skip
@@ -501,8 +505,10 @@ class PhysicalController:
         return 200, {"controller": self.name, "node": node, "port": port, "flow": microflow,
                      "ct": states, "passes": passes, "verdict": verdict, "trace": text}  # fmt: skip
 
-    def _trace_inputs(self, port: str, node: str | None, got: dict[str, Any]) -> bool:
-        """Read what a trace needs (on the loop's side of `wait_pass`) into `got`."""
+    def _trace_inputs(self, port: str, node: str | None, allowed: frozenset[int] | None,
+                      got: dict[str, Any]) -> bool:  # fmt: skip
+        """Read what a trace needs (on the loop's side of `wait_pass`) into `got`; a
+        refusal as `got["refused"]` (raised on the asking thread)."""
         rows = self.universal.rows
         bindings = rows["Port_Binding"].values()
         got["endpoints"] = {str(r["ip"]): str(r["node"]) for r in rows["Node_Endpoint"].values()}
@@ -515,7 +521,7 @@ class PhysicalController:
                             for _, n in omap(g["nodes"]).items()}  # fmt: skip
                 known = [self.core.nodes[n].facts for n in gateways if n in self.core.nodes]
                 neighbours = {ip: mac for facts in known for ip, mac in facts.neighbours.items()}
-                ideal = trace.ideal_node(rows, port, neighbours)
+                ideal = trace.ideal_node(rows, port, neighbours, allowed)
                 got["ideal"], got["in_port"], datapaths = ideal, ideal.in_port, ideal.datapaths
             else:
                 datapaths = self._trace_node(port, node, got)
@@ -540,14 +546,13 @@ class PhysicalController:
         if node not in self.masters() or state.session.openflow_remote is None:
             raise trace.TraceRefused(409, "not_master", f"{self.name} does not write node "
                                      f"{node}'s flows now")  # fmt: skip
-        binding = next((b for b in self.universal.rows["Port_Binding"].values()
-                        if b["logical_port"] == port), None)  # fmt: skip
-        vif = state.session.vifs().get(opt(binding["vif_id"])) if binding else None
+        bindings = self.universal.rows["Port_Binding"].values()
+        vif_ports = {opt(b["vif_id"]): str(b["logical_port"]) for b in bindings if opt(b["vif_id"])}
+        mine = [vif for vif, bound in vif_ports.items() if bound == port]
+        vif = state.session.vifs().get(mine[0]) if mine else None
         if vif is None:
             raise trace.TraceRefused(409, "not_on_node", f"port {port} has no VIF on node "
                                      f"{node}")  # fmt: skip
-        bindings = self.universal.rows["Port_Binding"].values()
-        vif_ports = {opt(b["vif_id"]): str(b["logical_port"]) for b in bindings if opt(b["vif_id"])}
         got["remote"], got["in_port"] = state.session.openflow_remote, vif.ofport
         got["ports"] = trace.node_layout(state.session.interfaces(), vif_ports)
         view = self.core.nodes.get(node)
@@ -564,14 +569,23 @@ class PhysicalController:
         return trace.Table(got["ports"], installed, got["in_port"])
 
     def _trace_route(self, rest: str, query: dict[str, list[str]]) -> tuple[int, Any]:
-        """`GET /trace?port=P&flow=F[&node=N][&ct=S...]` (`loom_common.httpd`)."""
+        """`GET /trace?port=P&flow=F[&node=N][&ct=S...][&datapaths=K,K...]`
+        (`loom_common.httpd`)."""
         if rest not in ("", "/"):
             return 404, {"error": "not_found"}
         port, flow = query.get("port", [""])[0], query.get("flow", [""])[0]
         if not port:
             return 400, {"error": "validation_failed", "message": "port: required"}
         node = query.get("node", [None])[0] or None
-        return self.trace_report(port, flow, node=node, ct=tuple(query.get("ct", [])))
+        allowed = None
+        if "datapaths" in query:
+            keys = query["datapaths"][0].split(",")
+            if not all(k.isdigit() for k in keys):
+                return 400, {"error": "validation_failed", "message": "datapaths: keys, "
+                             "separated by commas"}  # fmt: skip
+            allowed = frozenset(int(k) for k in keys)
+        return self.trace_report(port, flow, node=node, ct=tuple(query.get("ct", [])),
+                                 allowed=allowed)  # fmt: skip
 
     def _metric_samples(self) -> list[metrics.Sample]:
         """What a scrape reads (another thread: copies of what the loop keeps): nodes

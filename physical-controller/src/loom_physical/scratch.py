@@ -15,22 +15,25 @@ conntrack is to answer).
 from __future__ import annotations
 
 import concurrent.futures
-import itertools
+import logging
 import os
 import re
 import shutil
 import subprocess
 import tempfile
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from loom_common.ovsdb import tool
+from loom_common.procs import DaemonError
 from loom_ovs.openflow import GENEVE_TLV
-from loom_ovs.sandbox import OvsNode
+from loom_ovs.sandbox import OvsNode, SandboxError
 from loom_physical.trace import ScratchPort, Table
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 TIMEOUT_S = 30.0
 """The longest one OVS command of a trace may take."""
@@ -38,6 +41,10 @@ TIMEOUT_S = 30.0
 
 class ScratchError(Exception):
     """OVS refused what a trace asked of the scratch switch."""
+
+
+class ScratchDown(Exception):
+    """The scratch switch could not start, or a trace could not be run on it now."""
 
 
 class Scratch:
@@ -50,11 +57,20 @@ class Scratch:
         """The Geneve option is mapped (once per ovs-vswitchd: it outlives the bridge)."""
 
     def _started(self) -> OvsNode:
+        """The scratch switch, started if it is not running.
+
+        Raises:
+            ScratchDown: it could not start.
+        """
         if self.node is None or not self.node.running:
             if self.node is not None:
                 self.node.stop()
-            node = OvsNode(self.root, "trace", 0, die_with_parent=True)
-            self.node, self._mapped = node.start(), False
+            self.node = None
+            node = OvsNode(self.root, "trace", 0, private=True)
+            try:
+                self.node, self._mapped = node.start(), False
+            except (DaemonError, SandboxError, OSError) as exc:
+                raise ScratchDown(f"the scratch switch did not start: {exc}") from None
         return self.node
 
     def trace(
@@ -65,7 +81,7 @@ class Scratch:
 
         Raises:
             ScratchError: OVS refused the ports, the flows or the packet.
-            DaemonError: the scratch switch could not start.
+            ScratchDown: the scratch switch could not start.
         """
         node = self._started()
         self._ports(node, table.ports)
@@ -104,16 +120,29 @@ class Scratch:
             args += [f"options:{k}={v}" for k, v in sorted(p.options.items())]
         try:
             node.vsctl(*args)
-        except Exception as exc:  # (SandboxError: what ovs-vsctl said)
-            raise ScratchError(f"the ports: {exc}") from None
+        except SandboxError as exc:  # (what ovs-vsctl said)
+            raise ScratchError(f"the ports: {self._said(str(exc))}") from None
 
-    @staticmethod
-    def _run(argv: list[str], what: str, stdin: str | None = None) -> str:
-        done = subprocess.run(argv, input=stdin, capture_output=True, text=True,
-                              timeout=TIMEOUT_S, check=False)  # fmt: skip
+    def _run(self, argv: list[str], what: str, stdin: str | None = None) -> str:
+        """Run an OVS tool; its output.
+
+        Raises:
+            ScratchError: it failed or took over `TIMEOUT_S` (what it said, without the
+                scratch switch's paths).
+        """
+        try:
+            done = subprocess.run(argv, input=stdin, capture_output=True, text=True,
+                                  timeout=TIMEOUT_S, check=False)  # fmt: skip
+        except subprocess.TimeoutExpired:
+            raise ScratchError(f"{what}: no answer in {TIMEOUT_S:g} s") from None
         if done.returncode != 0:
-            raise ScratchError(f"{what}: {(done.stderr or done.stdout).strip()[:2000]}")
+            raise ScratchError(f"{what}: {self._said(done.stderr or done.stdout)}")
         return done.stdout
+
+    def _said(self, text: str) -> str:
+        """An OVS tool's complaint, without the lines that name the scratch switch's files."""
+        lines = [line for line in text.strip().splitlines() if str(self.root) not in line]
+        return " ".join(lines)[:1000] or "refused"
 
     def stop(self) -> None:
         """Stop the daemons and remove their files."""
@@ -124,9 +153,8 @@ class Scratch:
 
 
 PREFIX = "loom-trace-"
-"""A scratch switch's directory in the temporary directory: this prefix, the PID of the
-process it is private to, and a serial (tests run several controllers in one process)."""
-_SERIALS = itertools.count()
+"""A scratch switch's directory in the temporary directory (`mkdtemp`: mode 0700): this
+prefix, the PID of the process it is private to, a dash and a random part."""
 
 
 def _sweep() -> None:
@@ -146,35 +174,65 @@ def _sweep() -> None:
 
 class Tracer:
     """Runs traces one at a time on a thread of their own, which owns the scratch switch
-    (started on the first trace, stopped by `stop`)."""
+    (started on the first trace, stopped by `stop`). One trace runs and one more may wait;
+    a third is refused (`ScratchDown`), so a burst of requests queues no work."""
 
     def __init__(self) -> None:
         self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="loom-trace")
         self._scratch: Scratch | None = None
+        self._slots = threading.Semaphore(2)
+        self._futures: set[concurrent.futures.Future[Any]] = set()
+        """The traces submitted and not done."""
 
     def run(self, work: Callable[[Scratch], T], timeout: float) -> T:
         """`work(scratch)` on the trace thread; its result (or its exception).
 
         Raises:
-            TimeoutError: it did not finish within `timeout` seconds.
+            ScratchDown: two traces are running or waiting already, or the tracer stopped.
+            TimeoutError: it did not finish within `timeout` seconds (it is cancelled if it
+                has not started).
         """
-        future = self._pool.submit(self._with_scratch, work)
-        return future.result(timeout)
+        if not self._slots.acquire(blocking=False):
+            raise ScratchDown("busy: a trace is running and another waits")
+        try:
+            future = self._pool.submit(self._with_scratch, work)
+        except RuntimeError:  # (shut down)
+            self._slots.release()
+            raise ScratchDown("the controller is stopping") from None
+        self._futures.add(future)
+
+        def done(_: concurrent.futures.Future[T]) -> None:
+            self._futures.discard(future)
+            self._slots.release()
+
+        future.add_done_callback(done)
+        try:
+            return future.result(timeout)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise TimeoutError from None
 
     def _with_scratch(self, work: Callable[[Scratch], T]) -> T:
         if self._scratch is None:
             _sweep()
-            root = Path(tempfile.gettempdir()) / f"{PREFIX}{os.getpid()}-{next(_SERIALS)}"
+            root = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-"))
             self._scratch = Scratch(root)
         return work(self._scratch)
 
     def stop(self) -> None:
-        """Stop the scratch switch (on the trace thread, which started it) and the thread."""
+        """Stop the scratch switch (on the trace thread, which started it, after the trace
+        running if any; waiting ones are cancelled) and the thread."""
 
         def stop_scratch() -> None:
             if self._scratch is not None:
                 self._scratch.stop()
                 self._scratch = None
 
-        self._pool.submit(stop_scratch).result(TIMEOUT_S)
-        self._pool.shutdown(wait=True)
+        for future in list(self._futures):
+            future.cancel()  # (a waiting trace; the running one finishes)
+        stopping = self._pool.submit(stop_scratch)
+        self._pool.shutdown(wait=False)
+        try:
+            stopping.result(TIMEOUT_S * 2)
+        except (concurrent.futures.TimeoutError, concurrent.futures.CancelledError):
+            log.warning("the scratch switch did not stop in time (its daemons end with us)")

@@ -26,10 +26,11 @@ cookie as the object whose universal row made the flow (`sources`), and the data
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any
 
+from loom_common import ctstate
 from loom_common.engine_inputs import Change
 from loom_ddlog import Program
 from loom_ovs.manager import FLOW, atoms, omap
@@ -45,8 +46,6 @@ FIRST_VIF_OFPORT = 100
 """The ideal node's VIFs are dummy ports from this ofport on, in port order."""
 UPLINK_OFPORT = 90
 """The ideal node's uplink (every gateway port of the traced datapaths leaves by it)."""
-CT_FLAGS = frozenset({"trk", "new", "est", "rel", "rpl", "inv", "snat", "dnat"})
-"""What `--ct-next` may say (`ovs-fields(7)`'s `ct_state` flags)."""
 MAX_ROUNDS = 8
 """Engine rounds an ideal node's computation may take (zones feed back once)."""
 
@@ -103,9 +102,12 @@ class Ideal:
 # ---- what to load --------------------------------------------------------------------
 
 
-def component(bindings: Iterable[Mapping[str, Any]], dp: int) -> set[int]:
+def component(bindings: Iterable[Mapping[str, Any]], dp: int,
+              allowed: Set[int] | None = None) -> set[int]:  # fmt: skip
     """Datapath `dp` and every datapath joined to it through router ports (transitively):
-    what a packet entering `dp` can reach. `bindings`: `Port_Binding` rows."""
+    what a packet entering `dp` can reach. `bindings`: `Port_Binding` rows; `allowed`:
+    the datapaths the walk may enter (None: any) — a tenant's trace stops at another
+    tenant's router on a shared network."""
     rows = list(bindings)
     dp_of = {str(r["logical_port"]): int(r["datapath"]) for r in rows}
     joined: dict[int, set[int]] = {}
@@ -118,14 +120,15 @@ def component(bindings: Iterable[Mapping[str, Any]], dp: int) -> set[int]:
     seen, todo = {dp}, [dp]
     while todo:
         for other in joined.get(todo.pop(), ()):
-            if other not in seen:
+            if other not in seen and (allowed is None or other in allowed):
                 seen.add(other)
                 todo.append(other)
     return seen
 
 
 def ideal_node(rows: Mapping[str, Mapping[str, Mapping[str, Any]]], port: str,
-               neighbours: Mapping[str, str] | None = None) -> Ideal:  # fmt: skip
+               neighbours: Mapping[str, str] | None = None,
+               allowed: Set[int] | None = None) -> Ideal:  # fmt: skip
     """The ideal node for a trace from logical port `port`: the universal rows of the
     datapaths its packets can reach (`component`, and datapath 0), with every VIF of them
     plugged here (a dummy port each, `FIRST_VIF_OFPORT` on) and every gateway service
@@ -136,9 +139,10 @@ def ideal_node(rows: Mapping[str, Mapping[str, Mapping[str, Any]]], port: str,
         port: the logical port the packet comes from (a VIF's).
         neighbours: the static next hops of the active gateways (IP -> MAC), which the
             ideal node says as its own.
+        allowed: the datapaths the packet may be followed into (`component`).
 
     Raises:
-        TraceRefused: the port is not known here, or is not a VIF.
+        TraceRefused: the port is not known here, is not a VIF, or shares its VIF id.
     """
     bindings = rows["Port_Binding"]
     source = next((b for b in bindings.values() if b["logical_port"] == port), None)
@@ -148,7 +152,7 @@ def ideal_node(rows: Mapping[str, Mapping[str, Mapping[str, Any]]], port: str,
     if source["type"] != "vif" or not opt(source["vif_id"]):
         raise TraceRefused(400, "validation_failed", f"port {port} is a {source['type']} "
                            "port: a trace starts at a VIF")  # fmt: skip
-    dps = component(bindings.values(), int(source["datapath"]))
+    dps = component(bindings.values(), int(source["datapath"]), allowed)
     changes, vifs, ports, services = _ideal_ports(bindings, dps)
     changes += _ideal_rows(rows, dps, services)
     uplinks: tuple[int, ...] = ()
@@ -156,7 +160,10 @@ def ideal_node(rows: Mapping[str, Mapping[str, Mapping[str, Any]]], port: str,
         uplinks = (UPLINK_OFPORT,)
         ports.append(ScratchPort("uplink", UPLINK_OFPORT, role="uplink"))
     facts = NodeFacts(vifs=vifs, uplinks=uplinks, neighbours=dict(neighbours or {}))
-    in_port = next(p.ofport for p in ports if p.port == port)
+    in_port = next((p.ofport for p in ports if p.port == port), None)
+    if in_port is None:
+        raise TraceRefused(409, "conflict", f"port {port}'s VIF id {opt(source['vif_id'])} "
+                           "is another port's too")  # fmt: skip
     return Ideal(changes, facts, ports, in_port, dps)
 
 
@@ -185,12 +192,12 @@ def _ideal_ports(
 def _ideal_rows(rows: Mapping[str, Mapping[str, Mapping[str, Any]]], dps: set[int],
                 services: set[str]) -> list[Change]:  # fmt: skip
     """`ideal_node`'s other universal rows: the datapaths `dps`, their flows and datapath
-    0's (copied: the replica changes them in place), the gateway `services` active on the
-    ideal node, every switch replicating by local copies."""
+    0's (the replica's own rows: it replaces a row that changes, never modifies one), the
+    gateway `services` active on the ideal node, every switch replicating by local copies."""
     changes: list[Change] = []
     for uuid, d in rows["Datapath"].items():
         if int(d["key"]) in dps:
-            changes.append(("Datapath", uuid, dict(d)))
+            changes.append(("Datapath", uuid, d))
     for uuid, g in rows["Gateway_Assignment"].items():
         if g["service"] in services:
             changes.append(("Gateway_Assignment", uuid, {**g, "nodes": ["map", [[0, IDEAL]]]}))
@@ -198,12 +205,9 @@ def _ideal_rows(rows: Mapping[str, Mapping[str, Mapping[str, Any]]], dps: set[in
         if int(r["datapath"]) in dps:
             changes.append(("Replication_Set", uuid,
                             {**r, "mode": "source", "service_nodes": ["map", []]}))  # fmt: skip
-    for uuid, r in rows["Universal_Global"].items():
-        changes.append(("Universal_Global", uuid, dict(r)))
-    for uuid, f in rows["Flow"].items():
-        if int(f["datapath"]) in dps or int(f["datapath"]) == ALL_SWITCHES:
-            copy = {**f, "flows": set(f["flows"]), "local_flows": set(f["local_flows"])}
-            changes.append(("Flow", uuid, copy))
+    changes += [("Universal_Global", uuid, r) for uuid, r in rows["Universal_Global"].items()]
+    changes += [("Flow", uuid, f) for uuid, f in rows["Flow"].items()
+                if int(f["datapath"]) in dps or int(f["datapath"]) == ALL_SWITCHES]  # fmt: skip
     return changes
 
 
@@ -281,17 +285,16 @@ def microflow(flow: str, in_port: int) -> str:
 
 
 def ct_states(states: Sequence[str]) -> list[str]:
-    """Each `--ct-next` argument checked (`trk,est` and the like).
+    """Each `--ct-next` argument checked (`loom_common.ctstate`).
 
     Raises:
-        TraceRefused: an unknown flag.
+        TraceRefused: one OVS would not take.
     """
     for state in states:
-        flags = {f for f in re.split(r"[,|+\- ]", state) if f}
-        unknown = flags - CT_FLAGS
-        if unknown or not flags:
-            raise TraceRefused(400, "validation_failed", f"ct state {state!r}: flags are "
-                               f"{', '.join(sorted(CT_FLAGS))}")  # fmt: skip
+        try:
+            ctstate.check(state)
+        except ValueError as exc:
+            raise TraceRefused(400, "validation_failed", f"ct state {state!r}: {exc}") from None
     return list(states)
 
 

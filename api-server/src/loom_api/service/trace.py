@@ -24,13 +24,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from loom_api import errors
+from loom_common import ctstate
 
 MAX_EXPRESSION = 1000
 """The longest packet description taken (characters)."""
 MAX_CT_STATES = 8
 """The most conntrack answers a trace may be given."""
-CT_FLAGS = frozenset({"trk", "new", "est", "rel", "rpl", "inv", "snat", "dnat"})
-"""The `ct_state` flags conntrack may be said to answer."""
 
 _MAC = re.compile(r"[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}")
 BROADCAST = "ff:ff:ff:ff:ff:ff"
@@ -192,7 +191,7 @@ def microflow(packet: Packet, mac: str, ips: Iterable[str],
     f = dict(packet.fields)
     f.setdefault("eth.src", mac)
     own = [ipaddress.ip_address(ip.split("/")[0]) for ip in ips]
-    family = packet.family or ("ip4" if packet.transport else "")
+    family = packet.family or ("ip4" if packet.transport or "ip.ttl" in f else "")
     if family == "ip6" and packet.transport == "icmp4":
         raise _bad("ICMPv4 over IPv6")
     if family == "ip4":
@@ -251,20 +250,23 @@ def _gateway(dst: str | None, neighbours: Iterable[Neighbour]) -> str:
 
 
 def ct_states(text: str | None) -> list[str]:
-    """`ct=trk,est;trk,new`: what conntrack answers at each recirculation, in order.
+    """`ct=trk,est;trk,new`: what conntrack answers at each recirculation, in order
+    (`loom_common.ctstate`).
 
     Raises:
-        errors.ValidationFailed: `ct`: too many, empty ones, unknown flags.
+        errors.ValidationFailed: `ct`: too many, or one OVS would not take.
     """
     if not text:
         return []
     states = [s.strip() for s in text.split(";")]
+    if len(states) > MAX_CT_STATES:
+        raise errors.ValidationFailed(field="ct", detail=f"ct: at most {MAX_CT_STATES} states, "
+                                      "separated by ';'")  # fmt: skip
     for state in states:
-        flags = [f for f in re.split(r"[,|+\- ]", state) if f]
-        if len(states) > MAX_CT_STATES or not flags or not set(flags) <= CT_FLAGS:
-            raise errors.ValidationFailed(field="ct", detail=f"ct: up to {MAX_CT_STATES} "
-                                          "states separated by ';', each flags of "
-                                          f"{', '.join(sorted(CT_FLAGS))} (trk,est)")  # fmt: skip
+        try:
+            ctstate.check(state)
+        except ValueError as exc:
+            raise errors.ValidationFailed(field="ct", detail=f"ct: {state!r}: {exc}") from None
     return states
 
 

@@ -44,6 +44,8 @@ NAMED_TABLES = (
     ("QoS_Queue", "QoS queue"), ("Transport_Node", "transport node"),
 )  # fmt: skip
 """Where an object a universal row exists for may be, and what to call its kind."""
+MAX_REF = 255
+"""The longest port or node reference taken (a name's limit)."""
 
 
 @bp.get("/trace")
@@ -51,12 +53,13 @@ def trace_view() -> Response:
     """Trace a packet (see the module docstring)."""
     caller = http.caller()
     http.check_query(("from", "packet", "node", "ct"))
-    port_ref, expression = request.args.get("from"), request.args.get("packet", "")
-    if not port_ref:
-        raise errors.ValidationFailed(field="from", detail="from: the port the packet leaves")
+    port_ref = _bounded("from", request.args.get("from"), "the port the packet leaves")
     node_ref = request.args.get("node")
-    if node_ref is not None and not caller.is_admin:
-        raise errors.Forbidden(detail="node: only the admin traces through a node's table")
+    if node_ref is not None:
+        node_ref = _bounded("node", node_ref, "the transport node to trace through")
+        if not caller.is_admin:
+            raise errors.Forbidden(detail="node: only the admin traces through a node's table")
+    expression = request.args.get("packet", "")
     packet = described.parse_packet(expression)
     states = described.ct_states(request.args.get("ct"))
 
@@ -66,9 +69,12 @@ def trace_view() -> Response:
         nearby = [described.Neighbour(p.mac, tuple(p.ips), p.attachment_type == "router")
                   for p in view.children("Logical_Switch_Port", "logical_switch", switch)
                   if p.uuid != port.uuid and p.mac]  # fmt: skip
-        query = {"port": str(port.uuid), "flow": described.microflow(packet, port.mac,
-                                                                     port.ips, nearby)}  # fmt: skip
+        flow = described.microflow(packet, port.mac, port.ips, nearby)
+        query: dict[str, Any] = {"port": str(port.uuid), "flow": flow}
         if node_ref is None:
+            if not caller.is_admin:  # (its own datapaths only: not past a shared network)
+                keys = _tenant_datapaths(view, caller, switch)
+                query["datapaths"] = ",".join(str(k) for k in sorted(keys))
             return query, _candidates(view, port)
         node = (crud.lookup(view, TransportNodes, caller, node_ref) if _is_uuid(node_ref)
                 else _node_named(view, node_ref))  # fmt: skip
@@ -79,30 +85,85 @@ def trace_view() -> Response:
     if states:
         query["ct"] = states
     body = _ask_first(controllers, query)
-    named = http.store().read(lambda view: _describe(view, body))
+    named = http.store().read(lambda view: _describe(view, caller, body))
     return jsonify({**named, "packet": expression, "from": port_ref})
 
 
+def _bounded(field: str, value: str | None, what: str) -> str:
+    """A required reference parameter, at most `MAX_REF` characters.
+
+    Raises:
+        errors.ValidationFailed: naming `field`.
+    """
+    if not value:
+        raise errors.ValidationFailed(field=field, detail=f"{field}: {what}")
+    if len(value) > MAX_REF:
+        raise errors.ValidationFailed(field=field, detail=f"{field}: longer than {MAX_REF} "
+                                      "characters")  # fmt: skip
+    return value
+
+
 def _port(view: ReadView, caller: crud.Caller, ref: str) -> Any:
-    """The logical switch port `ref` names (id or name), visible to `caller`."""
+    """The VIF port `ref` names (id or name), visible to `caller`.
+
+    Raises:
+        errors.NotFound: none; errors.ValidationFailed (`from`): several, or not a VIF.
+    """
     if _is_uuid(ref):
-        return crud.lookup(view, LogicalSwitchPorts, caller, ref)
-    named = [p for p in view.rows("Logical_Switch_Port")
-             if p.name == ref and crud.visible(LogicalSwitchPorts, caller, p)]  # fmt: skip
-    if not named:
-        raise errors.NotFound(kind="logical switch port", id=ref)
-    if len(named) > 1:
-        raise errors.ValidationFailed(field="from", detail=f"from: {len(named)} ports are "
-                                      f"named {ref!r}; give the port's id")  # fmt: skip
-    return named[0]
+        port = crud.lookup(view, LogicalSwitchPorts, caller, ref)
+    else:
+        named = [p for p in view.rows("Logical_Switch_Port")
+                 if p.name == ref and crud.visible(LogicalSwitchPorts, caller, p)]  # fmt: skip
+        if not named:
+            raise errors.NotFound(kind="logical switch port", id=ref)
+        if len(named) > 1:
+            raise errors.ValidationFailed(field="from", detail=f"from: {len(named)} ports are "
+                                          f"named {ref!r}; give the port's id")  # fmt: skip
+        port = named[0]
+    if port.attachment_type != "vif":
+        kind = port.attachment_type
+        raise errors.ValidationFailed(field="from", detail=f"from: {ref} is a {kind} port; a "
+                                      "trace starts at a VIF")  # fmt: skip
+    return port
 
 
 def _node_named(view: ReadView, ref: str) -> Any:
-    """The transport node named `ref` (its name or system-id)."""
-    for node in view.rows("Transport_Node"):
-        if ref in (node.name, node.system_id):
-            return node
-    raise errors.NotFound(kind="transport node", id=ref)
+    """The transport node named `ref` (its name or system-id).
+
+    Raises:
+        errors.NotFound: none; errors.ValidationFailed (`node`): several.
+    """
+    named = [n for n in view.rows("Transport_Node") if ref in (n.name, n.system_id)]
+    if not named:
+        raise errors.NotFound(kind="transport node", id=ref)
+    if len(named) > 1:
+        raise errors.ValidationFailed(field="node", detail=f"node: {len(named)} nodes are "
+                                      f"named {ref!r}; give the node's id")  # fmt: skip
+    return named[0]
+
+
+def _tenant_datapaths(view: ReadView, caller: crud.Caller, switch: Any) -> set[int]:
+    """The keys of the switches and routers of `caller`'s tenant (any, for the admin) that
+    routers join to `switch` (transitively): where its trace may go."""
+    routers_of: dict[Any, set[Any]] = {}
+    switches_of: dict[Any, set[Any]] = {}
+    for rp in view.rows("Logical_Router_Port"):
+        routers_of.setdefault(rp.logical_switch.uuid, set()).add(rp.logical_router.uuid)
+        switches_of.setdefault(rp.logical_router.uuid, set()).add(rp.logical_switch.uuid)
+    keys, seen, todo = set(), {switch.uuid}, [("Logical_Switch", switch.uuid)]
+    while todo:
+        table, uuid = todo.pop()
+        row = view.get(table, uuid)
+        if row is None or not (caller.is_admin or row.tenant == caller.tenant):
+            continue
+        keys.add(int(row.tunnel_key))
+        joined = routers_of if table == "Logical_Switch" else switches_of
+        other = "Logical_Router" if table == "Logical_Switch" else "Logical_Switch"
+        for next_uuid in joined.get(uuid, ()):
+            if next_uuid not in seen:
+                seen.add(next_uuid)
+                todo.append((other, next_uuid))
+    return keys
 
 
 def _candidates(view: ReadView, port: Any) -> list[tuple[str, str]]:
@@ -123,22 +184,24 @@ def _candidates(view: ReadView, port: Any) -> list[tuple[str, str]]:
 
 
 def _ask_first(controllers: list[tuple[str, str]], query: dict[str, Any]) -> Any:
-    """The first answer of `controllers` that knows the port (a 404 from one that does not
-    hold its datapath: the next is asked)."""
-    refused: ControllerRefused | None = None
+    """The first answer of `controllers` that knows the port (one that does not hold its
+    datapath, 404, or does not answer: the next is asked)."""
+    said = []
     for controller, url in controllers:
         try:
-            return ask(f"{url}/trace?{urlencode(query)}", controller, TRACE_TIMEOUT_S)
+            return ask(f"{url}/trace?{urlencode(query, doseq=True)}", controller,
+                       TRACE_TIMEOUT_S)  # fmt: skip
         except ControllerRefused as exc:
-            said = f"physical controller {controller}: {_message(exc.detail)}"
+            refusal = f"physical controller {controller}: {_message(exc.detail)}"
             if exc.status == 400:  # (the flow, as OVS reads it)
-                raise errors.BadRequest(detail=said) from None
+                raise errors.BadRequest(detail=refusal) from None
             if exc.status != 404:
-                raise errors.Conflict(detail=said) from None
-            refused = exc
-    assert refused is not None
-    raise errors.ControllerUnavailable(detail=f"no physical controller holds the port's flows:"
-                                       f" {_message(refused.detail)}")  # fmt: skip
+                raise errors.Conflict(detail=refusal) from None
+            said.append(refusal)
+        except errors.ControllerUnavailable as exc:  # (gone: the next may answer)
+            said.append(exc.text)
+    raise errors.ControllerUnavailable(detail="no physical controller could trace it: "
+                                       + "; ".join(said))  # fmt: skip
 
 
 def _message(detail: str) -> str:
@@ -149,25 +212,31 @@ def _message(detail: str) -> str:
         return detail
 
 
-def _describe(view: ReadView, body: dict[str, Any]) -> dict[str, Any]:
-    """The controller's answer with the configuration's names (`described.describe`)."""
-    names = _Names(view, body)
+def _describe(view: ReadView, caller: crud.Caller, body: dict[str, Any]) -> dict[str, Any]:
+    """The controller's answer with the configuration's names that `caller` may see
+    (`described.describe`)."""
+    names = _Names(view, caller, body)
     return described.describe(body, names.object, names.datapath, names.rule)
 
 
 class _Names:
     """The configuration's names for what a trace met (looked up once each)."""
 
-    def __init__(self, view: ReadView, body: dict[str, Any]) -> None:
-        self.view, self.body = view, body
-        self._datapaths: dict[int, dict[str, Any]] = {}
+    def __init__(self, view: ReadView, caller: crud.Caller, body: dict[str, Any]) -> None:
+        self.view, self.caller, self.body = view, caller, body
+        self._datapaths: dict[int, dict[str, Any]] | None = None
         self._rules: dict[int, dict[str, Any]] | None = None
+
+    def _sees(self, row: Any) -> bool:
+        """May the caller see `row`? (A tenant: its own tenant's rows only.)"""
+        return self.caller.is_admin or getattr(row, "tenant", None) == self.caller.tenant
 
     def datapath(self, key: int) -> dict[str, Any] | None:
         """Datapath `key`'s switch or router."""
-        if not self._datapaths:
+        if self._datapaths is None:
+            self._datapaths = {}
             for table, kind in (("Logical_Switch", "switch"), ("Logical_Router", "router")):
-                for row in self.view.rows(table):
+                for row in filter(self._sees, self.view.rows(table)):
                     self._datapaths[int(row.tunnel_key)] = {
                         "key": int(row.tunnel_key), "kind": kind, "id": str(row.uuid),
                         "name": row.name}  # fmt: skip
@@ -181,7 +250,7 @@ class _Names:
             return None
         for table, kind in NAMED_TABLES:
             row = self.view.get(table, uuidlib.UUID(text))
-            if row is not None:
+            if row is not None and self._sees(row):
                 name = next((getattr(row, c) for c in ("name", "prefix", "external_ip")
                              if getattr(row, c, None)), None)  # fmt: skip
                 if uplink:
@@ -208,7 +277,7 @@ class _Names:
                  if str(port.logical_switch.uuid) in switches
                  for ref in port.security_profiles}  # fmt: skip
         found = (self.view.get("Security_Profile", uuid) for uuid in uuids)
-        return [profile for profile in found if profile is not None]
+        return [profile for profile in found if profile is not None and self._sees(profile)]
 
 
 def _is_uuid(text: str) -> bool:
