@@ -490,12 +490,13 @@ def _chromium() -> str:
     return chromium
 
 
-def _page(url: str) -> str:
+def _page(url: str, profile: Path) -> str:
     """The DOM headless Chromium has after the page's scripts ran (virtual time: the
-    page's fetches answered and drawn)."""
+    page's fetches answered and drawn); its files in `profile`."""
     chromium = _chromium()
     done = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu",
-                           "--virtual-time-budget=8000", "--dump-dom", url],
+                           f"--user-data-dir={profile}", "--virtual-time-budget=8000",
+                           "--dump-dom", url],
                           capture_output=True, text=True, timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout
@@ -504,9 +505,10 @@ def _page(url: str) -> str:
 class Browser:
     """Headless Chromium driven over its DevTools pipe (`--remote-debugging-pipe`: JSON
     messages ended by NUL on file descriptors 3 and 4, no library needed): open a page,
-    evaluate expressions in it. `close()` stops it by PID."""
+    evaluate expressions in it. `close()` stops it by PID. Its files go to `profile` (a
+    Chromium killed leaves its singleton files where it keeps them)."""
 
-    def __init__(self) -> None:
+    def __init__(self, profile: Path) -> None:
         chromium = _chromium()
         theirs_r, ours_w = os.pipe()
         ours_r, theirs_w = os.pipe()
@@ -521,7 +523,7 @@ class Browser:
         # are close-on-exec anyway)
         self.proc = subprocess.Popen(
             [chromium, "--headless", "--no-sandbox", "--disable-gpu",
-             "--remote-debugging-pipe", "about:blank"],
+             f"--user-data-dir={profile}", "--remote-debugging-pipe", "about:blank"],
             preexec_fn=onto_3_and_4, close_fds=False,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
@@ -578,7 +580,7 @@ def test_the_web_page_follows_changes_without_a_reload(tmp_path: Path) -> None:
     with _loom_up(*args):
         _loom(state, "create", "switch", "name=web", "tenant=acme")
         _loom(state, "create", "port", "--parent", "web", "name=p1", "--wait")
-        browser = Browser()
+        browser = Browser(tmp_path / "chromium")
         try:
             browser.open(f"http://127.0.0.1:{port}/ui/#token=t")
             ports = "document.querySelectorAll('[data-kind=port]').length"
@@ -608,7 +610,7 @@ def test_the_web_page_draws_each_tenants_topology_and_the_generations(tmp_path: 
         _loom(state, "create", "router-port", "--parent", "edge", f"logical_switch_id={switch}",
               "ip_prefix=10.0.0.1/24", "--wait")  # fmt: skip
         generation = json.loads(_loom(state, "status", "--format", "json"))["status"]
-        dom = _page(f"http://127.0.0.1:{port}/ui/#token=t")
+        dom = _page(f"http://127.0.0.1:{port}/ui/#token=t", tmp_path / "chromium")
         assert 'data-tenant="acme"' in dom, dom
         # (the switch asks for service-node replication, and its zone has no service node:
         # a warning, drawn on the switch and listed)
@@ -625,7 +627,7 @@ def test_the_web_page_draws_each_tenants_topology_and_the_generations(tmp_path: 
         assert re.search(r"<li>replication \S+: switch web asks for service-node replication",
                          dom)  # fmt: skip
         for url in (f"http://127.0.0.1:{port}/ui/", f"http://127.0.0.1:{port}/ui/#token=wrong"):
-            asked = _page(url)
+            asked = _page(url, tmp_path / "chromium")
             assert '<form id="login">' in asked, asked  # shown (not hidden)
             assert 'data-kind="switch"' not in asked
         assert "that token is not accepted" in asked

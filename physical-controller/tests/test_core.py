@@ -472,3 +472,26 @@ def test_a_node_state_marks_itself_when_its_report_may_change() -> None:
         marks.clear()
         setattr(state, name, value)
         assert marks == {"hv1"}, name
+
+
+REPORT = st.one_of(st.none(), st.tuples(st.integers(0, 4), st.booleans()))
+"""A node's report (realized, synced), or None: dropped."""
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["hv1", "hv2", "hv3", "hv4"]), REPORT)))
+def test_the_report_book_answers_as_a_scan_of_its_reports(
+    steps: list[tuple[str, tuple[int, bool] | None]],
+) -> None:
+    """What the realized generation asks of every node mastered, kept as reports come and
+    go, equals a scan of them (`realized_generation`, `own_realized`)."""
+    book = status.ReportBook()
+    for node, what in steps:
+        if what is None:
+            book.drop(node)
+        else:
+            book.put(node, status.NodeReport(what[0], "", {}, what[1]))
+        scanned = status.realized_generation(9, book.reports, {}, [])
+        kept = status.cluster_realized(book.own_realized(9), {}, []) if book.all_synced() else None
+        assert kept == scanned
+        assert book.own_realized(9) == status.own_realized(9, book.reports)

@@ -377,7 +377,7 @@ class PhysicalController:
         """`Transport_Node` rows changed since the last status report (looked at again)."""
         self._last_reports: dict[str, status.NodeReport] = {}
         """What the last status report written said of each node mastered."""
-        self._reports: dict[str, status.NodeReport] = {}
+        self._reports = status.ReportBook()
         """Each node mastered's report as last made (`_report_config`)."""
         self._report_marks: set[str] = set()
         """Nodes whose report may differ from `_reports` (`NodeState.marks`)."""
@@ -1149,9 +1149,11 @@ class PhysicalController:
             pushed = sum(self._realize(system_id, generation) for system_id in busy)
         else:
             pushed = sum(self._pushers.map(lambda n: self._realize(n, generation), busy))
-        if not first:  # what is still to do (a tunnel port's ofport, a record to confirm)
-            self._due = {n for n in self._due | candidates
-                         if n in self.nodes and self._still_due(self.nodes[n])}  # fmt: skip
+        if not first:  # what is still to do (a tunnel port's ofport, a record to confirm);
+            # the nodes not looked at (a standby's: another controller pushes them) stay as
+            # they are -- a look at each of them was ~15 ms a pass at NVP's scale
+            still = {n for n in candidates if n in self.nodes and self._still_due(self.nodes[n])}
+            self._due = (self._due - candidates) | still
         return pushed
 
     def _push_due(self, system_id: str, state: NodeState, changed: set[PartKey]) -> bool:
@@ -1445,7 +1447,8 @@ class PhysicalController:
                 check |= core.located(node) | self._said_ports.get(node, set())
         # (a node no longer ours: its new master writes its ports)
         located = {p: n for p in check for n in core.where(p) if n in masters}
-        synced = {n for n in masters if not self.nodes[n].full_sync}
+        # (of the nodes the ports are on: only theirs is asked)
+        synced = {n for n in set(located.values()) if not self.nodes[n].full_sync}
         ops = status.binding_ops(core.bindings, located, check, masters, synced,
                                  core.binding_uuids)  # fmt: skip
         if ops:
@@ -1481,7 +1484,7 @@ class PhysicalController:
                                      reports, set(self.nodes), self._seen, touched)  # fmt: skip
         ops += status.port_status_ops(self.config.rows["Logical_Switch_Port"], located, check,
                                       masters, synced)  # fmt: skip
-        ops += self._realized_ops(sent, reports)
+        ops += self._realized_ops(sent)
 
         def status_lost(exc: Exception) -> None:
             log.warning("writing status failed: %s", exc)
@@ -1505,33 +1508,33 @@ class PhysicalController:
         """Every node mastered's report, and the nodes whose report was made again: those
         marked since the last report and those newly mastered (cost: those, not every node
         mastered, at every pass that reports)."""
-        reports = self._reports
-        for n in reports.keys() - masters:
-            del reports[n]
+        book = self._reports
+        for n in book.reports.keys() - masters:
+            book.drop(n)
         marks = set(self._report_marks)  # (the set the nodes hold: emptied, not replaced)
         self._report_marks.clear()
-        remade = (marks & masters) | (masters - reports.keys())
+        remade = (marks & masters) | (masters - book.reports.keys())
         for n in remade:
             state = self.nodes[n]
-            reports[n] = status.NodeReport(state.realized, state.message, state.bfd,
-                                           not state.full_sync)  # fmt: skip
-        return reports, remade
+            book.put(n, status.NodeReport(state.realized, state.message, state.bfd,
+                                          not state.full_sync))  # fmt: skip
+        return book.reports, remade
 
-    def _realized_ops(self, sent: _Sent, reports: dict[str, status.NodeReport]) -> list[status.Op]:
-        """Publish what the nodes mastered here have realized; with what the cluster's other
-        members published, the generation every node has (`Loom_Global`, and the universal
-        DB's copy)."""
+    def _realized_ops(self, sent: _Sent) -> list[status.Op]:
+        """Publish what the nodes mastered here have realized (their reports as last made);
+        with what the cluster's other members published, the generation every node has
+        (`Loom_Global`, and the universal DB's copy)."""
         rows = self.config.rows["Loom_Global"]
-        if not rows or any(not report.synced for report in reports.values()):
+        book = self._reports  # (asked in O(distinct generations), not O(nodes))
+        if not rows or not book.all_synced():
             return []
         uuid, row = next(iter(rows.items()))
         published = omap(row.get("external_ids", ["map", []]))
-        generation = self.core.generation
-        ops = status.published_ops(published, uuid, self.name,
-                                   status.own_realized(generation, reports))  # fmt: skip
+        own = book.own_realized(self.core.generation)
+        ops = status.published_ops(published, uuid, self.name, own)
         members = self._member.view.members if self._member is not None else ()
         others = [m for m in members if m != self.name]
-        realized = status.realized_generation(generation, reports, published, others)
+        realized = status.cluster_realized(own, published, others)
         if realized is not None:
             ops += status.generation_ops("Loom_Global", rows, realized)
             self._report_universal_realized(sent, realized)

@@ -14,6 +14,7 @@ node mastered, 1,500 at NVP's scale, read back by the API server and every contr
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -149,6 +150,44 @@ def port_status_ops(
     return ops
 
 
+class ReportBook:
+    """Each node mastered's report, and what the realized generation needs of all of them
+    — are they all synced, the least generation they realize — kept as reports are put and
+    dropped: a pass reads them in O(distinct generations), not O(nodes mastered) (1,500
+    nodes a controller at NVP's scale, at every pass that reports)."""
+
+    def __init__(self) -> None:
+        self.reports: dict[str, NodeReport] = {}
+        """Node -> its report (do not modify: `put`, `drop`)."""
+        self._realized: collections.Counter[int] = collections.Counter()
+        self._unsynced = 0
+
+    def put(self, node: str, report: NodeReport) -> None:
+        """Node `node`'s report is `report` now."""
+        self.drop(node)
+        self.reports[node] = report
+        self._realized[report.realized] += 1
+        self._unsynced += not report.synced
+
+    def drop(self, node: str) -> None:
+        """Node `node` has no report here (not mastered any more)."""
+        old = self.reports.pop(node, None)
+        if old is None:
+            return
+        self._realized[old.realized] -= 1
+        if not self._realized[old.realized]:
+            del self._realized[old.realized]
+        self._unsynced -= not old.synced
+
+    def all_synced(self) -> bool:
+        """Every node here has had its whole table since it connected or was taken over."""
+        return self._unsynced == 0
+
+    def own_realized(self, generation: int) -> int:
+        """`own_realized(generation, self.reports)`."""
+        return min([generation, *self._realized])
+
+
 def realized_generation(
     generation: int,
     reports: Mapping[str, NodeReport],
@@ -161,7 +200,13 @@ def realized_generation(
     has not had its whole table yet, or a member has published nothing."""
     if any(not report.synced for report in reports.values()):
         return None
-    generation = own_realized(generation, reports)
+    return cluster_realized(own_realized(generation, reports), published, others)
+
+
+def cluster_realized(own: int, published: Mapping[str, str], others: Iterable[str]) -> int | None:
+    """`own` (what the nodes mastered here realize, all synced) with what the cluster's
+    other members published (`realized_generation`)."""
+    generation = own
     for member in others:
         said = published.get(PUBLISHED + member)
         if said is None:
