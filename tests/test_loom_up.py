@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.error
@@ -490,14 +491,22 @@ def _chromium() -> str:
     return chromium
 
 
+def _chromium_env(scratch: str) -> dict[str, str]:
+    """Chromium's environment: its temporary files (the singleton socket's directory, which
+    a killed Chromium leaves) in `scratch`, which the caller removes (short: the socket's
+    path must fit a sockaddr_un)."""
+    return {**os.environ, "TMPDIR": scratch}
+
+
 def _page(url: str, profile: Path) -> str:
     """The DOM headless Chromium has after the page's scripts ran (virtual time: the
     page's fetches answered and drawn); its files in `profile`."""
     chromium = _chromium()
-    done = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu",
-                           f"--user-data-dir={profile}", "--virtual-time-budget=8000",
-                           "--dump-dom", url],
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="lc") as scratch:
+        done = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu",
+                               f"--user-data-dir={profile}", "--virtual-time-budget=8000",
+                               "--dump-dom", url], env=_chromium_env(scratch),
+                              capture_output=True, text=True, timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout
 
@@ -510,6 +519,7 @@ class Browser:
 
     def __init__(self, profile: Path) -> None:
         chromium = _chromium()
+        self._scratch = tempfile.mkdtemp(prefix="lc")
         theirs_r, ours_w = os.pipe()
         ours_r, theirs_w = os.pipe()
 
@@ -524,7 +534,7 @@ class Browser:
         self.proc = subprocess.Popen(
             [chromium, "--headless", "--no-sandbox", "--disable-gpu",
              f"--user-data-dir={profile}", "--remote-debugging-pipe", "about:blank"],
-            preexec_fn=onto_3_and_4, close_fds=False,
+            preexec_fn=onto_3_and_4, close_fds=False, env=_chromium_env(self._scratch),
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
         os.close(theirs_r)
@@ -569,6 +579,7 @@ class Browser:
         self.proc.wait(timeout=30)
         os.close(self._w)
         os.close(self._r)
+        shutil.rmtree(self._scratch, ignore_errors=True)
 
 
 def test_the_web_page_follows_changes_without_a_reload(tmp_path: Path) -> None:
