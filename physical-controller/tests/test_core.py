@@ -337,15 +337,22 @@ def test_port_bindings_follow_where_vifs_are() -> None:
     assert status.binding_ops(bindings, {"p1": "hv1"}, ["p1"], {"hv1"}, set(), uuids) == []
 
 
+def _book(**reports: status.NodeReport) -> status.ReportBook:
+    book = status.ReportBook()
+    for node, report in reports.items():
+        book.put(node, report)
+    return book
+
+
 def test_the_realized_generation_is_the_least_of_every_member() -> None:
-    reports = {"hv1": status.NodeReport(5, "", {}, True)}
+    reports = _book(hv1=status.NodeReport(5, "", {}, True))
     published = {"realized_generation:pc2": "4", "realized_generation:gone": "1"}
-    assert status.realized_generation(6, reports, published, ["pc2"]) == 4
-    assert status.realized_generation(6, {}, published, []) == 6  # (masters none)
+    assert reports.realized(6, published, ["pc2"]) == 4
+    assert _book().realized(6, published, []) == 6  # (masters none)
     # a member that has published nothing yet: not known
-    assert status.realized_generation(6, reports, published, ["pc2", "pc3"]) is None
-    unsynced = {"hv1": status.NodeReport(5, "", {}, False)}
-    assert status.realized_generation(6, unsynced, published, ["pc2"]) is None
+    assert reports.realized(6, published, ["pc2", "pc3"]) is None
+    unsynced = _book(hv1=status.NodeReport(5, "", {}, False))
+    assert unsynced.realized(6, published, ["pc2"]) is None
     ops = status.published_ops(published, "g", "pc1", 5)
     assert ops[0]["op"] == "mutate"
     assert ops[0]["mutations"][1] == ["external_ids", "insert",
@@ -484,14 +491,15 @@ def test_the_report_book_answers_as_a_scan_of_its_reports(
     steps: list[tuple[str, tuple[int, bool] | None]],
 ) -> None:
     """What the realized generation asks of every node mastered, kept as reports come and
-    go, equals a scan of them (`realized_generation`, `own_realized`)."""
+    go, equals a scan of them."""
     book = status.ReportBook()
     for node, what in steps:
         if what is None:
             book.drop(node)
         else:
             book.put(node, status.NodeReport(what[0], "", {}, what[1]))
-        scanned = status.realized_generation(9, book.reports, {}, [])
-        kept = status.cluster_realized(book.own_realized(9), {}, []) if book.all_synced() else None
-        assert kept == scanned
-        assert book.own_realized(9) == status.own_realized(9, book.reports)
+        reports = book.reports.values()
+        least = min([9, *(report.realized for report in reports)])
+        assert book.own_realized(9) == least
+        assert book.all_synced() == all(report.synced for report in reports)
+        assert book.realized(9, {}, []) == (least if book.all_synced() else None)

@@ -522,14 +522,16 @@ class PhysicalController:
                 known = [self.core.nodes[n].facts for n in gateways if n in self.core.nodes]
                 neighbours = {ip: mac for facts in known for ip, mac in facts.neighbours.items()}
                 ideal = trace.ideal_node(rows, port, neighbours, allowed)
-                got["ideal"], got["in_port"], datapaths = ideal, ideal.in_port, ideal.datapaths
+                got["ideal"], got["in_port"] = ideal, ideal.in_port
+                # (the flow rows it took: its datapaths' and datapath 0's)
+                flow_rows = [row for table, _, row in ideal.changes if table == "Flow"]
             else:
-                datapaths = self._trace_node(port, node, got)
+                datapaths = self._trace_node(port, node, got) | {0}
+                flow_rows = [f for f in rows["Flow"].values() if int(f["datapath"]) in datapaths]
         except trace.TraceRefused as refused:
             got["refused"] = refused
             return True
-        got["cookies"] = trace.sources(f for f in rows["Flow"].values()
-                                       if int(f["datapath"]) in datapaths | {0})  # fmt: skip
+        got["cookies"] = trace.sources(row for row in flow_rows if row is not None)
         return True
 
     def _trace_node(self, port: str, node: str, got: dict[str, Any]) -> set[int]:
@@ -1530,11 +1532,11 @@ class PhysicalController:
             return []
         uuid, row = next(iter(rows.items()))
         published = omap(row.get("external_ids", ["map", []]))
-        own = book.own_realized(self.core.generation)
-        ops = status.published_ops(published, uuid, self.name, own)
+        generation = self.core.generation
+        ops = status.published_ops(published, uuid, self.name, book.own_realized(generation))
         members = self._member.view.members if self._member is not None else ()
         others = [m for m in members if m != self.name]
-        realized = status.cluster_realized(own, published, others)
+        realized = book.realized(generation, published, others)
         if realized is not None:
             ops += status.generation_ops("Loom_Global", rows, realized)
             self._report_universal_realized(sent, realized)

@@ -184,41 +184,25 @@ class ReportBook:
         return self._unsynced == 0
 
     def own_realized(self, generation: int) -> int:
-        """`own_realized(generation, self.reports)`."""
+        """The generation every node mastered here has realized (`generation`, the latest,
+        if it masters none)."""
         return min([generation, *self._realized])
 
-
-def realized_generation(
-    generation: int,
-    reports: Mapping[str, NodeReport],
-    published: Mapping[str, str],
-    others: Iterable[str],
-) -> int | None:
-    """The generation every connected node has realized: the nodes mastered here as
-    `reports` says, the other controllers' (`others`: the cluster's other members) as they
-    published (`published`: `Loom_Global.external_ids`); None while a node mastered here
-    has not had its whole table yet, or a member has published nothing."""
-    if any(not report.synced for report in reports.values()):
-        return None
-    return cluster_realized(own_realized(generation, reports), published, others)
-
-
-def cluster_realized(own: int, published: Mapping[str, str], others: Iterable[str]) -> int | None:
-    """`own` (what the nodes mastered here realize, all synced) with what the cluster's
-    other members published (`realized_generation`)."""
-    generation = own
-    for member in others:
-        said = published.get(PUBLISHED + member)
-        if said is None:
+    def realized(self, generation: int, published: Mapping[str, str],
+                 others: Iterable[str]) -> int | None:  # fmt: skip
+        """The generation every connected node has realized: the nodes mastered here as
+        their reports say, the other controllers' (`others`: the cluster's other members)
+        as they published (`published`: `Loom_Global.external_ids`); None while a node
+        mastered here has not had its whole table yet, or a member has published nothing."""
+        if not self.all_synced():
             return None
-        generation = min(generation, as_generation(said))
-    return generation
-
-
-def own_realized(generation: int, reports: Mapping[str, NodeReport]) -> int:
-    """The generation every node mastered here has realized (`generation`, the latest, if
-    it masters none)."""
-    return min([generation, *(report.realized for report in reports.values())])
+        generation = self.own_realized(generation)
+        for member in others:
+            said = published.get(PUBLISHED + member)
+            if said is None:
+                return None
+            generation = min(generation, as_generation(said))
+        return generation
 
 
 def published_ops(

@@ -176,9 +176,8 @@ def _ideal_ports(
     vifs: dict[str, int] = {}
     ports: list[ScratchPort] = []
     services: set[str] = set()
-    for uuid, b in sorted(bindings.items(), key=lambda item: str(item[1]["logical_port"])):
-        if int(b["datapath"]) not in dps:
-            continue
+    mine = [(uuid, b) for uuid, b in bindings.items() if int(b["datapath"]) in dps]
+    for uuid, b in sorted(mine, key=lambda item: str(item[1]["logical_port"])):
         changes.append(("Port_Binding", uuid, {**b, "chassis": ["set", []]}))
         vif = opt(b["vif_id"])
         if b["type"] == "vif" and vif and vif not in vifs:
