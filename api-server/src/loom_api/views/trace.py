@@ -28,6 +28,8 @@ from loom_api.service import crud
 from loom_api.service import trace as described
 from loom_api.service.nodes import TransportNodes
 from loom_api.service.ports import LogicalSwitchPorts
+from loom_api.service.routers import LogicalRouters
+from loom_api.service.switches import LogicalSwitches
 from loom_api.store import ReadView
 from loom_api.views.flows import ControllerRefused, ask, node_controller, published_urls
 from loom_common.ids import id32
@@ -150,16 +152,17 @@ def _tenant_datapaths(view: ReadView, caller: crud.Caller, switch: Any) -> set[i
     for rp in view.rows("Logical_Router_Port"):
         routers_of.setdefault(rp.logical_switch.uuid, set()).add(rp.logical_router.uuid)
         switches_of.setdefault(rp.logical_router.uuid, set()).add(rp.logical_switch.uuid)
-    keys, seen, todo = set(), {switch.uuid}, [("Logical_Switch", switch.uuid)]
+    keys, seen = set(), {switch.uuid}
+    todo: list[tuple[type[crud.Resource], Any]] = [(LogicalSwitches, switch.uuid)]
     while todo:
-        table, uuid = todo.pop()
-        row = view.get(table, uuid)
-        if row is None or not (caller.is_admin or row.tenant == caller.tenant):
+        resource, uuid = todo.pop()
+        row = view.get(resource.table, uuid)
+        if row is None or not crud.visible(resource, caller, row):
             continue
         keys.add(int(row.tunnel_key))
-        joined = routers_of if table == "Logical_Switch" else switches_of
-        other = "Logical_Router" if table == "Logical_Switch" else "Logical_Switch"
-        for next_uuid in joined.get(uuid, ()):
+        on_switch = resource is LogicalSwitches
+        other = LogicalRouters if on_switch else LogicalSwitches
+        for next_uuid in (routers_of if on_switch else switches_of).get(uuid, ()):
             if next_uuid not in seen:
                 seen.add(next_uuid)
                 todo.append((other, next_uuid))
