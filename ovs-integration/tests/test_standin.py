@@ -22,7 +22,14 @@ from loom_ovs.channel import Deposed
 from loom_ovs.manager import Fenced, Manager, NodeSession, TunnelSpec
 from loom_ovs.openflow import Flow, Mod, OpenFlowError, Switch, cookie, encode
 from loom_ovs.sandbox import VSWITCH_SCHEMA, Sandbox
-from loom_ovs.standin import Fleet, NodeSpec, VifSpec, expected_digest, table_digest
+from loom_ovs.standin import (
+    Fleet,
+    NodeSpec,
+    StandinError,
+    VifSpec,
+    expected_digest,
+    table_digest,
+)
 from loom_ovs.standin.db import Database, Monitor
 from loom_ovs.standin.fleet import FleetServer
 from loom_ovs.standin.flows import split
@@ -841,6 +848,11 @@ def test_pushes_and_ovs_ofctl_as_on_a_real_switch(tmp_path: Path) -> None:
         assert [n for _, n in commits] == [len(flows) - 3, 5]
         assert commits[0][0] <= commits[1][0]
         assert fleet.commits(commits[1][0] + 1) == {}
+        # or only those of the nodes named (a benchmark waiting on one node)
+        assert fleet.commits(0.0, ["hv1"]) == {"hv1": commits}
+        assert fleet.commits(0.0, []) == {}
+        with pytest.raises(StandinError, match="no node"):
+            fleet.commits(0.0, ["hv-none"])
 
 
 def test_a_flow_is_kept_as_the_bytes_of_its_flow_mod() -> None:

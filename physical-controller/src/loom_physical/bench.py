@@ -58,7 +58,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,8 +76,6 @@ TARGETS = {
 """The issue's targets at S = 1.0 (figures, not timed tests)."""
 OVN_FLOWS_PER_NODE = {0.02: 3858, 1.0: 7054}
 """OVN 23.03's ovn-controller on the same workload files, flows per hypervisor."""
-POLL = 0.05
-"""Seconds between looks at the databases while waiting for a milestone."""
 
 
 _progress = Reporter("loom-physical-bench")
@@ -203,6 +201,7 @@ class Site:
     controllers: list[Any]
     processes: Processes
     pass_logs: list[Path]
+    watch: Watch
 
     def select(self, remote: str, db: str, tables: list[str]) -> dict[str, list[dict[str, Any]]]:
         """Every row of `tables` (one transaction)."""
@@ -215,41 +214,6 @@ class Site:
             conn.close()
         return {t: r["rows"] for t, r in zip(tables, results, strict=True)}
 
-    def config_generation(self) -> int:
-        """The configuration's generation."""
-        rows = self.select(self.config.unix_remote, "Loom_Config", ["Loom_Global"])["Loom_Global"]
-        return max((int(r["generation"]) for r in rows), default=0)
-
-    def config_realized(self) -> int:
-        """The generation the controllers report realized on every node."""
-        rows = self.select(self.config.unix_remote, "Loom_Config", ["Loom_Global"])["Loom_Global"]
-        return max((int(r["realized_generation"]) for r in rows), default=0)
-
-    def universal_generation(self) -> int:
-        """The config generation the universal DB is stamped with (-1: none yet)."""
-        rows = self.select(self.universal.unix_remote, "Loom_Universal", ["Universal_Global"])
-        return max((int(r["generation"]) for r in rows["Universal_Global"]), default=-1)
-
-    def realized_nodes(self, generation: int) -> tuple[int, int]:
-        """(nodes connected, nodes connected that report `generation` realized), as the
-        controllers write their status in the config DB."""
-        from loom_common.realized import node_realized
-        from loom_ovs.manager import omap
-
-        rows = self.select(self.config.unix_remote, "Loom_Config",
-                           ["Transport_Node", "Loom_Global"])  # fmt: skip
-        published: dict[str, str] = {}
-        for row in rows["Loom_Global"]:
-            published.update(omap(row["external_ids"]))
-        connected = realized = 0
-        for row in rows["Transport_Node"]:
-            status = omap(row["status"])
-            if status.get("connected") == "true":
-                connected += 1
-                if node_realized(status, published) >= generation:
-                    realized += 1
-        return connected, realized
-
     def passes(self) -> list[dict[str, Any]]:
         """Every controller's pass log lines, each with its controller's index."""
         found = []
@@ -260,14 +224,103 @@ class Site:
         return found
 
 
-def _wait(what: str, predicate: Callable[[], bool], timeout: float) -> float:
-    """Wait until `predicate()`; return the wall-clock time it first held."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what}: not within {timeout:.0f} s")
-        time.sleep(POLL)
-    return time.time()
+class Watch:
+    """The milestones the benchmark waits for, read from OVSDB monitors: the controllers'
+    status in the config DB (`Transport_Node.status`, `Loom_Global`) and the universal DB's
+    generation. A wait costs the updates that come, not a look at the databases every
+    50 ms (a `select` of the 3,000 nodes' status 20 times a second was ~3 MB of JSON each
+    time for the config DB to write and this process to read, all through the cold start:
+    CPU taken from the processes being measured)."""
+
+    def __init__(self, config_remote: str, universal_remote: str) -> None:
+        from loom_common.ovsdb import Replica
+
+        self.config = Replica(config_remote, "Loom_Config", {
+            "Transport_Node": ["status"],
+            "Loom_Global": ["generation", "realized_generation", "external_ids"],
+        })  # fmt: skip
+        self.universal = Replica(universal_remote, "Loom_Universal",
+                                 {"Universal_Global": ["generation"]})  # fmt: skip
+        self._statuses: dict[str, dict[str, str]] = {}
+        """Transport_Node uuid -> its status map."""
+        self._changed = True
+
+    def start(self) -> Watch:
+        """Connect and read the rows."""
+        self.config.start()
+        self.universal.start()
+        self._take(self.config.rows["Transport_Node"].items())
+        return self
+
+    def close(self) -> None:
+        """Close the monitors."""
+        self.config.close()
+        self.universal.close()
+
+    def _take(self, rows: Iterable[tuple[str, Mapping[str, Any] | None]]) -> None:
+        from loom_ovs.manager import omap
+
+        for uuid, row in rows:
+            if row is None:
+                self._statuses.pop(uuid, None)
+            else:
+                self._statuses[uuid] = omap(row["status"])
+
+    def _poll(self) -> None:
+        changes = self.config.poll()
+        self._take((uuid, row) for table, uuid, row in changes if table == "Transport_Node")
+        self.universal.poll()
+
+    def wait(self, what: str, predicate: Callable[[Watch], bool], timeout: float) -> float:
+        """Wait until `predicate(self)` holds on the rows received; return the wall-clock
+        time it was first seen to hold."""
+        from loom_common.ovsdb import readable
+
+        deadline = time.monotonic() + timeout
+        conns = [self.config, self.universal]
+        self._poll()
+        while not predicate(self):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"{what}: not within {timeout:.0f} s")
+            if not any(c.has_pending() for c in conns):
+                readable([c.fileno() for c in conns], min(left, 1.0))
+            self._poll()
+        return time.time()
+
+    def _global(self, column: str) -> int:
+        rows = self.config.rows["Loom_Global"].values()
+        return max((int(r[column]) for r in rows), default=0)
+
+    def config_generation(self) -> int:
+        """The configuration's generation."""
+        return self._global("generation")
+
+    def config_realized(self) -> int:
+        """The generation the controllers report realized on every node."""
+        return self._global("realized_generation")
+
+    def universal_generation(self) -> int:
+        """The config generation the universal DB is stamped with (-1: none yet)."""
+        rows = self.universal.rows["Universal_Global"].values()
+        return max((int(r["generation"]) for r in rows), default=-1)
+
+    def realized_nodes(self, generation: int) -> tuple[int, int]:
+        """(nodes connected, nodes connected that report `generation` realized), as the
+        controllers write their status in the config DB."""
+        from loom_common.realized import node_realized
+        from loom_ovs.manager import omap
+
+        published: dict[str, str] = {}
+        for row in self.config.rows["Loom_Global"].values():
+            published.update(omap(row["external_ids"]))
+        connected = realized = 0
+        for status in self._statuses.values():
+            if status.get("connected") == "true":
+                connected += 1
+                if node_realized(status, published) >= generation:
+                    realized += 1
+        return connected, realized
 
 
 @contextmanager
@@ -327,8 +380,10 @@ def site(run_dir: Path, the_plan: Plan, controllers: int) -> Iterator[Site]:
             standins=fleet.pid,
             real=[p for n in real_nodes.values() for p in (n.db.pid, n.vswitchd.pid) if p],
         )  # fmt: skip
+        watch = Watch(config.unix_remote, universal.unix_remote).start()
+        stack.callback(watch.close)
         the_site = Site(run_dir, config, universal, zk, fleet, sandbox, real_nodes, [],
-                        processes, [])  # fmt: skip
+                        processes, [], watch)  # fmt: skip
         stack.callback(lambda: [c.stop() for c in the_site.controllers])
         yield the_site
 
@@ -406,16 +461,18 @@ def run(
 def _run(the_plan: Plan, run_dir: Path, controllers: int, timeout: float) -> dict[str, Any]:
     workload = the_plan.workload
     with site(run_dir, the_plan, controllers) as s:
-        generation = s.config_generation()
+        generation = s.watch.config_generation()
+        at_clock = s.processes.usage()
         began = time.time()
         start_controllers(s, controllers)
         cold = _cold_start(s, the_plan, generation, began, timeout)
         _progress(f"cold start: {cold['installed_s']:.1f} s")
         at_cold_start = s.processes.usage()
+        cold["cpu_s_by_process"] = _cpu_since(at_clock, at_cold_start)
         changes_figures = _port_changes(s, the_plan, timeout)
         at_end = s.processes.usage()
-        last = s.config_generation()
-        _wait("every node realized the last change", _realized(s, last), timeout)
+        last = s.watch.config_generation()
+        s.watch.wait("every node realized the last change", _realized(last), timeout)
         for controller in s.controllers:
             controller.stop()
         verified = _verify(s, the_plan)
@@ -446,15 +503,31 @@ def _run(the_plan: Plan, run_dir: Path, controllers: int, timeout: float) -> dic
     }
 
 
+def _cpu_since(before: dict[str, Any], after: dict[str, Any]) -> dict[str, float]:
+    """Each process's CPU seconds between two `Processes.usage()` (the loading of the
+    config DB and the nodes' start, before the clock, left out)."""
+
+    def cpu(usage: dict[str, Any], name: str) -> float:
+        found = usage["loom"].get(name) if name in usage["loom"] else usage.get(name)
+        return float((found or {}).get("cpu_s", 0.0))
+
+    names = [*after["loom"], "standins", "real_ovs", "benchmark"]
+    spent = {name: round(cpu(after, name) - cpu(before, name), 2) for name in names}
+    spent["all"] = round(sum(spent.values()), 2)
+    return spent
+
+
 def _cold_start(s: Site, the_plan: Plan, generation: int, began: float,
                 timeout: float) -> dict[str, Any]:  # fmt: skip
     """Wait for the cold start's milestones; their times from `began`, and the controllers'
     time by stage."""
     every = len(the_plan.nodes)
-    logical = _wait("the universal DB", lambda: s.universal_generation() >= generation, timeout)
+    logical = s.watch.wait("the universal DB",
+                           lambda w: w.universal_generation() >= generation, timeout)  # fmt: skip
     _progress(f"logical done at {logical - began:.1f} s")
-    installed = _wait("every node realized",
-                      lambda: s.realized_nodes(generation) == (every, every), timeout)  # fmt: skip
+    installed = s.watch.wait("every node realized",
+                             lambda w: w.realized_nodes(generation) == (every, every),
+                             timeout)  # fmt: skip
     passes = [p for p in s.passes() if p["time"] <= installed]
     pushing = [p["time"] for p in passes if p["pushed"]]
     by_stage: dict[str, list[float]] = {}
@@ -627,7 +700,7 @@ def _port_changes(s: Site, the_plan: Plan, timeout: float) -> dict[str, Any]:
                     replied = time.time()
                     generation = int(headers["X-Loom-Config-Generation"])
                     at_node = _commit_on(s, node, began, timeout)
-                    _wait("the change realized", _realized(s, generation), timeout)
+                    s.watch.wait("the change realized", _realized(generation), timeout)
                     commits = s.fleet.commits(began)
                     every = max(t for entries in commits.values() for t, _ in entries)
                     after = s.fleet.stats(node)["flows"]
@@ -666,15 +739,18 @@ def _port_changes(s: Site, the_plan: Plan, timeout: float) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def _realized(s: Site, generation: int) -> Callable[[], bool]:
-    return lambda: s.config_realized() >= generation
+def _realized(generation: int) -> Callable[[Watch], bool]:
+    return lambda w: w.config_realized() >= generation
 
 
 def _commit_on(s: Site, node: str, since: float, timeout: float) -> float:
-    """The wall-clock time of the first bundle node `node` committed at or after `since`."""
+    """The wall-clock time of the first bundle node `node` committed at or after `since`
+    (asked of that node alone, every millisecond: a look at every stand-in's commits was
+    ~1 ms of the stand-ins' process at S=1.0, a thousand times a second, while it served
+    the change being timed)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        entries = s.fleet.commits(since).get(node)
+        entries = s.fleet.commits(since, [node]).get(node)
         if entries:
             return float(min(t for t, _ in entries))
         time.sleep(0.001)

@@ -34,8 +34,9 @@ The control socket `D/control.sock` takes one JSON object a line and answers one
 - `{"rows": {"node": ID, "table": NAME}}` -> `{"rows": {uuid: row}}` (columns as stored);
 - `{"flows": ID}` -> `{"flows": [[table, priority, match hex, cookie, instructions hex]]}`;
 - `{"set_managers": [TARGET, ...]}` -> every node's Manager rows replaced, dialled anew;
-- `{"commits": T}` -> `{"commits": {ID: [[time, flow mods], ...]}}`: every node's bundle
-  commits at or after wall-clock time T (the latest `switch.COMMIT_LOG` of each);
+- `{"commits": T, "nodes": [ID, ...]?}` -> `{"commits": {ID: [[time, flow mods], ...]}}`:
+  every node's (or the nodes named's) bundle commits at or after wall-clock time T (the
+  latest `switch.COMMIT_LOG` of each);
 - `{"select": ID}` -> `{"select": {TABLE: [row, ...]}}`: the rows of the tables a
   controller reads (`loom_ovs.manager.NODE_TABLES`) as an OVSDB `select` returns them.
 
@@ -603,8 +604,10 @@ class FleetServer:
 
     def _commits(self, request: dict[str, Any]) -> dict[str, Any]:
         since = float(request["commits"])
+        names = request.get("nodes")
+        nodes = self.nodes.items() if names is None else [(n, self._node(n)) for n in names]
         found = {}
-        for system_id, node in self.nodes.items():
+        for system_id, node in nodes:
             recent = [[t, n] for t, n in node.bridge.commits if t >= since]
             if recent:
                 found[system_id] = recent

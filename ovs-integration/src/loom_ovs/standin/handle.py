@@ -182,10 +182,15 @@ class Fleet:
         flows: list[list[Any]] = self.request({"flows": node})["flows"]
         return flows
 
-    def commits(self, since: float) -> dict[str, list[tuple[float, int]]]:
-        """Every node's bundle commits at or after wall-clock time `since`: node -> [(time,
-        flow mods)] (the latest few of each)."""
-        found = self.request({"commits": since})["commits"]
+    def commits(
+        self, since: float, nodes: Iterable[str] | None = None
+    ) -> dict[str, list[tuple[float, int]]]:
+        """Every node's (or only `nodes`') bundle commits at or after wall-clock time
+        `since`: node -> [(time, flow mods)] (the latest few of each)."""
+        request: dict[str, Any] = {"commits": since}
+        if nodes is not None:
+            request["nodes"] = list(nodes)
+        found = self.request(request)["commits"]
         return {node: [(float(t), int(n)) for t, n in entries] for node, entries in found.items()}
 
     def select(self, node: str) -> dict[str, list[dict[str, Any]]]:
