@@ -204,6 +204,43 @@ def test_the_engine_rows_feed_a_fresh_engine_to_the_same_tables() -> None:
         assert sorted(fresh.dump(relation)) == sorted(core.program.dump(relation)), relation
 
 
+LIVENESS = st.tuples(
+    st.sampled_from(["hv1", "hv2", "gw1"]),
+    st.booleans(),
+    st.frozensets(st.tuples(st.sampled_from(["hv1", "hv2"]), st.booleans()), max_size=2),
+)
+"""One node's liveness as a controller gives it: (node, live, {(peer, up)})."""
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.one_of(LIVENESS, st.lists(LIVENESS, max_size=3)), max_size=8))
+def test_liveness_given_node_by_node_is_what_the_engine_holds(
+    steps: list[Any],
+) -> None:
+    """The controller gives the liveness of the nodes whose status changed, one by one;
+    `set_liveness` gives all (every node not named is not live). Either way the engine's
+    `Live` and `Bfd` rows are the nodes' latest."""
+    core = Localizer(_program())
+    want: dict[str, tuple[bool, set[tuple[str, str, bool]]]] = {}
+    for step in steps:
+        if isinstance(step, tuple):
+            node, live, peers = step
+            bfd = {(node, peer, up) for peer, up in peers}
+            core.set_node_liveness(node, live, bfd)
+            want[node] = (live, bfd)
+        else:
+            want = {}
+            for node, live, peers in step:
+                bfd = {(node, peer, up) for peer, up in peers}
+                old_live, old_bfd = want.get(node, (False, set()))
+                want[node] = (old_live or live, old_bfd | bfd)
+            core.set_liveness({n for n, (live, _) in want.items() if live},
+                              set().union(*(b for _, b in want.values())))  # fmt: skip
+        core.compute()
+        assert set(core.program.dump("Live")) == {(n,) for n, (live, _) in want.items() if live}
+        assert set(core.program.dump("Bfd")) == set().union(*(b for _, b in want.values()))
+
+
 def test_liveness_reads_connected_nodes_and_their_bfd() -> None:
     nodes = [
         {"system_id": "gw1", "status": ["map", [["connected", "true"], ["bfd:hv1", "up"]]]},
@@ -469,7 +506,7 @@ def test_a_node_state_marks_itself_when_its_report_may_change() -> None:
     """Setting a field of a node's status report puts the node in the controller's marks
     (a report remakes those nodes' reports, not every node's); other fields do not."""
     marks: set[str] = set()
-    state = NodeState(SimpleNamespace(system_id="hv1"), marks=marks)  # type: ignore[arg-type]
+    state = NodeState(SimpleNamespace(), "hv1", marks=marks)  # type: ignore[arg-type]
     assert marks == set()  # (the controller marks a new node itself)
     state.pushes = 3
     state.qos_dirty = False
@@ -481,8 +518,8 @@ def test_a_node_state_marks_itself_when_its_report_may_change() -> None:
         assert marks == {"hv1"}, name
 
 
-REPORT = st.one_of(st.none(), st.tuples(st.integers(0, 4), st.booleans()))
-"""A node's report (realized, synced), or None: dropped."""
+REPORT = st.one_of(st.none(), st.integers(0, 4), st.tuples(st.integers(0, 4), st.booleans()))
+"""A node's report (realized, synced), or None: dropped, or a generation: advanced to it."""
 
 
 @settings(max_examples=200, deadline=None)
@@ -496,6 +533,11 @@ def test_the_report_book_answers_as_a_scan_of_its_reports(
     for node, what in steps:
         if what is None:
             book.drop(node)
+        elif isinstance(what, int):
+            before = book.reports.get(node)
+            assert book.advance(node, what) == (before is not None)
+            if before is not None:  # (only its generation moves)
+                assert book.reports[node] == status.NodeReport(what, "", {}, before.synced)
         else:
             book.put(node, status.NodeReport(what[0], "", {}, what[1]))
         reports = book.reports.values()

@@ -111,6 +111,8 @@ class NodeState:
     node's)."""
 
     session: NodeSession
+    name: str = ""
+    """Its system-id (as its session says, read once: `marks` takes it at every change)."""
     parts: set[PartKey] = field(default_factory=set)
     """The parts its table holds as of the last push (`images.Images.settle`)."""
     placed: bool = True
@@ -151,7 +153,7 @@ class NodeState:
         if name in REPORTED:
             marks = self.__dict__.get("marks")
             if marks is not None:
-                marks.add(self.session.system_id or "")
+                marks.add(self.name)
 
     def facts(self) -> NodeFacts:
         """What its OVSDB says that the rules read."""
@@ -360,8 +362,12 @@ class PhysicalController:
         """Nodes that send ARP probes (their next pushes look at them)."""
         self._idle_realized: tuple[int, frozenset[str]] | None = None
         """(generation, masters) when every master not pushed was last marked realized."""
-        self._nodes_changed = True
-        """Nodes connected or went, or `Transport_Node` rows changed (`_follow_nodes`)."""
+        self._datapaths_followed: int | None = None
+        """The core's `datapaths_version` when the universal flows followed were last set
+        (None: a new core)."""
+        self._liveness_due: set[str] = set()
+        """Nodes that connected or went, or whose `Transport_Node` rows changed, since their
+        liveness was given to the core (`_follow_nodes`)."""
         self._shards: set[str] | None = None
         self._shards_due = True
         """Nodes were configured, removed, connected or gone since the shards were set."""
@@ -373,6 +379,8 @@ class PhysicalController:
         (`core.node_liveness`: each row read when it changes)."""
         self._node_uuid: dict[str, str] = {}
         """System-id -> its `Transport_Node` row's uuid."""
+        self._node_row_uuids: dict[str, set[str]] = {}
+        """System-id -> the uuids of the `Transport_Node` rows that name it."""
         self._rows_changed: set[str] = set()
         """`Transport_Node` rows changed since the last status report (looked at again)."""
         self._last_reports: dict[str, status.NodeReport] = {}
@@ -839,6 +847,8 @@ class PhysicalController:
                             for uuid, row in rows.items())  # fmt: skip
         self._reported_masters = set()  # report everything again
         self._report_due = True
+        self._liveness_due |= self.nodes.keys() | self._node_row_uuids.keys()
+        self._datapaths_followed = None
         for system_id, state in self.nodes.items():
             self.core.node(system_id, state.facts(), state.session.zones())
             self.core.carry_zones(system_id, old)
@@ -933,6 +943,10 @@ class PhysicalController:
 
     def _follow_datapaths(self) -> None:
         """Read the universal flows of the datapaths the nodes computed here need now."""
+        version = self.core.datapaths_version
+        if version == self._datapaths_followed:
+            return
+        self._datapaths_followed = version
         needed = self.core.needed_datapaths()
         if needed != self.universal.datapaths:
             try:
@@ -1007,7 +1021,8 @@ class PhysicalController:
                 continue
             state = self.nodes.get(system_id)
             if state is None:
-                state = self.nodes[system_id] = NodeState(session, marks=self._report_marks)
+                state = self.nodes[system_id] = NodeState(session, system_id,
+                                                          marks=self._report_marks)  # fmt: skip
                 self._report_marks.add(system_id)
             else:
                 state.close()  # the node came back: a new session, a new OpenFlow channel
@@ -1025,7 +1040,8 @@ class PhysicalController:
             log.info("node %s connected from %s", system_id, session.peer,
                      extra={"node": system_id, "peer": session.peer})  # fmt: skip
             self._seen.add(system_id)
-            self._report_due = self._nodes_changed = self._shards_due = True
+            self._liveness_due.add(system_id)
+            self._report_due = self._shards_due = True
             self._nodes_version += 1
         self._pending = still
 
@@ -1053,28 +1069,30 @@ class PhysicalController:
         """Read `Transport_Node` row `uuid` again (its node's liveness, BFD, shard)."""
         row = self.config.rows["Transport_Node"].get(uuid)
         old = self._node_rows.pop(uuid, None)
-        if old is not None and self._node_uuid.get(old[0]) == uuid:
-            del self._node_uuid[old[0]]
+        if old is not None:
+            unindex(self._node_row_uuids, old[0], uuid)
+            self._liveness_due.add(old[0])
+            if self._node_uuid.get(old[0]) == uuid:
+                del self._node_uuid[old[0]]
         if row is not None:
             self._node_rows[uuid] = node_liveness(row)
-            self._node_uuid[self._node_rows[uuid][0]] = uuid
+            node = self._node_rows[uuid][0]
+            self._node_uuid[node] = uuid
+            self._node_row_uuids.setdefault(node, set()).add(uuid)
+            self._liveness_due.add(node)
         self._rows_changed.add(uuid)
-        self._nodes_changed = True
         if old is None or row is None or old[0] != self._node_rows[uuid][0]:
             self._shards_due = True
 
     def _follow_nodes(self) -> None:
         """The nodes configured or connected, or their status, changed: who is live and
         the shards to assign (when this member leads) follow."""
-        if self._nodes_changed:
-            self._nodes_changed = False
-            live = set(self.nodes)
-            bfd: set[tuple[str, str, bool]] = set()
-            for node, up, verdicts in self._node_rows.values():
-                if up:
-                    live.add(node)
-                    bfd |= verdicts
-            self.core.set_liveness(live, bfd)
+        due, self._liveness_due = self._liveness_due, set()
+        for node in due:  # (`core.liveness`, for the nodes whose inputs to it changed)
+            rows = [self._node_rows[u] for u in self._node_row_uuids.get(node, ())]
+            up = [verdicts for _, live, verdicts in rows if live]
+            self.core.set_node_liveness(node, node in self.nodes or bool(up),
+                                        set().union(*up))  # fmt: skip
         if self._member is not None and self._shards_due:
             self._shards_due = False
             shards = set(self._node_uuid) | set(self.nodes)
@@ -1106,7 +1124,8 @@ class PhysicalController:
                     self._report_due = True  # (its status publishes them)
             if not state.session.alive:
                 log.info("node %s disconnected", system_id, extra={"node": system_id})
-                self._report_due = self._nodes_changed = self._shards_due = True
+                self._liveness_due.add(system_id)
+                self._report_due = self._shards_due = True
                 self._nodes_version += 1
                 self._node_fds.drop(system_id)
                 self._to_read.discard(system_id)
@@ -1179,10 +1198,15 @@ class PhysicalController:
         if self._idle_realized == key:
             return
         self._idle_realized = key
+        book = self._reports
         for system_id in masters - looked:
             state = self.nodes[system_id]
             if state.realized != generation and not self._still_due(state):
-                state.realized = generation
+                # (its report changes in its generation alone: advanced in the book as it
+                # is, not made again -- 1,500 reports at every change at NVP's scale)
+                object.__setattr__(state, "realized", generation)
+                if not book.advance(system_id, generation):
+                    self._report_marks.add(system_id)
                 self._report_due = True
 
     def _zones_due(self, system_id: str) -> bool:
@@ -1479,11 +1503,11 @@ class PhysicalController:
         # changed, or gone (not every node's at every change).
         last = self._last_reports
         changed = {n for n in remade if _differs(last.get(n), reports[n])}
-        look = {self._node_uuid[n] for n in touched | changed | (self._seen - set(self.nodes))
+        look = {self._node_uuid[n] for n in touched | changed | (self._seen - self.nodes.keys())
                 if n in self._node_uuid} | rows_changed  # fmt: skip
         nodes = self.config.rows["Transport_Node"]
         ops = status.node_status_ops({u: nodes[u] for u in look if u in nodes}, self.name,
-                                     reports, set(self.nodes), self._seen, touched)  # fmt: skip
+                                     reports, self.nodes.keys(), self._seen, touched)  # fmt: skip
         ops += status.port_status_ops(self.config.rows["Logical_Switch_Port"], located, check,
                                       masters, synced)  # fmt: skip
         ops += self._realized_ops(sent)

@@ -149,7 +149,12 @@ class Localizer:
         self._new_bindings: set[str] = set()
         """Ports whose binding changed since the last computation (zones beforehand)."""
         self._computed: set[str] = set()
+        self._live: set[str] = set()
+        """The nodes given as live or with BFD verdicts (`set_node_liveness`)."""
         self._node_dps: dict[int, set[str]] = {}
+        self.datapaths_version = 0
+        """Changes when the datapaths some node needs may have changed (`needed_datapaths`
+        is then asked again: it is a set of every datapath, 7,000 at NVP's scale)."""
         """Datapath -> the nodes that need it (`NodeDatapath`)."""
         self._with_qos: set[str] = set()
         self._where: dict[str, set[str]] = {}
@@ -229,6 +234,7 @@ class Localizer:
         self._feed.drop(("zones", node))
         for dp in view.datapaths:
             unindex(self._node_dps, dp, node)
+        self.datapaths_version += bool(view.datapaths)
 
     def set_computed(self, nodes: set[str]) -> None:
         """The nodes this controller computes flows for (masters and standbys)."""
@@ -236,8 +242,33 @@ class Localizer:
         self._computed = set(nodes)
 
     def set_liveness(self, live: set[str], bfd: set[tuple[str, str, bool]]) -> None:
-        """The nodes connected to some controller, and their BFD verdicts (`liveness`)."""
-        self._feed.replace("liveness", {"Live": {(n,) for n in live}, "Bfd": bfd})
+        """The nodes connected to some controller, and their BFD verdicts (`liveness`); every
+        other node is not live."""
+        verdicts: dict[str, set[tuple[str, str, bool]]] = {}
+        for row in bfd:
+            verdicts.setdefault(row[0], set()).add(row)
+        for node in self._live - live - verdicts.keys():
+            self.set_node_liveness(node, False, ())
+        for node in live | verdicts.keys():
+            self.set_node_liveness(node, node in live, verdicts.get(node, ()))
+
+    def set_node_liveness(
+        self, node: str, live: bool, bfd: Iterable[tuple[str, str, bool]]
+    ) -> None:
+        """Node `node` is live (connected to some controller) or not, and its BFD verdicts
+        are `bfd` (`node_liveness`): the controller says so of the nodes whose status or
+        connection changed, at the cost of those (not of every node, at every pass that
+        sees a status written)."""
+        rows: dict[str, set[tuple[Any, ...]]] = {
+            "Live": {(node,)} if live else set(),
+            "Bfd": set(bfd),
+        }
+        if live or rows["Bfd"]:
+            self._live.add(node)
+            self._feed.replace(("live", node), rows)
+        elif node in self._live:
+            self._live.discard(node)
+            self._feed.drop(("live", node))
 
     # ---- computing ----
 
@@ -492,6 +523,7 @@ class Localizer:
 
     def _fold_placement(self, delta: Delta) -> None:
         """Which datapaths (`NodeDatapath`) and ports (`Bound`) each node has."""
+        self.datapaths_version += bool(delta.get("NodeDatapath"))
         for weight, (node, dp) in delta.get("NodeDatapath", []):
             if weight > 0:
                 self._node_dps.setdefault(dp, set()).add(node)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,7 +92,7 @@ def node_status_ops(
     transport_nodes: Mapping[str, Mapping[str, Any]],
     controller: str,
     reports: Mapping[str, NodeReport],
-    connected: set[str],
+    connected: AbstractSet[str],
     seen: set[str],
     touched: set[str],
 ) -> list[Op]:
@@ -178,6 +179,16 @@ class ReportBook:
         if not self._realized[old.realized]:
             del self._realized[old.realized]
         self._unsynced -= not old.synced
+
+    def advance(self, node: str, generation: int) -> bool:
+        """Node `node`'s report says `generation` realized now, the rest as it was; False
+        if the book has no report of it."""
+        old = self.reports.get(node)
+        if old is None:
+            return False
+        if old.realized != generation:
+            self.put(node, NodeReport(generation, old.message, old.bfd, old.synced))
+        return True
 
     def all_synced(self) -> bool:
         """Every node here has had its whole table since it connected or was taken over."""
