@@ -266,7 +266,8 @@ class Watch:
             else:
                 self._statuses[uuid] = omap(row["status"])
 
-    def _poll(self) -> None:
+    def poll(self) -> None:
+        """Take in the updates received."""
         changes = self.config.poll()
         self._take((uuid, row) for table, uuid, row in changes if table == "Transport_Node")
         self.universal.poll()
@@ -278,14 +279,14 @@ class Watch:
 
         deadline = time.monotonic() + timeout
         conns = [self.config, self.universal]
-        self._poll()
+        self.poll()
         while not predicate(self):
             left = deadline - time.monotonic()
             if left <= 0:
                 raise TimeoutError(f"{what}: not within {timeout:.0f} s")
             if not any(c.has_pending() for c in conns):
                 readable([c.fileno() for c in conns], min(left, 1.0))
-            self._poll()
+            self.poll()
         return time.time()
 
     def _global(self, column: str) -> int:
@@ -670,7 +671,8 @@ def _port_changes(s: Site, the_plan: Plan, timeout: float) -> dict[str, Any]:
     """Add a port for each spare VIF and delete it again; time each (module docstring)."""
     from loom_api.bench import TOKEN, HttpClient, api_server
 
-    figures: dict[str, list[float]] = {"node": [], "every": [], "api": [], "affected": []}
+    figures: dict[str, list[float]] = {"node": [], "every": [], "api": [], "affected": [],
+                                       "universal": []}  # fmt: skip
     adds: list[float] = []
     deletes: list[float] = []
     warm_up: list[float] = []
@@ -699,7 +701,7 @@ def _port_changes(s: Site, the_plan: Plan, timeout: float) -> dict[str, Any]:
                         assert status == 204, gone
                     replied = time.time()
                     generation = int(headers["X-Loom-Config-Generation"])
-                    at_node = _commit_on(s, node, began, timeout)
+                    at_node, stamped = _commit_on(s, node, began, generation, timeout)
                     s.watch.wait("the change realized", _realized(generation), timeout)
                     commits = s.fleet.commits(began)
                     every = max(t for entries in commits.values() for t, _ in entries)
@@ -714,6 +716,7 @@ def _port_changes(s: Site, the_plan: Plan, timeout: float) -> dict[str, Any]:
                     figures["node"].append(took)
                     figures["every"].append(every - began)
                     figures["api"].append(replied - began)
+                    figures["universal"].append(stamped - began)
                     figures["affected"].append(len(commits))
                     (adds if adding else deletes).append(took)
                     for p in s.passes():
@@ -733,6 +736,7 @@ def _port_changes(s: Site, the_plan: Plan, timeout: float) -> dict[str, Any]:
                                    "p99": _ms(_percentile(every_ms, 0.99))},
         "affected_nodes_median": statistics.median(figures["affected"]),
         "api_request_median_ms": _ms(statistics.median(figures["api"])),
+        "universal_db_written_median_ms": _ms(statistics.median(figures["universal"])),
         "controller_pass_phase_median_ms": {k: _ms(statistics.median(v))
                                             for k, v in sorted(stages.items())},
         "warm_up_pair_ms": [_ms(t) for t in warm_up],
@@ -743,16 +747,25 @@ def _realized(generation: int) -> Callable[[Watch], bool]:
     return lambda w: w.config_realized() >= generation
 
 
-def _commit_on(s: Site, node: str, since: float, timeout: float) -> float:
-    """The wall-clock time of the first bundle node `node` committed at or after `since`
-    (asked of that node alone, every millisecond: a look at every stand-in's commits was
-    ~1 ms of the stand-ins' process at S=1.0, a thousand times a second, while it served
-    the change being timed)."""
+def _commit_on(
+    s: Site, node: str, since: float, generation: int, timeout: float
+) -> tuple[float, float]:
+    """The wall-clock times of the first bundle node `node` committed at or after `since`,
+    and of the universal DB stamped with `generation` (the logical tier done), as seen
+    meanwhile (each looked at every millisecond: the node's commits asked of it alone —
+    a look at every stand-in's commits was ~1 ms of the stand-ins' process at S=1.0, a
+    thousand times a second, while it served the change being timed)."""
     deadline = time.monotonic() + timeout
+    stamped: float | None = None
     while time.monotonic() < deadline:
+        if stamped is None:
+            s.watch.poll()
+            if s.watch.universal_generation() >= generation:
+                stamped = time.time()
         entries = s.fleet.commits(since, [node]).get(node)
         if entries:
-            return float(min(t for t, _ in entries))
+            at = float(min(t for t, _ in entries))
+            return at, min(stamped if stamped is not None else at, at)
         time.sleep(0.001)
     raise TimeoutError(f"node {node}: no bundle within {timeout:.0f} s")
 
