@@ -127,6 +127,25 @@ def test_a_streamed_delta_is_written_as_it_is_folded_and_the_flush_writes_the_re
         conn.close()
 
 
+def test_a_shard_whose_marks_a_stream_cleared_is_not_looked_at_again(
+    universal_db: OvsdbServer,
+) -> None:
+    """A shard left with no marked identity after a stream leaves the marks: `pending` and
+    `owned_dirty_shards` cost the shards still marked, not every shard ever written."""
+    writer = Writer(owns={datapath_shard(1), datapath_shard(2)}.__contains__)
+    chunks = [{"Flow_Group": [(1, _group(dp, f"src-{dp}", "ingress\tt\t1\t\tdrop"))]}
+              for dp in (1, 2)]  # fmt: skip
+    conn = RawConnection(universal_db.remote)
+    try:
+        assert writer.stream(conn, {datapath_shard(1)}, [], iter(chunks)) is True
+    finally:
+        conn.close()
+    assert datapath_shard(1) not in writer.dirty
+    assert datapath_shard(1) not in writer.changed
+    assert writer.owned_dirty_shards() == [datapath_shard(2)]  # (not in the stream's shards)
+    assert writer.pending()
+
+
 def test_a_failed_stream_still_folds_every_chunk(
     universal_db: OvsdbServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:

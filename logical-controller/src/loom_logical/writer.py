@@ -126,11 +126,11 @@ class Writer:
 
     def pending(self) -> bool:
         """True if some identity of an owned shard awaits a flush."""
-        return any(self.owns(shard) and any(t.values()) for shard, t in self.dirty.items())
+        return any(any(t.values()) and self.owns(shard) for shard, t in self.dirty.items())
 
     def owned_dirty_shards(self) -> list[str]:
         """The shards a flush would write now."""
-        return sorted(s for s, t in self.dirty.items() if self.owns(s) and any(t.values()))
+        return sorted(s for s, t in self.dirty.items() if any(t.values()) and self.owns(s))
 
     # ---- writing ----
 
@@ -192,10 +192,17 @@ class Writer:
             for delta in chunks:  # the rest, not folded yet
                 self.apply(delta)
             return False
+        written: set[str] = set()
         for (table, ident), shard in once.items():
             if (table, ident) not in again:
                 self.dirty[shard][table].discard(ident)
                 self.changed[shard][table].discard(ident)
+                written.add(shard)
+        for shard in written:  # (a shard left with no mark goes: `pending` asks the rest)
+            if not any(self.dirty[shard].values()):
+                del self.dirty[shard]
+            if not any(self.changed[shard].values()):
+                del self.changed[shard]
         return True
 
     def _write(
