@@ -28,10 +28,12 @@ each on fresh databases and processes, all real and local:
    real `loom_api` process) for a spare VIF of a stand-in, and deleted; each timed from the
    request until the port's node committed the bundle (the stand-ins log each commit's
    wall-clock time) and until every affected node did (the last commit before the
-   controllers report the generation realized). A first pair warms up and is reported
-   apart.
+   controllers report the generation realized), with the stages on the way: the API's
+   reply, and the universal DB stamped with the change's generation (the logical tier
+   done). A first pair warms up and is reported apart. Milestones are read from OVSDB
+   monitors and from the one node's commits, so the waiting loads nothing measured.
 5. **Processes.** Peak RSS and CPU seconds of every process, at the end of the cold start
-   and of the port changes.
+   and of the port changes, and each one's CPU seconds during the cold start alone.
 6. **Verified, and the baseline.** Once every node reports the last change realized,
    Loom's controllers are stopped (the nodes keep their tables; the databases stay), and
    a from-scratch `loom_physical.core.Localizer` (timed: the baseline) is fed the
