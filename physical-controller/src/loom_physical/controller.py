@@ -373,7 +373,7 @@ class PhysicalController:
         """Nodes were configured, removed, connected or gone since the shards were set."""
         self._nodes_version = 0
         """Counts the nodes connecting and going (`_ownership`)."""
-        self._owned: tuple[Any, tuple[set[str], set[str]]] = (None, (set(), set()))
+        self._owned: tuple[Any, tuple[set[str], frozenset[str]]] = (None, (set(), frozenset()))
         self._node_rows: dict[str, tuple[str, bool, set[tuple[str, str, bool]]]] = {}
         """`Transport_Node` uuid -> its node, live by its status, its BFD rows
         (`core.node_liveness`: each row read when it changes)."""
@@ -720,18 +720,18 @@ class PhysicalController:
         """The connected nodes this controller writes to (do not modify)."""
         return self._ownership()[0]
 
-    def _ownership(self) -> tuple[set[str], set[str]]:
+    def _ownership(self) -> tuple[set[str], frozenset[str]]:
         """(masters, computed), worked out again only when the cluster's view or the
         connected nodes changed (each is a look at every node)."""
         view = self._member.view if self._member is not None else None
         key = (view, self._nodes_version)
         if self._owned[0] != key:
             if view is None:
-                owned = (set(self.nodes), set(self.nodes))
+                owned = (set(self.nodes), frozenset(self.nodes))
             else:
                 ours = view.masters | view.standbys
                 owned = ({n for n in self.nodes if view.may_write(n)},
-                         {n for n in self.nodes if n in ours})  # fmt: skip
+                         frozenset(n for n in self.nodes if n in ours))  # fmt: skip
             self._owned = (key, owned)
         return self._owned[1]
 
