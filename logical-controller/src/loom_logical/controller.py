@@ -122,6 +122,9 @@ class LogicalController:
         """Counts the `Shard` row changes read."""
         self._columns: tuple[Any, dict[str, Any]] | None = None
         """(view, `_assignment_columns()`) as last made (None: `_claimed` changed since)."""
+        self._columns_written: dict[str, Any] | None = None
+        """The `_assignment_columns()` this controller's row was last written with (a
+        stamp carries them only when they changed: they name every shard)."""
         self._dirty_config: dict[str, set[str]] = defaultdict(set)
         self._dirty_locations: dict[str, str | None] = {}
         self._locations: dict[str, str] = {}
@@ -140,13 +143,9 @@ class LogicalController:
             "Loom_Universal",
             {
                 "Shard": ["name", "owner", "epoch"],
-                "Logical_Controller": [
-                    "name",
-                    "generation",
-                    "assignment_version",
-                    "shards",
-                    "standby",
-                ],
+                # (not its `shards` and `standby`: 7,000 names, echoed at every stamp;
+                # what this controller wrote of them is `_columns_written`)
+                "Logical_Controller": ["name", "generation", "assignment_version"],
                 "Universal_Global": ["generation"],
                 "Port_Binding": ["logical_port", "chassis"],
             },
@@ -479,7 +478,10 @@ class LogicalController:
                     if not self.writer.stream(conn, owned, self._fence(owned), streaming):
                         self._reconcile_needed = True
                         return
-                ok = self.writer.flush(conn, self._fence, self._stamp(generation))
+                stamp, columns = self._stamp(generation)
+                ok = self.writer.flush(conn, self._fence, stamp)
+                if ok and columns is not None:
+                    self._columns_written = columns
                 if not ok:
                     self._reconcile_needed = True  # learn what is there before a retry
                     return
@@ -648,21 +650,27 @@ class LogicalController:
         assert self._universal.conn is not None, "not connected"
         return self._universal.conn
 
-    def _stamp(self, generation: int) -> list[dict[str, Any]]:
-        """Operations recording that this controller has written `generation`, and the
-        realized generation (the minimum over live controllers) if it owns the global shard."""
+    def _stamp(self, generation: int) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+        """Operations recording that this controller has written `generation` (with its
+        assignment's columns if they changed since written: returned too, else None), and
+        the realized generation (the minimum over live controllers) if it owns the global
+        shard."""
         controllers = list(self._universal.rows["Logical_Controller"].values())
-        row = {"generation": generation, **self._assignment_columns()}
+        columns = self._assignment_columns()
         if any(r["name"] == self.name for r in controllers):
+            stale = self._assignment_row_stale()
+            row = {"generation": generation, **(columns if stale else {})}
             ops: list[dict[str, Any]] = [
                 {"op": "update", "table": "Logical_Controller",
                  "where": [["name", "==", self.name]], "row": row}
             ]  # fmt: skip
         else:
+            stale = True
             ops = [{"op": "insert", "table": "Logical_Controller",
-                    "row": {"name": self.name, **row}}]  # fmt: skip
+                    "row": {"name": self.name, "generation": generation, **columns}}]  # fmt: skip
+        written = columns if stale else None
         if not self.owns(GLOBAL_SHARD):
-            return ops
+            return ops, written
         realized = self._realized(generation)
         if self._universal.rows["Universal_Global"]:
             ops.append({"op": "update", "table": "Universal_Global", "where": [],
@@ -670,7 +678,7 @@ class LogicalController:
         else:
             ops.append({"op": "insert", "table": "Universal_Global",
                         "row": {"generation": realized}})  # fmt: skip
-        return ops
+        return ops, written
 
     def _realized(self, generation: int) -> int:
         """The generation every live logical controller has written, this one `generation`."""
@@ -710,21 +718,15 @@ class LogicalController:
         return columns
 
     def _assignment_row_stale(self) -> bool:
-        """True if our `Logical_Controller` row does not show the current assignment."""
+        """True if our `Logical_Controller` row does not show the current assignment: this
+        controller has not written it since it changed, or the row says another version."""
         want = self._assignment_columns()
         for row in self._universal.rows["Logical_Controller"].values():
             if row["name"] == self.name:
-                return any(
-                    _atoms(row.get(column)) != _atoms(value) for column, value in want.items()
+                return want is not self._columns_written or (
+                    row.get("assignment_version") != want["assignment_version"]
                 )
         return True
-
-
-def _atoms(value: object) -> list[Any]:
-    """A column's OVSDB JSON value as a sorted list of atoms (a one-atom set is bare)."""
-    if isinstance(value, list) and value and value[0] == "set":
-        return sorted(value[1])
-    return [value]
 
 
 def _drain(fd: int) -> None:
