@@ -245,7 +245,6 @@ class Watch:
                                  {"Universal_Global": ["generation"]})  # fmt: skip
         self._statuses: dict[str, dict[str, str]] = {}
         """Transport_Node uuid -> its status map."""
-        self._changed = True
 
     def start(self) -> Watch:
         """Connect and read the rows."""

@@ -151,13 +151,14 @@ class Localizer:
         """Ports whose binding changed since the last computation (zones beforehand)."""
         self._computed: set[str] = set()
         self._computed_given: frozenset[str] | None = None
+        """The set `set_computed` was last given, if a frozenset (given again: unchanged)."""
         self._live: set[str] = set()
         """The nodes given as live or with BFD verdicts (`set_node_liveness`)."""
         self._node_dps: dict[int, set[str]] = {}
+        """Datapath -> the nodes that need it (`NodeDatapath`)."""
         self.datapaths_version = 0
         """Changes when the datapaths some node needs may have changed (`needed_datapaths`
         is then asked again: it is a set of every datapath, 7,000 at NVP's scale)."""
-        """Datapath -> the nodes that need it (`NodeDatapath`)."""
         self._with_qos: set[str] = set()
         self._where: dict[str, set[str]] = {}
         """Logical port -> the nodes its VIF is on (`Located`; two while it moves)."""
