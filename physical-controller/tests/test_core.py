@@ -97,6 +97,27 @@ def test_a_node_gets_its_datapaths_its_ports_and_its_own_flows() -> None:
     assert [s.port_name for s in core.tunnel_specs("hv1")] == ["loom-geneve"]
 
 
+def test_a_new_node_reaches_the_others_by_the_tunnel_port_number_it_asks_for() -> None:
+    """Before its node says what number its flow-based port got, the core takes the one
+    the port asks for (`ofport_request`): the first table pushed already has the way out;
+    when the node says another number, the flows follow it."""
+    core = Localizer(_program())
+    core.universal(_universal())
+    core.node("hv1", NodeFacts(vifs={"vif-1": 5}, tunnels={}))
+    core.node("hv2", NodeFacts(vifs={"vif-2": 7}, tunnels={}))
+    core.set_computed({"hv1", "hv2"})
+    core.set_liveness({"hv1", "hv2"}, set())
+    _settle(core)
+    (spec,) = core.tunnel_specs("hv1")
+    assert spec.ofport_request == 65001
+    assert spec.ofport_request is not None
+    assert ("hv1", "geneve", spec.ofport_request) in core.program.dump("FlowTunnel")
+    assert len(_ways_to(core, "hv1", 2)) == 1
+    core.node("hv1", NodeFacts(vifs={"vif-1": 5}, tunnels={"loom-geneve": 31}))
+    _settle(core)
+    assert [r for r in core.program.dump("FlowTunnel") if r[0] == "hv1"] == [("hv1", "geneve", 31)]
+
+
 def _ways_to(core: Localizer, node: str, key: int) -> list[str]:
     """The flows in node `node`'s table that send a packet for port key `key` by tunnel."""
     return [f.actions for f in core.flows(node)

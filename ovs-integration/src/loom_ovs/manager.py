@@ -113,6 +113,13 @@ def _map(items: dict[str, str]) -> list[Any]:
 
 FLOW = "flow"
 """A tunnel port's `remote_ip` (and `key`) when flows set them per packet."""
+FLOW_TUNNEL_OFPORTS = {"geneve": 65001, "vxlan": 65002, "stt": 65003}
+"""The OpenFlow port each flow-based tunnel port asks for (`ofport_request`): known before
+the node answers, so a new node's first table already reaches the other nodes (else it is
+pushed again, whole, once its tunnel port has a number: at 3,000 nodes a second pass of
+seconds). High in the range vswitchd allocates from the bottom of (1-65279), where no VIF
+gets; a node whose port has another number (made before, or the number taken) says so, and
+its flows follow what it says."""
 
 
 @dataclass(frozen=True, order=True)
@@ -139,6 +146,12 @@ class TunnelSpec:
         if self.remote_ip == FLOW:
             return f"loom-{self.encap}"
         return f"lt{zlib.crc32(f'{self.peer}/{self.encap}'.encode()):08x}"
+
+    @property
+    def ofport_request(self) -> int | None:
+        """The OpenFlow port the port asks for (a flow-based port's `FLOW_TUNNEL_OFPORTS`;
+        None for a per-peer port: a few per node, numbered by the node)."""
+        return FLOW_TUNNEL_OFPORTS.get(self.encap) if self.remote_ip == FLOW else None
 
 
 @dataclass(frozen=True)
@@ -648,6 +661,8 @@ def _tunnel_row(spec: TunnelSpec) -> dict[str, Any]:
     }
     if spec.bfd:
         row["bfd"] = _map({"enable": "true"})
+    if spec.ofport_request is not None:
+        row["ofport_request"] = spec.ofport_request
     return row
 
 

@@ -408,7 +408,9 @@ class Localizer:
         rows["Uplink"] = {(node, of) for of in facts.uplinks[:1]}
         tunnel_ports, flow_tunnels = set(), set()
         for spec in self.tunnel_specs(node):
-            ofport = facts.tunnels.get(spec.port_name)
+            # A flow-based port's number is the one it asks for until the node says
+            # otherwise (`TunnelSpec.ofport_request`).
+            ofport = facts.tunnels.get(spec.port_name, spec.ofport_request)
             if ofport is None:
                 continue
             if spec.peer:
