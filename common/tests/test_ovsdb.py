@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import threading
 from pathlib import Path
@@ -277,6 +278,30 @@ def test_raw_connection_reads_large_replies_with_braces_in_strings(config_db: Ov
         assert "tz-{late" in json.dumps(update)
     finally:
         conn.close()
+
+
+@pytest.mark.parametrize("text", ["plain", "caf\u00e9 \U0001f600 {"])
+def test_raw_connection_splits_messages_that_arrive_together(text: str) -> None:
+    """Notifications sent back to back, whole or cut anywhere, come out one by one and in
+    order, ASCII or not (the split is where the first message ends, in characters)."""
+    messages = [{"method": "update", "params": [None, {"n": n, "s": text * n}], "id": None}
+                for n in range(6)]  # fmt: skip
+    wire = "".join(" " * (n % 2) + json.dumps(m, ensure_ascii=False)
+                   for n, m in enumerate(messages)).encode()  # fmt: skip
+    for cut in (len(wire), 7, len(wire) // 2 + 3):
+        ours, theirs = socket.socketpair()
+        conn = RawConnection.accepted(ours, "pair")
+        try:
+            got: list[dict[str, object]] = []
+            for start in range(0, len(wire), cut):
+                theirs.sendall(wire[start : start + cut])
+                got += wait_for(conn.poll, 10, "a message") if start + cut >= len(wire) else []
+            while len(got) < len(messages):
+                got += wait_for(conn.poll, 10, "the rest")
+            assert got == messages
+        finally:
+            conn.close()
+            theirs.close()
 
 
 def test_a_connection_past_1024_descriptors(config_db: OvsdbServer) -> None:
