@@ -88,3 +88,7 @@ def compile_files(paths: Sequence[str | PathLike[str]]) -> CompiledProgram:
 
 def compile_source(source: str, name: str = "<string>") -> CompiledProgram:
     """Compile a program given as text."""
+
+def bulk_adds(flows: Sequence[tuple[int, int, int, str, bytes]]) -> bytes:
+    """Flows `(table, priority, cookie, match, encoded actions)` as messages of the bulk
+    bundle; `ValueError` naming a match the encoder declines."""

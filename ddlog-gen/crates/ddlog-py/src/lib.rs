@@ -1,4 +1,5 @@
-//! PyO3 binding of the Loom rule engine (`loom_ddlog._native`).
+//! PyO3 binding of the Loom rule engine (`loom_ddlog._native`), and of the `OpenFlow` table
+//! encoder (`ofenc`, [`ofp`]): Loom's one native module, so one build.
 //!
 //! Thin on purpose: it converts values ([`convert`]), maps errors ([`error`]) and releases
 //! the GIL (`py.detach`) around compiling, transactions, scripts and naive evaluation.
@@ -7,6 +8,7 @@
 
 mod convert;
 mod error;
+mod ofp;
 
 /// The engine allocates and frees a row (a `Vec` of values, often with strings) for every
 /// change at every operator; mimalloc's thread-local free lists make that markedly cheaper
@@ -468,6 +470,8 @@ mod _native {
         compile_files, compile_source, CompileError, CompiledProgram, Engine, EngineError,
         PendingDelta,
     };
+    #[pymodule_export]
+    use crate::ofp::bulk_adds;
 
     #[pymodule_init]
     #[allow(
