@@ -22,8 +22,9 @@ from hypothesis import strategies as st
 
 from loom_common.ovsdb import tool
 from loom_ddlog._native import bulk_adds as native_bulk_adds
+from loom_ddlog._native import encode_actions as native_encode_actions
 from loom_ovs import ofp
-from loom_ovs.openflow import Flow, bulk_adds
+from loom_ovs.openflow import Flow, bulk_adds, encode
 
 CORPUS = Path(__file__).with_name("corpus.flows")
 """One flow a line: every construct the encoder knows."""
@@ -174,7 +175,8 @@ def _native(row: tuple[int, int, int, str, str]) -> bytes:
 def test_the_native_table_encoder_sends_the_reference_bytes_for_every_rules_flow() -> None:
     """Every flow of every node golden and of the corpus: the native encoder takes it (it
     declines none: whole tables go its way) and gives the reference encoder's bytes; a
-    table of them is their concatenation (`bulk_adds`)."""
+    table of them is their concatenation (`bulk_adds`); each change (`encode`: add,
+    modify, delete) is the reference's message."""
     lines = CORPUS.read_text().splitlines()
     for golden in sorted(SNAPSHOTS.glob("*.hv*.golden")):
         lines += golden.read_text().splitlines()
@@ -184,6 +186,16 @@ def test_the_native_table_encoder_sends_the_reference_bytes_for_every_rules_flow
         assert _native(row) == _reference(row), row
     flows = [Flow(t, p, m, a, c) for t, p, c, m, a in rows[:300]]
     assert bulk_adds(flows) == b"".join(_reference(row) for row in rows[:300])
+    # the actions: natively, every list the rules write (nat and all)
+    for *_, actions in rows:
+        assert native_encode_actions(actions) == ofp.encode_actions(actions), actions
+    # single changes (`encode`, native too): each command as the reference has it
+    for t, p, c, m, a in rows:
+        flow = Flow(t, p, m, a, c)
+        assert encode(("add", flow)) == ofp.flow_mod(ofp.OFPFC_ADD, t, p, m, a, c, 0)
+        assert encode(("modify", flow)) == ofp.flow_mod(ofp.OFPFC_MODIFY_STRICT, t, p, m, a, c, 0)
+        assert encode(("delete", flow)) == ofp.flow_mod(ofp.OFPFC_DELETE_STRICT, t, p, m, None,
+                                                        0, 0)  # fmt: skip
 
 
 _VALUES = st.sampled_from(["0", "1", "0x5", "0x800000", "65535", "0x1/0x1", "0/0x800000",
@@ -219,6 +231,59 @@ def test_the_native_encoder_gives_the_reference_bytes_or_declines(
         reference = None
     try:
         native: bytes | None = _native(row)
+    except ValueError:
+        native = None
+    if native is not None:
+        assert native == reference
+
+
+_ARGS = st.sampled_from(
+    ["", "0", "1", "0x10", ",8", "8,", ",70", "in_port,9", "LOCAL", "0xff00", "65536", "-1",
+     "08", " 7 "]
+)  # fmt: skip
+_REFS = st.sampled_from(
+    ["NXM_NX_REG0[]", "NXM_NX_REG13[0..15]", "reg14[0..15]", "OXM_OF_METADATA[0..23]",
+     "NXM_NX_TUN_ID[0..23]", "NXM_NX_TUN_METADATA0[16..31]", "xxreg1[0..31]", "NXM_NX_REG15[16]",
+     "reg0[5..2]", "reg0[0..32]", "nxm_nx_xxreg0[0..127]", "bogus[]", "NXM_NX_REG0",
+     "OXM_OF_PKT_REG1[0..63]"]
+)  # fmt: skip
+_CONJUNCTIONS = ["7,1/2", "7, 2 /2", "7,0/2", "x", "1,1/300"]
+_BUNDLES = ["eth_src,0,active_backup,ofport,members:1,2", "symmetric_l4,50,hrw,ofport,members:",
+            "nw_src,0,bogus,ofport,members:1", "eth_src,0,hrw,ofport,members:LOCAL, 7"]  # fmt: skip
+_CT_ARGS = [
+    "commit", "force", "zone=5", "zone=NXM_NX_REG13[0..15]", "table=70", "alg=ftp", "alg=21",
+    "nat", "nat(src=10.0.0.1)", "nat(dst=10.0.0.1-10.0.0.9:80-90,persistent)",
+    "nat(src=[fe80::1]:443,random)", "nat(src=[fe80::1]x)", "nat(bogus)",
+    "exec(set_field:0x1/0x1->ct_mark)", "exec(move:NXM_NX_REG0[]->NXM_NX_CT_MARK[])", "bad",
+]  # fmt: skip
+_WORDS = ["drop", "pop_vlan", "strip_vlan", "dec_ttl", "ct_clear", "learn(x)",
+          "clone(resubmit(,8),drop)", "clone(set_field:1->reg0,output:3)", ""]  # fmt: skip
+_ACTION = st.one_of(
+    st.builds("resubmit({})".format, _ARGS),
+    st.builds("output:{}".format, _ARGS),
+    st.builds("output({})".format, _ARGS),
+    _ARGS,
+    st.builds("set_field:{}->{}".format, _VALUES, _NAMES),
+    st.builds("move:{}->{}".format, _REFS, _REFS),
+    st.builds("push_vlan:{}".format, st.sampled_from(["0x8100", "33024", "0x10000", "x"])),
+    st.builds("conjunction({})".format, st.sampled_from(_CONJUNCTIONS)),
+    st.builds("bundle({})".format, st.sampled_from(_BUNDLES)),
+    st.builds("ct({})".format, st.lists(st.sampled_from(_CT_ARGS), max_size=4).map(",".join)),
+    st.sampled_from(_WORDS),
+)
+
+
+@settings(max_examples=4000, deadline=None)
+@given(st.lists(_ACTION, max_size=4).map(",".join))
+def test_the_native_actions_are_the_reference_s_or_declined(actions: str) -> None:
+    """Any action list: the reference's bytes, or declined; never bytes where the
+    reference refuses."""
+    try:
+        reference: bytes | None = ofp.encode_actions.__wrapped__(actions)
+    except (ofp.FlowSyntaxError, OverflowError, ValueError, struct.error):
+        reference = None
+    try:
+        native: bytes | None = native_encode_actions(actions)
     except ValueError:
         native = None
     if native is not None:

@@ -92,3 +92,11 @@ def compile_source(source: str, name: str = "<string>") -> CompiledProgram:
 def bulk_adds(flows: Sequence[tuple[int, int, int, str, bytes]]) -> bytes:
     """Flows `(table, priority, cookie, match, encoded actions)` as messages of the bulk
     bundle; `ValueError` naming a match the encoder declines."""
+
+def flow_mod(
+    command: int, table: int, priority: int, cookie: int, matched: str, actions: bytes
+) -> bytes:
+    """One OFPT_FLOW_MOD with xid 0; `ValueError` if the encoder declines the match."""
+
+def encode_actions(actions: str) -> bytes:
+    """An ovs-ofctl action list as OpenFlow actions; `ValueError` if declined."""

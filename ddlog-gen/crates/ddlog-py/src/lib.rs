@@ -471,7 +471,7 @@ mod _native {
         PendingDelta,
     };
     #[pymodule_export]
-    use crate::ofp::bulk_adds;
+    use crate::ofp::{bulk_adds, encode_actions, flow_mod};
 
     #[pymodule_init]
     #[allow(

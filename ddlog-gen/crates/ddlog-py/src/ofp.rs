@@ -28,3 +28,29 @@ pub fn bulk_adds<'py>(
     }
     Ok(PyBytes::new(py, &out))
 }
+
+/// One `OFPT_FLOW_MOD` with xid 0 (`ofenc::flow_mod`): `loom_ovs.openflow.encode`'s fast
+/// path. Raises `ValueError` if the encoder declines the match.
+#[pyfunction]
+pub fn flow_mod<'py>(
+    py: Python<'py>,
+    command: u8,
+    table: u8,
+    priority: u16,
+    cookie: u64,
+    matched: &str,
+    actions: &[u8],
+) -> PyResult<Bound<'py, PyBytes>> {
+    let message = ofenc::flow_mod(command, table, priority, cookie, matched, actions)
+        .map_err(|declined| PyValueError::new_err(declined.to_string()))?;
+    Ok(PyBytes::new(py, &message))
+}
+
+/// An `ovs-ofctl` action list as `OpenFlow` actions (`ofenc::encode_actions`). Raises
+/// `ValueError` if the encoder declines it.
+#[pyfunction]
+pub fn encode_actions<'py>(py: Python<'py>, actions: &str) -> PyResult<Bound<'py, PyBytes>> {
+    let encoded = ofenc::encode_actions(actions)
+        .map_err(|declined| PyValueError::new_err(declined.to_string()))?;
+    Ok(PyBytes::new(py, &encoded))
+}
