@@ -600,12 +600,10 @@ _WORDS = {
 """Actions written as one word."""
 
 
-@lru_cache(maxsize=1 << 18)
+@lru_cache(maxsize=65536)
 def encode_actions(actions: str) -> bytes:
-    """OpenFlow actions (OF1.5 and Nicira extensions) for an `ovs-ofctl` action list.
-
-    Cached for whole tables (`openflow.bulk_adds`): ~10 flows share each list; NVP's
-    workload at full scale has 136k distinct lists."""
+    """OpenFlow actions (OF1.5 and Nicira extensions) for an `ovs-ofctl` action list (the
+    reference: tables and changes go through `openflow.encode_actions`, native)."""
     parts = _split(actions) if "(" in actions else actions.split(",")
     if "drop" in parts and len(parts) > 1:
         raise FlowSyntaxError(what=actions, why="drop must be the only action")
