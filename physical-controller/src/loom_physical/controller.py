@@ -53,7 +53,7 @@ from loom_common.liveness import Heartbeat
 from loom_common.ovsdb import OvsdbError, RawConnection, Replica, TransactError, readable
 from loom_common.pki import Credentials, names_node, server_context
 from loom_common.reconnect import CONNECTION_ERRORS, Link
-from loom_ddlog import Program
+from loom_ddlog import Program, gc_paused
 from loom_ovs import packets
 from loom_ovs.manager import Manager, NodeSession, TunnelSpec, omap
 from loom_ovs.openflow import Flow, Key, OpenFlowError, Switch
@@ -761,27 +761,33 @@ class PhysicalController:
         began = time.perf_counter()
         wall = time.time()
         self._this_pass, self._pushed_now, self._computed_now = {}, 0, False
-        with self._cond:  # `wait_pass` predicates see the state between passes
-            masters = self._step()
-            self._looked = 0
-            self._cond.notify_all()  # flows are on the nodes: waiters may look
-            self._let_waiters_look()
-        if masters is not None:
-            with self._cond:
-                sent = self._timed("report", self._send_report, masters)
-            # the nodes where no port came or went, once the others' ports are written
-            with self._cond:
-                pushed = self._push_others(masters)
-                self._timed("report_wait", sent.finish)
-                if pushed:
-                    self._timed("report", self._report, masters)
-                self._timed("settle", self._settle_images)
-                self._cond.notify_all()
-        # Whole tables are in, or a long pass made many objects (the status of thousands
-        # of ports): out of the collector's sight (`loom_common.heap`).
-        if self._bulk_loaded or time.perf_counter() - began > LONG_PASS:
-            self._bulk_loaded = False
-            self._timed("settle", heap.settle)
+        # No collection inside a pass (as the logical controller's): a cold start's pass
+        # makes millions of long-lived objects (placed flows, replica rows, reports), which
+        # collections walked again and again to find nothing -- perf at S=0.5: the
+        # collector was a quarter of a physical controller's CPU. A long pass freezes
+        # what it made instead; a short one leaves it to the collector, after the push.
+        with gc_paused():
+            with self._cond:  # `wait_pass` predicates see the state between passes
+                masters = self._step()
+                self._looked = 0
+                self._cond.notify_all()  # flows are on the nodes: waiters may look
+                self._let_waiters_look()
+            if masters is not None:
+                with self._cond:
+                    sent = self._timed("report", self._send_report, masters)
+                # the nodes where no port came or went, once the others' ports are written
+                with self._cond:
+                    pushed = self._push_others(masters)
+                    self._timed("report_wait", sent.finish)
+                    if pushed:
+                        self._timed("report", self._report, masters)
+                    self._timed("settle", self._settle_images)
+                    self._cond.notify_all()
+            # Whole tables are in, or a long pass made many objects (the status of
+            # thousands of ports): out of the collector's sight (`loom_common.heap`).
+            if self._bulk_loaded or time.perf_counter() - began > LONG_PASS:
+                self._bulk_loaded = False
+                self._timed("settle", heap.settle)
         with self._cond:
             self.passes += 1
             self._cond.notify_all()
