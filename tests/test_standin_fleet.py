@@ -22,7 +22,7 @@ from loom_common.testing import wait_for
 from loom_common.zookeeper import ZooKeeperServer
 from loom_logical.controller import LogicalController
 from loom_ovs.sandbox import Sandbox
-from loom_ovs.standin import Fleet, NodeSpec, VifSpec, expected_digest
+from loom_ovs.standin import Fleet, FleetGroup, NodeSpec, VifSpec, expected_digest
 from loom_physical.controller import PhysicalController
 
 pytestmark = [pytest.mark.ovs, pytest.mark.system]
@@ -101,7 +101,7 @@ def _standins(site: Site) -> list[NodeSpec]:
     return specs
 
 
-def _matches_computed(fleet: Fleet, physical: PhysicalController, node: str) -> bool:
+def _matches_computed(fleet: Fleet | FleetGroup, physical: PhysicalController, node: str) -> bool:
     flows = physical.flows(node)
     return bool(flows) and fleet.digest(node) == expected_digest(flows)
 
@@ -198,7 +198,9 @@ def test_two_controllers_share_the_standins(
         for i in range(1, 2 * len(STANDINS) + 1):
             site.port(sw, i)
         targets = [c.target for c in controllers.values()]
-        with Fleet(tmp_path / "fleet", specs, targets) as fleet:
+        # (served by two processes, as the benchmark's are)
+        with FleetGroup(tmp_path / "fleet", specs, targets, processes=2) as fleet:
+            assert len(fleet.pids) == 2
 
             def masters() -> dict[str, str]:
                 items = site.api.get("/api/v1/transport-nodes").get_json()["items"]

@@ -46,6 +46,7 @@ def test_a_small_workload_end_to_end(tmp_path: Path) -> None:
     )
     assert processes["loom_rss_mib_total"] > 0
     assert processes["standins"]["cpu_s"] > 0
+    assert processes["standins"]["processes"] == figures["standin_processes"] == 2
     assert processes["real_ovs"]["processes"] == 4
 
     # several scales: the growth table and its plot

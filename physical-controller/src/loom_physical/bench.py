@@ -1,7 +1,7 @@
 """Physical tier benchmark at NVP's scale: every workload hypervisor its own transport node.
 
     loom-physical-bench [--scale S ... | --workload FILE] [--nodes N] [--real 20]
-                        [--controllers 2] [--changes 100] [--out DIR]
+                        [--controllers 2] [--standin-processes 2] [--changes 100] [--out DIR]
 
 One run per scale (`--scale` may repeat: 0.1, 0.25, 0.5, 1.0 shows how each figure grows),
 each on fresh databases and processes, all real and local:
@@ -12,9 +12,10 @@ each on fresh databases and processes, all real and local:
 2. **Nodes.** Every node comes up before any controller, its VIFs plugged (the ports'
    VIF ids; and one spare VIF per port change to come, a VM waiting for its port): the
    first `--real` nodes are real Open vSwitch (`ovsdb-server` + `ovs-vswitchd`, dummy
-   datapath: `loom_ovs.sandbox`), the others stand-ins in one process
-   (`loom_ovs.standin`: each its own OVSDB manager connection to every controller and its
-   own OpenFlow channel; their CPU and memory are reported apart). Every node's Manager
+   datapath: `loom_ovs.sandbox`), the others stand-ins served by `--standin-processes`
+   processes (`loom_ovs.standin`: each node its own OVSDB manager connection to every
+   controller and its own OpenFlow channel; their CPU and memory are reported apart; one
+   process kept the controllers' pushes waiting on a single core). Every node's Manager
    rows list every physical controller.
 3. **Cold start** (the clock starts here): ZooKeeper up, the logical controller and
    `--controllers` physical controller processes start at once (`python -m loom_logical`,
@@ -153,7 +154,8 @@ class Processes:
 
     pids: dict[str, int] = field(default_factory=dict)
     """Loom's processes (controllers, databases) and ZooKeeper: name -> pid."""
-    standins: int | None = None
+    standins: list[int] = field(default_factory=list)
+    """The stand-in fleet's processes."""
     real: list[int] = field(default_factory=list)
     """The real nodes' ovsdb-server and ovs-vswitchd."""
 
@@ -170,6 +172,11 @@ class Processes:
                 return {}
             return {"peak_rss_mib": round(u.peak_mib, 1), "cpu_s": round(u.cpu_seconds, 2)}
 
+        def summed(pids: list[int]) -> dict[str, float]:
+            each = [one(pid) for pid in pids]
+            return {"peak_rss_mib": round(sum(v.get("peak_rss_mib", 0) for v in each), 1),
+                    "cpu_s": round(sum(v.get("cpu_s", 0) for v in each), 2)}  # fmt: skip
+
         loom = {name: one(pid) for name, pid in self.pids.items()}
         real = [one(pid) for pid in self.real]
         own = ProcessUsage.of()
@@ -178,7 +185,7 @@ class Processes:
             "loom": loom,
             "loom_rss_mib_total": round(sum(v.get("peak_rss_mib", 0) for v in ours), 1),
             "loom_cpu_s_total": round(sum(v.get("cpu_s", 0) for v in ours), 2),
-            "standins": one(self.standins),
+            "standins": {"processes": len(self.standins), **summed(self.standins)},
             "real_ovs": {
                 "processes": len(real),
                 "peak_rss_mib": round(sum(v.get("peak_rss_mib", 0) for v in real), 1),
@@ -326,13 +333,14 @@ class Watch:
 
 
 @contextmanager
-def site(run_dir: Path, the_plan: Plan, controllers: int) -> Iterator[Site]:
+def site(run_dir: Path, the_plan: Plan, controllers: int,
+         standin_processes: int = 2) -> Iterator[Site]:  # fmt: skip
     """Databases loaded, ZooKeeper, the nodes up and dialling; the controllers not yet
     started (`start_controllers`). Everything started is stopped on the way out."""
     from loom_common.ovsdb import OvsdbServer
     from loom_common.zookeeper import ZooKeeperServer
     from loom_ovs.sandbox import Sandbox
-    from loom_ovs.standin import Fleet, NodeSpec, VifSpec
+    from loom_ovs.standin import FleetGroup, NodeSpec, VifSpec
     from loom_schemas import CONFIG_SCHEMA, UNIVERSAL_SCHEMA, schema_path
 
     with ExitStack() as stack:
@@ -366,7 +374,8 @@ def site(run_dir: Path, the_plan: Plan, controllers: int) -> Iterator[Site]:
             for hv in the_plan.workload["hypervisors"]
             if (name := hv["name"]) in set(the_plan.standins)
         ]  # fmt: skip
-        fleet = Fleet(run_dir / "fleet", specs, targets).start(timeout=600)
+        fleet = FleetGroup(run_dir / "fleet", specs, targets,
+                           processes=standin_processes).start(timeout=600)  # fmt: skip
         stack.callback(fleet.stop)
         sandbox = Sandbox(run_dir / "real")
         stack.callback(sandbox.stop)
@@ -379,7 +388,7 @@ def site(run_dir: Path, the_plan: Plan, controllers: int) -> Iterator[Site]:
         processes = Processes(
             pids={"config_db": _pid(config), "universal_db": _pid(universal),
                   "zookeeper": _pid(zk)},
-            standins=fleet.pid,
+            standins=fleet.pids,
             real=[p for n in real_nodes.values() for p in (n.db.pid, n.vswitchd.pid) if p],
         )  # fmt: skip
         watch = Watch(config.unix_remote, universal.unix_remote).start()
@@ -444,6 +453,7 @@ def start_controllers(s: Site, controllers: int) -> None:
 def run(
     workload: dict[str, Any], *, nodes: int | None = None, real: int = 20, controllers: int = 2,
     changes: int = 100, timeout: float = 3600.0, keep: Path | None = None,
+    standin_processes: int = 2,
 ) -> dict[str, Any]:  # fmt: skip
     """One run on `workload` (see the module docstring); its figures. With `keep`, the
     run's directory (logs, pass logs) is `keep` and stays (a short path: sockets are in
@@ -457,12 +467,13 @@ def run(
         else:
             run_dir = keep
             run_dir.mkdir(parents=True, exist_ok=True)
-        return _run(the_plan, run_dir, controllers, timeout)
+        return _run(the_plan, run_dir, controllers, timeout, standin_processes)
 
 
-def _run(the_plan: Plan, run_dir: Path, controllers: int, timeout: float) -> dict[str, Any]:
+def _run(the_plan: Plan, run_dir: Path, controllers: int, timeout: float,
+         standin_processes: int) -> dict[str, Any]:  # fmt: skip
     workload = the_plan.workload
-    with site(run_dir, the_plan, controllers) as s:
+    with site(run_dir, the_plan, controllers, standin_processes) as s:
         generation = s.watch.config_generation()
         at_clock = s.processes.usage()
         began = time.time()
@@ -487,6 +498,7 @@ def _run(the_plan: Plan, run_dir: Path, controllers: int, timeout: float) -> dic
         "nodes": len(the_plan.nodes),
         "real_nodes": the_plan.real,
         "standins": len(the_plan.standins),
+        "standin_processes": len(s.processes.standins),
         "physical_controllers": controllers,
         "vifs": sum(len(v) for v in the_plan.vifs.values()),
         "cold_start": cold,
@@ -850,6 +862,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--real", type=int, default=20, help="real Open vSwitch nodes")
     parser.add_argument("--controllers", type=int, default=2, help="physical controllers")
     parser.add_argument("--changes", type=int, default=100, help="port adds and deletes")
+    parser.add_argument("--standin-processes", type=int, default=2,
+                        help="processes serving the stand-in nodes")  # fmt: skip
     parser.add_argument("--out", type=Path, help="also write the JSON (and plot) here")
     parser.add_argument(
         "--keep",
@@ -868,7 +882,8 @@ def main(argv: list[str] | None = None) -> int:
         _progress(f"scale {scale}")
         keep = args.keep / scale if args.keep else None
         runs.append(run(workload, nodes=args.nodes, real=args.real,
-                        controllers=args.controllers, changes=args.changes, keep=keep))  # fmt: skip
+                        controllers=args.controllers, changes=args.changes, keep=keep,
+                        standin_processes=args.standin_processes))  # fmt: skip
     document: dict[str, Any] = runs[0] if len(runs) == 1 else {"runs": runs, "growth": growth(runs)}
     text = json.dumps(document, indent=2)
     print(text)

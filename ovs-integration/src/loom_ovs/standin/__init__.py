@@ -23,7 +23,8 @@ The parts (each module's docstring says what it implements and what it does not)
 - `fleet`: the process: one asyncio loop serving every node's connections, and a
   control socket (VIFs plugged and unplugged at run time, counters, digests);
 - `handle`: `Fleet`, which starts the process as a supervised child, drives it, and reads
-  its CPU time and memory from `/proc` (reported apart from the controllers').
+  its CPU time and memory from `/proc` (reported apart from the controllers');
+  `FleetGroup`, several such processes serving the nodes as one.
 
     fleet = Fleet(run_dir, [NodeSpec("hv1", "172.31.0.2", (VifSpec("vm1", "vif-1",
                   "50:54:00:00:00:01"),))], [controller.target]).start()
@@ -33,6 +34,14 @@ The parts (each module's docstring says what it implements and what it does not)
 
 from loom_ovs.standin.fleet import NodeSpec, VifSpec
 from loom_ovs.standin.flows import expected_digest, table_digest
-from loom_ovs.standin.handle import Fleet, StandinError
+from loom_ovs.standin.handle import Fleet, FleetGroup, StandinError
 
-__all__ = ["Fleet", "NodeSpec", "StandinError", "VifSpec", "expected_digest", "table_digest"]
+__all__ = [
+    "Fleet",
+    "FleetGroup",
+    "NodeSpec",
+    "StandinError",
+    "VifSpec",
+    "expected_digest",
+    "table_digest",
+]

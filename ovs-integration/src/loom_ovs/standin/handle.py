@@ -236,3 +236,164 @@ class Fleet:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+class FleetGroup:
+    """Stand-in nodes served by several fleet processes (`Fleet`s), as one: a single
+    process serializes what thousands of machines do at once -- at NVP's scale the
+    controllers' pushes of a cold start waited on one stand-in process busy at a whole
+    core. Node `i` (in the order given) is served by process `i % processes`, under
+    `run_dir/p<k>`. Requests about a node go to its process; the others are put to
+    every process and their answers combined. The controllers see the same nodes, each
+    with its own connections, whatever the number of processes."""
+
+    def __init__(
+        self,
+        run_dir: Path,
+        nodes: Iterable[NodeSpec],
+        managers: Iterable[str] = (),
+        *,
+        processes: int = 2,
+        probe: float = 5.0,
+        dial_rate: float = 0.0,
+    ) -> None:
+        """Describe the group; `start()` runs it (arguments as `Fleet`'s, and how many
+        processes serve the nodes)."""
+        specs = list(nodes)
+        count = max(1, min(processes, len(specs)))
+        self.run_dir = run_dir.resolve()
+        self.fleets = [
+            Fleet(self.run_dir / f"p{k}", specs[k::count], managers, probe=probe,
+                  dial_rate=dial_rate / count)
+            for k in range(count)
+        ]  # fmt: skip
+        self._of = {name: fleet for fleet in self.fleets for name in fleet.nodes}
+
+    @property
+    def pids(self) -> list[int]:
+        """The fleet processes' PIDs (those running)."""
+        return [pid for fleet in self.fleets if (pid := fleet.pid) is not None]
+
+    def fleet(self, node: str) -> Fleet:
+        """The process serving node `node`.
+
+        Raises:
+            StandinError: no process serves it.
+        """
+        found = self._of.get(node)
+        if found is None:
+            raise StandinError(detail=f"no stand-in node {node!r}")
+        return found
+
+    def openflow(self, node: str) -> str:
+        """Where node `node` takes OpenFlow."""
+        return self.fleet(node).openflow(node)
+
+    def start(self, timeout: float = 120.0) -> FleetGroup:
+        """Run every process; return once all answer (stopping those started if one
+        fails)."""
+        try:
+            for fleet in self.fleets:
+                fleet.start(timeout=timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        """Stop every process."""
+        for fleet in self.fleets:
+            fleet.stop()
+
+    def request(self, message: dict[str, Any], timeout: float = 60.0) -> dict[str, Any]:
+        """A control request about one node (`{"digest": ID}`, `{"node": ID, ...}`, ...),
+        sent to the process serving it.
+
+        Raises:
+            StandinError: it names no node, or the process refused it.
+        """
+        for key in ("node", "digest", "stats", "flows", "select"):
+            if isinstance(message.get(key), str):
+                return self.fleet(message[key]).request(message, timeout)
+        rows = message.get("rows")
+        if isinstance(rows, dict) and isinstance(rows.get("node"), str):
+            return self.fleet(rows["node"]).request(message, timeout)
+        raise StandinError(detail=f"a request about no one node: {sorted(message)}")
+
+    def digest(self, node: str) -> str:
+        """As `Fleet.digest`."""
+        return self.fleet(node).digest(node)
+
+    def stats(self, node: str | None = None) -> dict[str, Any]:
+        """Node `node`'s counters, or (None) the sums over every process (the numbers
+        of `Fleet.stats(None)` added)."""
+        if node is not None:
+            return self.fleet(node).stats(node)
+        totals: dict[str, Any] = {}
+        for fleet in self.fleets:
+            for key, value in fleet.stats().items():
+                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                    totals[key] = totals.get(key, 0) + value
+        return totals
+
+    def flows(self, node: str) -> list[list[Any]]:
+        """As `Fleet.flows`."""
+        return self.fleet(node).flows(node)
+
+    def select(self, node: str) -> dict[str, list[dict[str, Any]]]:
+        """As `Fleet.select`."""
+        return self.fleet(node).select(node)
+
+    def rows(self, node: str, table: str) -> dict[str, dict[str, Any]]:
+        """As `Fleet.rows`."""
+        return self.fleet(node).rows(node, table)
+
+    def add_vif(self, node: str, name: str, iface_id: str, mac: str,
+                ofport_request: int | None = None) -> int | None:  # fmt: skip
+        """As `Fleet.add_vif`."""
+        return self.fleet(node).add_vif(node, name, iface_id, mac, ofport_request)
+
+    def remove_vif(self, node: str, name: str) -> bool:
+        """As `Fleet.remove_vif`."""
+        return self.fleet(node).remove_vif(node, name)
+
+    def commits(
+        self, since: float, nodes: Iterable[str] | None = None
+    ) -> dict[str, list[tuple[float, int]]]:
+        """As `Fleet.commits`, from every process (or those serving `nodes`)."""
+        found: dict[str, list[tuple[float, int]]] = {}
+        if nodes is None:
+            for fleet in self.fleets:
+                found.update(fleet.commits(since))
+            return found
+        by_fleet: dict[int, list[str]] = {}
+        for node in nodes:
+            by_fleet.setdefault(self.fleets.index(self.fleet(node)), []).append(node)
+        for index, names in by_fleet.items():
+            found.update(self.fleets[index].commits(since, names))
+        return found
+
+    def set_managers(self, managers: Iterable[str]) -> None:
+        """As `Fleet.set_managers`, on every process."""
+        targets = list(managers)
+        for fleet in self.fleets:
+            fleet.set_managers(targets)
+
+    def cpu_seconds(self) -> float:
+        """The processes' CPU time so far, summed."""
+        return sum(fleet.cpu_seconds() for fleet in self.fleets)
+
+    def rss_bytes(self) -> int:
+        """The processes' resident memory now, summed."""
+        return sum(fleet.rss_bytes() for fleet in self.fleets)
+
+    def __enter__(self) -> FleetGroup:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
