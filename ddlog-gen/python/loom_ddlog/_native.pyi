@@ -10,8 +10,11 @@ __all__ = [
     "Engine",
     "EngineError",
     "PendingDelta",
+    "bulk_adds",
     "compile_files",
     "compile_source",
+    "encode_actions",
+    "flow_mod",
 ]
 
 _RelationInfo = tuple[str, str, list[tuple[str, str]], str | None]
