@@ -29,6 +29,14 @@ def test_a_small_workload_end_to_end(tmp_path: Path) -> None:
     cold = figures["cold_start"]
     assert cold["logical_s"] > 0
     assert cold["installed_s"] > 0
+    timeline = cold["cpu_timeline"]  # where the cores went, window by window
+    assert {"logical", "physical_1", "physical_2", "standins"} <= set(timeline["roles"])
+    assert timeline["cores"], "no window"
+    assert all(len(row) == 1 + len(timeline["roles"]) for row in timeline["cores"])
+    assert all(value >= 0 for row in timeline["cores"] for value in row[1:])
+    assert timeline["cores"][-1][0] <= cold["installed_s"] + 0.1
+    cpus = timeline["cpus"]
+    assert 0 <= timeline["idle_core_s"] <= cpus * cold["installed_s"] + 0.1
     stages = cold["controller_seconds_by_stage"]
     assert len(stages["engine"]) == 2, "both controllers computed (master and standby)"
     assert all(seconds > 0 for seconds in stages["engine"])

@@ -34,7 +34,9 @@ each on fresh databases and processes, all real and local:
    done). A first pair warms up and is reported apart. Milestones are read from OVSDB
    monitors and from the one node's commits, so the waiting loads nothing measured.
 5. **Processes.** Peak RSS and CPU seconds of every process, at the end of the cold start
-   and of the port changes, and each one's CPU seconds during the cold start alone.
+   and of the port changes, and each one's CPU seconds during the cold start alone; and
+   the cold start's CPU timeline (`CpuTimeline`: the cores each role used, 5 s at a
+   time, and the core-seconds left idle).
 6. **Verified, and the baseline.** Once every node reports the last change realized,
    Loom's controllers are stopped (the nodes keep their tables; the databases stay), and
    a from-scratch `loom_physical.core.Localizer` (timed: the baseline) is fed the
@@ -55,14 +57,16 @@ import argparse
 import json
 import logging
 import multiprocessing
+import os
 import signal
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -194,6 +198,74 @@ class Processes:
             "benchmark": {"peak_rss_mib": round(own.peak_mib, 1),
                           "cpu_s": round(own.cpu_seconds, 2)},
         }  # fmt: skip
+
+
+def _cpu_by_role(processes: Processes) -> dict[str, float]:
+    """Each role's CPU seconds so far (the stand-ins' and the real nodes' summed; a
+    process gone counts nothing)."""
+    from loom_common.procstat import ProcessUsage
+
+    def cpu(pids: Iterable[int | None]) -> float:
+        total = 0.0
+        for pid in pids:
+            if pid is not None:
+                with suppress(ProcessLookupError):
+                    total += ProcessUsage.of(pid).cpu_seconds
+        return total
+
+    found = {name: cpu([pid]) for name, pid in list(processes.pids.items())}
+    found["standins"] = cpu(processes.standins)
+    found["real_ovs"] = cpu(processes.real)
+    return found
+
+
+class CpuTimeline:
+    """Every process's CPU use from the clock's start, sampled each second by a thread: a
+    CPU-bound cold start on few cores shows where cores stood idle (the last ~30 s of
+    pushes waiting on one stand-in process did; so do the logical tier's first read and the
+    universal DB's commit of its write). `figures(until)` gives the cores each role used
+    in each `WINDOW_S`, and the core-seconds left idle."""
+
+    WINDOW_S = 5.0
+
+    def __init__(self, processes: Processes) -> None:
+        self._processes = processes
+        self._samples: list[tuple[float, dict[str, float]]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="cpu-timeline", daemon=True)
+
+    def start(self) -> CpuTimeline:
+        """Sample now and every second after."""
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while True:
+            self._samples.append((time.time(), _cpu_by_role(self._processes)))
+            if self._stop.wait(1.0):
+                return
+
+    def figures(self, began: float, until: float) -> dict[str, Any]:
+        """Stop sampling; the timeline from `began` to `until` (wall-clock times)."""
+        self._stop.set()
+        self._thread.join()
+        samples = [(t, cpu) for t, cpu in self._samples if t <= until]
+        roles = sorted({role for _, cpu in samples for role in cpu})
+        cores, idle = [], 0.0
+        width = self.WINDOW_S
+        start = 0
+        while start + 1 < len(samples):
+            t0, cpu0 = samples[start]
+            end = start + 1
+            while end + 1 < len(samples) and samples[end][0] - t0 < width:
+                end += 1
+            t1, cpu1 = samples[end]
+            used = [max(0.0, cpu1.get(r, 0.0) - cpu0.get(r, 0.0)) / (t1 - t0) for r in roles]
+            cores.append([round(t1 - began, 1), *(round(u, 2) for u in used)])
+            idle += max(0.0, (os.cpu_count() or 1) - sum(used)) * (t1 - t0)
+            start = end
+        return {"window_s": width, "roles": roles, "cores": cores,
+                "cpus": os.cpu_count(), "idle_core_s": round(idle, 1)}  # fmt: skip
 
 
 @dataclass
@@ -477,8 +549,10 @@ def _run(the_plan: Plan, run_dir: Path, controllers: int, timeout: float,
         generation = s.watch.config_generation()
         at_clock = s.processes.usage()
         began = time.time()
+        timeline = CpuTimeline(s.processes).start()
         start_controllers(s, controllers)
         cold = _cold_start(s, the_plan, generation, began, timeout)
+        cold["cpu_timeline"] = timeline.figures(began, began + cold["installed_s"])
         _progress(f"cold start: {cold['installed_s']:.1f} s")
         at_cold_start = s.processes.usage()
         cold["cpu_s_by_process"] = _cpu_since(at_clock, at_cold_start)
