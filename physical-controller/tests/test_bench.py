@@ -34,7 +34,7 @@ def test_a_small_workload_end_to_end(tmp_path: Path) -> None:
     assert timeline["cores"], "no window"
     assert all(len(row) == 1 + len(timeline["roles"]) for row in timeline["cores"])
     assert all(value >= 0 for row in timeline["cores"] for value in row[1:])
-    assert timeline["cores"][-1][0] <= cold["installed_s"] + 0.1
+    assert timeline["cores"][-1][0] <= cold["installed_s"] + 1.0  # (its last sample)
     cpus = timeline["cpus"]
     assert 0 <= timeline["idle_core_s"] <= cpus * cold["installed_s"] + 0.1
     stages = cold["controller_seconds_by_stage"]

@@ -223,8 +223,9 @@ class CpuTimeline:
     """Every process's CPU use from the clock's start, sampled each second by a thread: a
     CPU-bound cold start on few cores shows where cores stood idle (the last ~30 s of
     pushes waiting on one stand-in process did; so do the logical tier's first read and the
-    universal DB's commit of its write). `figures(until)` gives the cores each role used
-    in each `WINDOW_S`, and the core-seconds left idle."""
+    universal DB's commit of its write). `stop()` at the clock's end takes a last sample;
+    `figures()` gives the cores each role used in each `WINDOW_S`, and the core-seconds
+    left idle."""
 
     WINDOW_S = 5.0
 
@@ -245,11 +246,17 @@ class CpuTimeline:
             if self._stop.wait(1.0):
                 return
 
-    def figures(self, began: float, until: float) -> dict[str, Any]:
-        """Stop sampling; the timeline from `began` to `until` (wall-clock times)."""
-        self._stop.set()
-        self._thread.join()
-        samples = [(t, cpu) for t, cpu in self._samples if t <= until]
+    def stop(self) -> None:
+        """Stop sampling, with a last sample now (the clock's end)."""
+        if not self._stop.is_set():
+            self._stop.set()
+            self._thread.join()
+            self._samples.append((time.time(), _cpu_by_role(self._processes)))
+
+    def figures(self, began: float) -> dict[str, Any]:
+        """The timeline from `began` (wall-clock time) to `stop()`."""
+        self.stop()
+        samples = self._samples
         roles = sorted({role for _, cpu in samples for role in cpu})
         cores, idle = [], 0.0
         width = self.WINDOW_S
@@ -551,8 +558,8 @@ def _run(the_plan: Plan, run_dir: Path, controllers: int, timeout: float,
         began = time.time()
         timeline = CpuTimeline(s.processes).start()
         start_controllers(s, controllers)
-        cold = _cold_start(s, the_plan, generation, began, timeout)
-        cold["cpu_timeline"] = timeline.figures(began, began + cold["installed_s"])
+        cold = _cold_start(s, the_plan, generation, began, timeout, timeline)
+        cold["cpu_timeline"] = timeline.figures(began)
         _progress(f"cold start: {cold['installed_s']:.1f} s")
         at_cold_start = s.processes.usage()
         cold["cpu_s_by_process"] = _cpu_since(at_clock, at_cold_start)
@@ -606,9 +613,9 @@ def _cpu_since(before: dict[str, Any], after: dict[str, Any]) -> dict[str, float
 
 
 def _cold_start(s: Site, the_plan: Plan, generation: int, began: float,
-                timeout: float) -> dict[str, Any]:  # fmt: skip
+                timeout: float, timeline: CpuTimeline) -> dict[str, Any]:  # fmt: skip
     """Wait for the cold start's milestones; their times from `began`, and the controllers'
-    time by stage."""
+    time by stage (`timeline` stopped at the end)."""
     every = len(the_plan.nodes)
     logical = s.watch.wait("the universal DB",
                            lambda w: w.universal_generation() >= generation, timeout)  # fmt: skip
@@ -616,6 +623,7 @@ def _cold_start(s: Site, the_plan: Plan, generation: int, began: float,
     installed = s.watch.wait("every node realized",
                              lambda w: w.realized_nodes(generation) == (every, every),
                              timeout)  # fmt: skip
+    timeline.stop()
     passes = [p for p in s.passes() if p["time"] <= installed]
     pushing = [p["time"] for p in passes if p["pushed"]]
     by_stage: dict[str, list[float]] = {}

@@ -1,13 +1,15 @@
-//! `OpenFlow` 1.5 encoding of whole tables: the bytes a physical controller sends a node.
+//! `OpenFlow` 1.5 encoding of the flows Loom pushes: the bytes a physical controller sends
+//! a node, for whole tables and for changes.
 //!
 //! A cold start at NVP's scale encodes every universal flow (1.45M in each physical
 //! controller), and its matches nearly never repeat (each names its datapath and a port's
 //! addresses); in Python that was ~18 us a flow, a fifth of a controller's cold start.
-//! This crate encodes the matches and frames the messages; the actions, which flows share
-//! (~10 flows per distinct list), stay with the Python encoder (`loom_ovs.ofp`), which is
-//! the reference: for any match this crate encodes, the bytes are the same as Python's
-//! (tested on every golden flow and on generated ones), and what it does not know it
-//! declines ([`Declined`]) for Python to encode or refuse.
+//! This crate encodes `ovs-ofctl` matches ([`encode_match`]) and action lists
+//! ([`encode_actions`]), whole `FLOW_MOD`s ([`flow_mod`]) and bulk-bundle messages
+//! ([`bundle_add_flow`]). The Python encoder (`loom_ovs.ofp`) is the reference: whatever
+//! this crate encodes is the same bytes as Python's (tested on every golden flow and on
+//! generated matches and action lists), and what it does not know it declines
+//! ([`Declined`]) for Python to encode or refuse.
 
 use std::fmt;
 use std::net::{Ipv4Addr, Ipv6Addr};
