@@ -117,9 +117,10 @@ FLOW_TUNNEL_OFPORTS = {"geneve": 65001, "vxlan": 65002, "stt": 65003}
 """The OpenFlow port each flow-based tunnel port asks for (`ofport_request`): known before
 the node answers, so a new node's first table already reaches the other nodes (else it is
 pushed again, whole, once its tunnel port has a number: at 3,000 nodes a second pass of
-seconds). High in the range vswitchd allocates from the bottom of (1-65279), where no VIF
-gets; a node whose port has another number (made before, or the number taken) says so, and
-its flows follow what it says."""
+seconds). High in the range (1-65279), which vswitchd gives out upwards: a VIF gets there
+only after tens of thousands of ports came and went on the node. A node whose port has
+another number (made before, or the number taken) says so, and its flows follow what it
+says."""
 
 
 @dataclass(frozen=True, order=True)
