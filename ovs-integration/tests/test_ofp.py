@@ -14,6 +14,7 @@ import socket
 import struct
 import subprocess
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -225,16 +226,22 @@ def test_the_native_encoder_gives_the_reference_bytes_or_declines(
     """Any match: the same bytes as the reference, or declined (the reference then encodes
     it or refuses it); never bytes where the reference refuses."""
     row = (table, priority, 0x4C4D, match, "resubmit(,8)")
+    _agree_or_decline(lambda: _reference(row), lambda: _native(row))
+
+
+def _agree_or_decline(reference: Callable[[], bytes], native: Callable[[], bytes]) -> None:
+    """The native encoder gives the reference's bytes, or declines (`ValueError`); it never
+    encodes what the reference refuses."""
     try:
-        reference: bytes | None = _reference(row)
-    except (ofp.FlowSyntaxError, OverflowError, ValueError):
-        reference = None
+        expected: bytes | None = reference()
+    except (ofp.FlowSyntaxError, OverflowError, ValueError, struct.error):
+        expected = None
     try:
-        native: bytes | None = _native(row)
+        got: bytes | None = native()
     except ValueError:
-        native = None
-    if native is not None:
-        assert native == reference
+        got = None
+    if got is not None:
+        assert got == expected
 
 
 _ARGS = st.sampled_from(
@@ -278,13 +285,5 @@ _ACTION = st.one_of(
 def test_the_native_actions_are_the_reference_s_or_declined(actions: str) -> None:
     """Any action list: the reference's bytes, or declined; never bytes where the
     reference refuses."""
-    try:
-        reference: bytes | None = ofp.encode_actions.__wrapped__(actions)
-    except (ofp.FlowSyntaxError, OverflowError, ValueError, struct.error):
-        reference = None
-    try:
-        native: bytes | None = native_encode_actions(actions)
-    except ValueError:
-        native = None
-    if native is not None:
-        assert native == reference
+    _agree_or_decline(lambda: ofp.encode_actions.__wrapped__(actions),
+                      lambda: native_encode_actions(actions))  # fmt: skip

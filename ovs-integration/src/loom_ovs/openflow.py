@@ -171,14 +171,17 @@ class FlowTable:
 
     def get(self, key: Key) -> Flow | None:
         """The flow installed for `key` (None: no flow)."""
+        chosen = self._chosen(key)
+        return None if chosen is None else Flow(*key, chosen[1], chosen[0])
+
+    def _chosen(self, key: Key) -> tuple[int, str] | None:
+        """The (cookie, actions) installed for `key`: the one it is wanted with, or the
+        least of several (None: not wanted)."""
         single = self._single.get(key)
         if single is not None:
-            return Flow(*key, single[1], single[0])
+            return single
         wanted = self._multi.get(key)
-        if not wanted:
-            return None
-        chosen_cookie, actions = min(wanted)
-        return Flow(*key, actions, chosen_cookie)
+        return min(wanted) if wanted else None
 
     def candidates(self, key: Key) -> list[tuple[int, str]]:
         """Every (cookie, actions) wanted for `key`, sorted (the first is installed)."""
@@ -197,12 +200,10 @@ class FlowTable:
     def rows(self) -> Iterator[tuple[int, int, int, str, str]]:
         """The flows as `__iter__` gives them, as (table, priority, cookie, match, actions)
         (no `Flow` made: a whole table's encoding, `bulk_adds`)."""
-        single, multi = self._single, self._multi
-        for key in sorted([*single, *multi]):
-            chosen = single.get(key)
-            if chosen is None:
-                chosen = min(multi[key])
-            yield key[0], key[1], chosen[0], key[2], chosen[1]
+        for key in sorted([*self._single, *self._multi]):
+            chosen = self._chosen(key)
+            if chosen is not None:
+                yield key[0], key[1], chosen[0], key[2], chosen[1]
 
     def conflict_count(self) -> int:
         """How many keys are wanted with different actions."""

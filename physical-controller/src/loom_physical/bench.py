@@ -66,7 +66,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import ExitStack, contextmanager, suppress
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -200,25 +200,6 @@ class Processes:
         }  # fmt: skip
 
 
-def _cpu_by_role(processes: Processes) -> dict[str, float]:
-    """Each role's CPU seconds so far (the stand-ins' and the real nodes' summed; a
-    process gone counts nothing)."""
-    from loom_common.procstat import ProcessUsage
-
-    def cpu(pids: Iterable[int | None]) -> float:
-        total = 0.0
-        for pid in pids:
-            if pid is not None:
-                with suppress(ProcessLookupError):
-                    total += ProcessUsage.of(pid).cpu_seconds
-        return total
-
-    found = {name: cpu([pid]) for name, pid in list(processes.pids.items())}
-    found["standins"] = cpu(processes.standins)
-    found["real_ovs"] = cpu(processes.real)
-    return found
-
-
 class CpuTimeline:
     """Every process's CPU use from the clock's start, sampled each second by a thread: a
     CPU-bound cold start on few cores shows where cores stood idle (the last ~30 s of
@@ -242,7 +223,7 @@ class CpuTimeline:
 
     def _run(self) -> None:
         while True:
-            self._samples.append((time.time(), _cpu_by_role(self._processes)))
+            self._samples.append((time.time(), _cpu_of(self._processes.usage())))
             if self._stop.wait(1.0):
                 return
 
@@ -251,7 +232,7 @@ class CpuTimeline:
         if not self._stop.is_set():
             self._stop.set()
             self._thread.join()
-            self._samples.append((time.time(), _cpu_by_role(self._processes)))
+            self._samples.append((time.time(), _cpu_of(self._processes.usage())))
 
     def figures(self, began: float) -> dict[str, Any]:
         """The timeline from `began` (wall-clock time) to `stop()`."""
@@ -598,16 +579,18 @@ def _run(the_plan: Plan, run_dir: Path, controllers: int, timeout: float,
     }
 
 
+def _cpu_of(usage: dict[str, Any]) -> dict[str, float]:
+    """Each process's (or role's: the stand-ins', the real nodes') CPU seconds in a
+    `Processes.usage()`."""
+    roles = {**usage["loom"], **{k: usage[k] for k in ("standins", "real_ovs", "benchmark")}}
+    return {name: float(found.get("cpu_s", 0.0)) for name, found in roles.items()}
+
+
 def _cpu_since(before: dict[str, Any], after: dict[str, Any]) -> dict[str, float]:
     """Each process's CPU seconds between two `Processes.usage()` (the loading of the
     config DB and the nodes' start, before the clock, left out)."""
-
-    def cpu(usage: dict[str, Any], name: str) -> float:
-        found = usage["loom"].get(name) if name in usage["loom"] else usage.get(name)
-        return float((found or {}).get("cpu_s", 0.0))
-
-    names = [*after["loom"], "standins", "real_ovs", "benchmark"]
-    spent = {name: round(cpu(after, name) - cpu(before, name), 2) for name in names}
+    then, now = _cpu_of(before), _cpu_of(after)
+    spent = {name: round(cpu - then.get(name, 0.0), 2) for name, cpu in now.items()}
     spent["all"] = round(sum(spent.values()), 2)
     return spent
 
