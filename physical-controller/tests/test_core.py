@@ -3,6 +3,7 @@ node facts -> each node's desired state), `NodeZones`, the status reports, `Grou
 
 from __future__ import annotations
 
+import re
 from types import SimpleNamespace
 from typing import Any
 
@@ -137,9 +138,22 @@ def test_the_way_to_a_port_no_chassis_names_goes_out_with_its_vif() -> None:
     _settle(core)
     assert _ways_to(core, "hv1", 2) == way
     assert core.images.changed() == set()
-    # the chassis reaches the rules as VifChassis alone: the binding itself is unchanged
+    # the chassis reaches the rules as VifChassis alone, and not even there when it names
+    # the node the VIF is seen on: the engine has nothing to do
     assert core.program.dump("Port_Binding") == bindings
+    assert ("p2", 1, 2, "") in core.program.dump("VifChassis")
+    assert core.compute() is False
+    # its VIF unplugged, the chassis (still naming hv2) is what places it
+    core.node("hv2", NodeFacts(vifs={}, tunnels={"loom-geneve": 20}))
+    assert _settle(core) == 2
     assert ("p2", 1, 2, "hv2") in core.program.dump("VifChassis")
+    assert _ways_to(core, "hv1", 2) == way
+    # a chassis naming another node than the one the VIF is seen on places it there
+    core.node("hv2", NodeFacts(vifs={"vif-2": 7}, tunnels={"loom-geneve": 20}))
+    core.universal([("Port_Binding", "b2", _binding("p2", 1, 2, "vif-2", chassis="hv1"))])
+    _settle(core)
+    assert ("p2", 1, 2, "hv1") in core.program.dump("VifChassis")
+    assert ["192.168.0.1->tun_dst" in w for w in _ways_to(core, "hv2", 2)] == [True]
     core.universal([("Port_Binding", "b2", None)])
     _settle(core)
     assert [row for row in core.program.dump("VifChassis") if row[0] == "p2"] == []
@@ -153,6 +167,70 @@ def test_the_way_to_a_port_no_chassis_names_goes_out_with_its_vif() -> None:
     _settle(two)
     assert len(way := _ways_to(two, "hv2", 2)) == 1
     assert "192.168.0.1->tun_dst" in way[0]
+
+
+NODES = ("hv1", "hv2", "hv3")
+IPS = {"hv1": "192.168.0.1", "hv2": "192.168.0.2", "hv3": "192.168.0.3"}
+WHERE_STEP = st.one_of(
+    st.tuples(st.just("chassis"), st.sampled_from(("", *NODES))),
+    st.tuples(st.just("plugged"), st.frozensets(st.sampled_from(NODES))),
+    st.tuples(st.just("computed"), st.frozensets(st.sampled_from(NODES[1:]))),
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(WHERE_STEP, max_size=8))
+def test_the_way_to_a_port_is_where_its_chassis_says_else_where_its_vif_is_seen(
+    steps: list[tuple[str, Any]],
+) -> None:
+    """Whatever the order of chassis writes, VIFs plugged and unplugged and nodes computed
+    here or not, the way to p2 goes to the node its chassis names, else to the least node
+    computed here with its VIF (`PortAt`; the core feeds a chassis that names that node as
+    none: `_feed_chassis`), and the table is what a fresh core computes."""
+    endpoint = ("Node_Endpoint", "e3", {"node": "hv3", "encap": "geneve", "ip": IPS["hv3"]})
+    chassis, plugged, computed = "", frozenset({"hv2"}), frozenset(NODES)
+
+    def place(core: Localizer) -> None:
+        for node in NODES:
+            vifs = {"vif-1": 5} if node == "hv1" else {}
+            core.node(node, NodeFacts(vifs=vifs | ({"vif-2": 7} if node in plugged else {}),
+                                      tunnels={"loom-geneve": 20}))  # fmt: skip
+        core.set_computed(set(computed))
+        core.set_liveness(set(NODES), set())
+
+    def binding() -> list[Any]:
+        return [("Port_Binding", "b2", _binding("p2", 1, 2, "vif-2", chassis=chassis))]
+
+    core = Localizer(_program())
+    core.universal([*_universal(), endpoint])
+    place(core)
+    _settle(core)
+    for kind, value in steps:
+        if kind == "chassis":
+            chassis = value
+            core.universal(binding())
+        elif kind == "plugged":
+            plugged = value
+            place(core)
+        else:
+            computed = value | {"hv1"}  # (hv1 is the node looked at)
+            place(core)
+        _settle(core)
+        at = chassis or min(plugged & computed, default=None)
+        ways = _ways_to(core, "hv1", 2)
+        assert [f"{IPS[at]}->tun_dst" in w for w in ways] == ([] if at is None else [True])
+    fresh = Localizer(_program())
+    fresh.universal([*_universal(with_p2=False), endpoint, *binding()])
+    place(fresh)
+    _settle(fresh)
+    assert _zoneless(core.flows("hv1")) == _zoneless(fresh.flows("hv1"))
+    assert set(core.program.dump("VifChassis")) == set(fresh.program.dump("VifChassis"))
+
+
+def _zoneless(flows: list[Any]) -> list[str]:
+    """Flows as text, each conntrack zone number as Z (they are given in the order ports
+    are found, which a fresh core need not share)."""
+    return sorted(re.sub(r"set_field:\d+->reg13", "set_field:Z->reg13", str(f)) for f in flows)
 
 
 def test_what_changed_is_said_once() -> None:
