@@ -779,7 +779,10 @@ class PhysicalController:
                 with self._cond:
                     pushed = self._push_others(masters)
                     self._timed("report_wait", sent.finish)
-                    if pushed:
+                    # (what the second phase sent, or realized without sending anything: a
+                    # node whose zone record it confirmed -- at a cold start, every node,
+                    # reported a pass later before)
+                    if pushed or self._report_due:
                         self._timed("report", self._report, masters)
                     self._timed("settle", self._settle_images)
                     self._cond.notify_all()
