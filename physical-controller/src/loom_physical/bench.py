@@ -539,7 +539,7 @@ def _run(the_plan: Plan, run_dir: Path, controllers: int, timeout: float,
         began = time.time()
         timeline = CpuTimeline(s.processes).start()
         start_controllers(s, controllers)
-        cold = _cold_start(s, the_plan, generation, began, timeout, timeline)
+        cold, installed = _cold_start(s, the_plan, generation, began, timeout, timeline)
         cold["cpu_timeline"] = timeline.figures(began)
         _progress(f"cold start: {cold['installed_s']:.1f} s")
         at_cold_start = s.processes.usage()
@@ -550,6 +550,7 @@ def _run(the_plan: Plan, run_dir: Path, controllers: int, timeout: float,
         s.watch.wait("every node realized the last change", _realized(last), timeout)
         for controller in s.controllers:
             controller.stop()
+        cold.update(_cold_stages(s, began, installed))
         verified = _verify(s, the_plan)
         _progress(f"verified: {verified['nodes_equal']} of {len(the_plan.nodes)} nodes equal")
     per_node = verified.pop("flows_per_node")
@@ -596,9 +597,9 @@ def _cpu_since(before: dict[str, Any], after: dict[str, Any]) -> dict[str, float
 
 
 def _cold_start(s: Site, the_plan: Plan, generation: int, began: float,
-                timeout: float, timeline: CpuTimeline) -> dict[str, Any]:  # fmt: skip
-    """Wait for the cold start's milestones; their times from `began`, and the controllers'
-    time by stage (`timeline` stopped at the end)."""
+                timeout: float, timeline: CpuTimeline) -> tuple[dict[str, Any], float]:  # fmt: skip
+    """Wait for the cold start's milestones; their times from `began` (`timeline` stopped
+    at the end), and when every node was realized (for `_cold_stages`)."""
     every = len(the_plan.nodes)
     logical = s.watch.wait("the universal DB",
                            lambda w: w.universal_generation() >= generation, timeout)  # fmt: skip
@@ -607,6 +608,20 @@ def _cold_start(s: Site, the_plan: Plan, generation: int, began: float,
                              lambda w: w.realized_nodes(generation) == (every, every),
                              timeout)  # fmt: skip
     timeline.stop()
+    last_commit = max((t for entries in s.fleet.commits(began).values() for t, _ in entries),
+                      default=installed)  # fmt: skip
+    return {
+        "logical_s": round(logical - began, 2),
+        "installed_s": round(installed - began, 2),
+        "last_standin_commit_s": round(last_commit - began, 2),
+    }, installed
+
+
+def _cold_stages(s: Site, began: float, installed: float) -> dict[str, Any]:
+    """The controllers' time by stage in the passes that began before every node was
+    realized, from their pass logs. Read once the controllers are stopped: a pass is
+    logged when it ends, and the cold start's long pass reports every node realized before
+    its last stage (`settle`)."""
     passes = [p for p in s.passes() if p["time"] <= installed]
     pushing = [p["time"] for p in passes if p["pushed"]]
     by_stage: dict[str, list[float]] = {}
@@ -614,13 +629,8 @@ def _cold_start(s: Site, the_plan: Plan, generation: int, began: float,
         for stage, seconds in p["phases"].items():
             stage = "push" if stage == "push_others" else stage
             by_stage.setdefault(stage, [0.0] * len(s.pass_logs))[p["controller"]] += seconds
-    last_commit = max((t for entries in s.fleet.commits(began).values() for t, _ in entries),
-                      default=installed)  # fmt: skip
     return {
-        "logical_s": round(logical - began, 2),
         "first_push_s": round(min(pushing) - began, 2) if pushing else None,
-        "installed_s": round(installed - began, 2),
-        "last_standin_commit_s": round(last_commit - began, 2),
         "controller_seconds_by_stage": {k: [round(v, 2) for v in vs] for k, vs in by_stage.items()},
         "passes": len(passes),
     }  # fmt: skip
