@@ -288,9 +288,10 @@ def test_up_takes_tokens_from_files_and_a_second_up_is_refused(tmp_path: Path) -
         "--tenant-tokens-file",
         str(tenants_file),
     ]
-    with _loom_up(*args) as (proc, _banner):
+    with _loom_up(*args) as (proc, banner):
         url = f"http://127.0.0.1:{port}/api/v1/logical-switches"
-        assert _get(url, "admin-secret-from-a-file")[0] == 200
+        status, body = _get(url, "admin-secret-from-a-file")
+        assert status == 200, (body, banner)
         assert _get(url, "tenant-b-secret-from-a-file")[0] == 200
         assert _get(url, "wrong")[0] == 401
         shown = [line for line in _command_lines() if "secret-from-a-file" in line]

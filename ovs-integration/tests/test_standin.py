@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from loom_common.ovsdb import OvsdbServer, RawConnection, TransactError, tool
 from loom_common.testing import wait_for
@@ -565,6 +567,52 @@ def test_bundles_apply_at_commit_all_or_nothing() -> None:
     wrong_xid = ofp.bundle_add(6, add, 66)  # (the inner xid is 0)
     assert _errors(peer.ask(wrong_xid)) == [(66, ofp.OFPET_BUNDLE_FAILED, ofp.OFPBFC_MSG_BAD_XID)]
     assert table_digest(bridge.flows.items()) == expected_digest([FLOW, OTHER])
+
+
+BUNDLED_KINDS = st.sampled_from(["add", "delete_strict", "wrong_xid", "other_bundle"])
+BUNDLED = st.lists(st.tuples(BUNDLED_KINDS, st.integers(0, 3), st.integers(0, 2)), max_size=25)
+
+
+@settings(max_examples=60, deadline=None)
+@given(BUNDLED, st.lists(st.integers(1, 400), max_size=30))
+def test_bundled_flow_mods_read_in_any_pieces_keep_what_each_says(
+    mods: list[tuple[str, int, int]], cuts: list[int]
+) -> None:
+    """A bundle of flow adds and deletes, some refused when added (a wrong inner xid, a
+    bundle not opened), read in pieces cut anywhere: at commit the table is each accepted
+    add cut as `flows.split` cuts it (the last of a key wins), less what was deleted -- the
+    native run of adds (`standin_bundle_adds`, `standin_apply_adds`) and the general path
+    agree."""
+    bridge = Bridge(1)
+    peer = _peer(bridge)
+    stream = [ofp.bundle_control(1, ofp.OFPBCT_OPEN_REQUEST, 1)]
+    want: dict[bytes, bytes] = {}
+    refused = []
+    for i, (kind, key, actions) in enumerate(mods, start=2):
+        action = ["drop", "resubmit(,8)", "output:3"][actions]
+        flow = Flow(key % 2, 100 + key, f"in_port={key}", action, cookie(actions))
+        inner = encode(("delete" if kind == "delete_strict" else "add", flow))
+        inner = inner[:4] + struct.pack("!I", i) + inner[8:]
+        if kind == "wrong_xid":
+            stream.append(ofp.bundle_add(1, inner, i + 1000))
+            refused.append(i + 1000)
+        elif kind == "other_bundle":  # (not opened: OVS opens it, so it is accepted there)
+            stream.append(ofp.bundle_add(2, inner, i))
+        else:
+            stream.append(ofp.bundle_add(1, inner, i))
+            if kind == "add":
+                k, v = split(inner)
+                want[k] = v
+            else:
+                want.pop(split(inner)[0], None)
+    stream.append(ofp.bundle_control(1, ofp.OFPBCT_COMMIT_REQUEST, 999))
+    data, answers, at = b"".join(stream), [], 0
+    for cut in [*cuts, len(stream) * 1000]:
+        answers += peer.ask(data[at : at + cut])
+        at += cut
+    assert [xid for xid, _, _ in _errors(answers)] == refused
+    assert answers[-1][:2] == (ofp.OFPT_BUNDLE_CONTROL, 999)
+    assert bridge.flows == want
 
 
 def test_flow_mods_as_openflow_15_on_ovs() -> None:

@@ -15,6 +15,8 @@ __all__ = [
     "compile_source",
     "encode_actions",
     "flow_mod",
+    "standin_apply_adds",
+    "standin_bundle_adds",
 ]
 
 _RelationInfo = tuple[str, str, list[tuple[str, str]], str | None]
@@ -103,3 +105,16 @@ def flow_mod(
 
 def encode_actions(actions: str) -> bytes:
     """An ovs-ofctl action list as OpenFlow actions; `ValueError` if declined."""
+
+def standin_bundle_adds(buf: bytes, at: int, bundle_id: int, flags: int) -> tuple[list[bytes], int]:
+    """The run of flow adds into open bundle `bundle_id` (with `flags`) in `buf` from
+    `at`: the messages they carry, and where the run ends."""
+
+def standin_apply_adds(
+    messages: list[bytes],
+    start: int,
+    flows: dict[bytes, bytes],
+    intern: dict[bytes, bytes] | None = None,
+) -> int:
+    """Keep the flow adds of `messages[start:]` in `flows` (interned through `intern`);
+    the index of the first message that is not one."""

@@ -471,7 +471,9 @@ mod _native {
         PendingDelta,
     };
     #[pymodule_export]
-    use crate::ofp::{bulk_adds, encode_actions, flow_mod};
+    use crate::ofp::{
+        bulk_adds, encode_actions, flow_mod, standin_apply_adds, standin_bundle_adds,
+    };
 
     #[pymodule_init]
     #[allow(

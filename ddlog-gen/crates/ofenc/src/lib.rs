@@ -6,13 +6,16 @@
 //! addresses); in Python that was ~18 us a flow, a fifth of a controller's cold start.
 //! This crate encodes `ovs-ofctl` matches ([`encode_match`]) and action lists
 //! ([`encode_actions`]), whole `FLOW_MOD`s ([`flow_mod`]) and bulk-bundle messages
-//! ([`bundle_add_flow`]). The Python encoder (`loom_ovs.ofp`) is the reference: whatever
+//! ([`bundle_add_flow`]); [`standin`] reads such bundles back, for the benchmark's
+//! stand-in nodes. The Python encoder (`loom_ovs.ofp`) is the reference: whatever
 //! this crate encodes is the same bytes as Python's (tested on every golden flow and on
 //! generated matches and action lists), and what it does not know it declines
 //! ([`Declined`]) for Python to encode or refuse.
 
 use std::fmt;
 use std::net::{Ipv4Addr, Ipv6Addr};
+
+pub mod standin;
 
 /// A match this encoder leaves to the reference encoder (unknown or malformed syntax).
 #[derive(Debug, Clone, PartialEq, Eq)]
