@@ -181,15 +181,16 @@ class Processes:
             return {"peak_rss_mib": round(sum(v.get("peak_rss_mib", 0) for v in each), 1),
                     "cpu_s": round(sum(v.get("cpu_s", 0) for v in each), 2)}  # fmt: skip
 
-        loom = {name: one(pid) for name, pid in self.pids.items()}
-        real = [one(pid) for pid in self.real]
+        # (copies: the CPU timeline's thread asks while processes are being added)
+        loom = {name: one(pid) for name, pid in list(self.pids.items())}
+        real = [one(pid) for pid in list(self.real)]
         own = ProcessUsage.of()
         ours = [v for k, v in loom.items() if k != "zookeeper"]  # controllers and databases
         return {
             "loom": loom,
             "loom_rss_mib_total": round(sum(v.get("peak_rss_mib", 0) for v in ours), 1),
             "loom_cpu_s_total": round(sum(v.get("cpu_s", 0) for v in ours), 2),
-            "standins": {"processes": len(self.standins), **summed(self.standins)},
+            "standins": {"processes": len(self.standins), **summed(list(self.standins))},
             "real_ovs": {
                 "processes": len(real),
                 "peak_rss_mib": round(sum(v.get("peak_rss_mib", 0) for v in real), 1),
