@@ -167,13 +167,13 @@ class Localizer:
         """Logical port -> the nodes its VIF is on (`Located`; two while it moves)."""
         self._changed = Changed()
         self._dirty: set[str] = set()
+        """Nodes whose facts, tunnels or computing changed since their rows were fed (a
+        computation feeds those only)."""
         self._new_vifs: set[str] = set()
         """Nodes whose VIFs may be new to the rules (connected, their VIFs changed, or
         computed here since the last computation): their ports are given zones beforehand
         (`_speculate_zones`), not every dirty node's (a tunnel port's number, a zone
         record: 3,000 nodes at a cold start's end, 0.4 s)."""
-        """Nodes whose facts, tunnels or computing changed since their rows were fed (a
-        computation feeds those only)."""
         self._zoned: set[str] = set()
         """Nodes whose zones may have changes to feed (given, released, adopted)."""
         self._speculated: set[str] = set()
