@@ -210,11 +210,14 @@ def test_the_controllers_export_their_nodes_tables_and_passes(two_hvs: Loom) -> 
         key = ("loom_physical_nodes", frozenset({("controller", name), ("state", state)}))
         assert got[key] == 3, state
     for hv in ("hv1", "hv2"):
-        flows = got[("loom_physical_node_flows", frozenset({("controller", name), ("node", hv)}))]
-        installed = sum(
-            "actions=" in line for line in loom.node(hv).ofctl("dump-flows").splitlines()
-        )
-        assert flows == installed > 10, hv
+        # (each read is a moment: a pass may push between the scrape and the dump)
+        def agree(hv: str = hv) -> bool:
+            key = ("loom_physical_node_flows", frozenset({("controller", name), ("node", hv)}))
+            flows = _metrics()[key]
+            table = loom.node(hv).ofctl("dump-flows").splitlines()
+            return flows == sum("actions=" in line for line in table) > 10
+
+        wait_for(agree, WAIT, f"{hv}'s exported flow count to be its table's")
     total = {("component", "physical"), ("controller", name), ("phase", "total")}
     assert got[("loom_controller_pass_seconds_count", frozenset(total))] >= 1
     logical = (

@@ -828,9 +828,6 @@ class PhysicalController:
         for state in pushed:
             state.pushed = False
         images.settle()
-        for state in pushed:  # (for the metrics: the tables as pushed)
-            if state.session.system_id:
-                self._node_flows[state.session.system_id] = images.size(state.parts)
 
     def _give_up(self, reason: str) -> None:
         """The controller cannot go on: record why, leave the cluster, wake the waiters."""
@@ -1419,6 +1416,7 @@ class PhysicalController:
             state.switch.ensure_tlv_map()
             state.switch.load(images.flows(desired), images.encoded(desired))
             self._set_parts(system_id, state, desired)
+            self._count_flows(system_id, desired)
             state.pushed, state.placed = True, False
             self._pushed_states.append(state)
             state.full_sync = False
@@ -1434,6 +1432,7 @@ class PhysicalController:
         elif mods or adds:
             state.switch.apply(mods, adds, lambda: images.flows(new))
         self._set_parts(system_id, state, desired)
+        self._count_flows(system_id, desired)
         if not state.pushed:
             self._pushed_states.append(state)
         state.pushed, state.placed = True, False
@@ -1442,6 +1441,13 @@ class PhysicalController:
     def _holders(self, parts: Iterable[PartKey]) -> set[str]:
         """The nodes that hold one of `parts` (as of their last push)."""
         return set().union(*(self._holding.get(key, ()) for key in parts))
+
+    def _count_flows(self, system_id: str, parts: set[PartKey]) -> None:
+        """For the metrics, the flows node `system_id` holds as pushed: counted at the push,
+        before its status can say its table is in (at the pass's end, a scrape after the
+        status could read the count before it)."""
+        if system_id:
+            self._node_flows[system_id] = self.core.images.size(parts)
 
     def _set_parts(self, system_id: str, state: NodeState, parts: set[PartKey]) -> None:
         """Node `system_id` holds `parts` now (`_holding` follows; pushes run in threads)."""
