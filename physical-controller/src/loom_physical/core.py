@@ -622,8 +622,7 @@ class Localizer:
                 self._changed.qos.add(node)
                 (view.located.add if weight > 0 else view.located.discard)(port)
         for port in moved:  # (another round if that changes its row: `feeds_back`)
-            if port in self.bindings:
-                self._feed_chassis(port)
+            self._feed_chassis(port)
         for weight, row in delta.get("ArpProbe", []):
             if (view := self.nodes.get(row[0])) is not None:
                 (view.probes.add if weight > 0 else view.probes.discard)(row)

@@ -8,14 +8,8 @@
 //! what the Python fast path did (`Connection.receive`, `Connection._apply`, which stay for
 //! everything else), so a stand-in answers the same either way.
 
-/// `OpenFlow` 1.5's version byte.
-const VERSION: u8 = 0x06;
-/// `OFPT_FLOW_MOD`.
-const FLOW_MOD: u8 = 14;
-/// `OFPT_BUNDLE_ADD_MESSAGE`.
-const BUNDLE_ADD: u8 = 34;
-/// `OFPFC_ADD`.
-const ADD: u8 = 0;
+use crate::{OFPFC_ADD, OFPT_BUNDLE_ADD_MESSAGE, OFPT_FLOW_MOD, VERSION};
+
 /// `OFPFC_MODIFY_STRICT`.
 const MODIFY_STRICT: u8 = 2;
 /// `OFPTT_ALL`.
@@ -62,13 +56,13 @@ pub fn bundle_add_run(
         let fits = (MATCH_AT + 8..=length - ADD_HEADER).contains(&inner_length)
             && match_end(&m[ADD_HEADER..]) <= inner_length;
         let ours = m[0] == VERSION
-            && m[1] == BUNDLE_ADD
+            && m[1] == OFPT_BUNDLE_ADD_MESSAGE
             && m[8..12] == id
             && m[14..16] == flags
             && m[16] == VERSION
-            && m[17] == FLOW_MOD
+            && m[17] == OFPT_FLOW_MOD
             && m[20..24] == m[4..8]
-            && (command == ADD || command == MODIFY_STRICT)
+            && (command == OFPFC_ADD || command == MODIFY_STRICT)
             && table != TABLE_ALL;
         if !(ours && fits) {
             break;
@@ -84,7 +78,7 @@ pub fn bundle_add_run(
 /// command, or a match longer than the message (the caller handles those).
 #[must_use]
 pub fn flow_add(message: &[u8]) -> Option<(Vec<u8>, Vec<u8>)> {
-    if message.len() < MATCH_AT + 8 || message[1] != FLOW_MOD || message[25] != ADD {
+    if message.len() < MATCH_AT + 8 || message[1] != OFPT_FLOW_MOD || message[25] != OFPFC_ADD {
         return None;
     }
     let end = match_end(message);
@@ -109,7 +103,7 @@ mod tests {
     /// A `BUNDLE_ADD_MESSAGE` of bundle 7 (flags 3) carrying `inner`, with `inner`'s xid.
     fn bundle_add(inner: &[u8]) -> Vec<u8> {
         let length = u16::try_from(ADD_HEADER + inner.len()).unwrap();
-        let mut m = vec![VERSION, BUNDLE_ADD];
+        let mut m = vec![VERSION, OFPT_BUNDLE_ADD_MESSAGE];
         m.extend_from_slice(&length.to_be_bytes());
         m.extend_from_slice(&inner[4..8]);
         m.extend_from_slice(&7u32.to_be_bytes());
@@ -119,7 +113,7 @@ mod tests {
     }
 
     fn add(priority: u16) -> Vec<u8> {
-        flow_mod(ADD, 3, priority, 9, "in_port=5", b"").unwrap()
+        flow_mod(OFPFC_ADD, 3, priority, 9, "in_port=5", b"").unwrap()
     }
 
     #[test]
