@@ -187,7 +187,8 @@ def _every_daemon_serves_metrics(banner: str) -> None:
     assert set(urls) == {"API server", "logical controller 0", "physical controller 0"}, banner
     wanted = {"API server": ("loom_api_requests_total", 'loom_api_generation{kind="config"}'),
               "logical controller 0": ('loom_controller_pass_seconds_bucket{component="logical"',
-                                       'loom_controller_generation{component="logical"'),
+                                       'loom_controller_generation{component="logical"',
+                                       'loom_native_memory_bytes{component="logical"'),
               "physical controller 0": ("loom_physical_nodes{",
                                         'loom_cluster_member{component="physical"')}  # fmt: skip
     for name, url in urls.items():

@@ -225,6 +225,11 @@ def test_the_controllers_export_their_nodes_tables_and_passes(two_hvs: Loom) -> 
         frozenset({("component", "logical"), ("controller", loom.logical.name)}),
     )
     assert got[logical] >= loom.api.get("/api/v1/status").get_json()["realized_generation"]
+    # the engines' memory: one allocator in this process, the same for both controllers
+    native = {(c, n): got[("loom_native_memory_bytes",
+                            frozenset({("component", c), ("controller", n)}))]
+              for c, n in (("physical", name), ("logical", loom.logical.name))}  # fmt: skip
+    assert min(native.values()) > 1 << 20, native
 
 
 def test_an_operator_sees_a_nodes_computed_and_installed_flows(two_hvs: Loom) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from loom_ddlog import CompileError, EngineError, Program, Struct
+from loom_ddlog import CompileError, EngineError, Program, Struct, allocator_memory, memory_text
 from loom_ddlog.program import Delta, Row
 
 
@@ -272,12 +272,36 @@ def test_profile_names_the_relations_a_commit_spent_its_time_on(tmp_path: Path) 
     reports = re.findall(r"loom-engine profile: worker (\d), commit [\d.]+ ms", done.stderr)
     assert set(reports) == {"0", "1"}, done.stderr
     assert re.search(r"^\s+[\d.]+ ms  Path$", done.stderr, re.MULTILINE), done.stderr
+    # and the updates each relation's arrangements hold, from differential's own log: the
+    # recursive join arranges `Path` (its 300 * 301 / 2 rows, split between the workers)
+    held = re.findall(r"^\s+(\d+)  Path$", done.stderr, re.MULTILINE)
+    assert sum(map(int, held)) >= 300 * 301 // 2, done.stderr
+    assert len(re.findall(r"arrangements: \d+ updates held", done.stderr)) == 2, done.stderr
 
     quiet = subprocess.run(
         [sys.executable, "-c", script, str(program)],
         capture_output=True, text=True, timeout=120, check=True,
     )  # fmt: skip
     assert "loom-engine profile" not in quiet.stderr
+
+
+def test_memory_text_gives_the_process_and_the_native_allocator() -> None:
+    """`memory_text` (the controllers' long-pass log line): the process's resident memory
+    and the native allocator's, which grows with what an engine holds."""
+    before, _ = allocator_memory()
+    program = Program.compile(
+        "input relation In(x: bit<32>, s: string)\noutput relation Out(x: bit<32>, s: string)\n"
+        "Out(x, s) :- In(x, s).\n"
+    )
+    with program.transaction() as txn:
+        for i in range(200_000):
+            txn.insert("In", (i, f"row {i} with a string long enough to be allocated"))
+        txn.commit()
+    committed, peak = allocator_memory()
+    assert peak >= committed > before + 20 * 2**20  # (a few hundred bytes a row, twice)
+    text = memory_text()
+    assert re.fullmatch(r"RSS \d+ MiB \(peak \d+\), native allocator \d+ MiB \(peak \d+\)", text)
+    del program
 
 
 def test_heads_of_one_body_are_independent() -> None:

@@ -12,7 +12,10 @@ HOST:PORT` (`serve`), as Prometheus exporters do. What every controller exports,
 - `loom_cluster_member{component,controller,state}`: 1 for the ZooKeeper membership state
   the controller is in (`joining`, `acquired`, `suspended`, `lost`, `closed`; none without
   ZooKeeper), and `loom_cluster_shards{component,controller,role}` the shards it masters
-  and stands by for (`cluster_samples`, read at each scrape through `watch`).
+  and stands by for (`cluster_samples`, read at each scrape through `watch`);
+- `loom_native_memory_bytes{component,controller}`: what the process's native allocator
+  holds -- the rule engine's rows and arrangements (`native_memory_samples`); the process's
+  resident memory less this is mostly its Python objects (`process_resident_memory_bytes`).
 
 The physical controller adds nodes connected and mastered, and each mastered node's flows
 (`loom_physical_*`, in `loom_physical.controller`); the API server its requests by route
@@ -92,6 +95,15 @@ def forget(component: str, controller: str) -> None:
 
 STATES = ("joining", "acquired", "suspended", "lost", "closed")
 """The ZooKeeper membership states (`loom_common.cluster.membership.Ownership`)."""
+
+
+def native_memory_samples(component: str, controller: str, committed: int) -> list[Sample]:
+    """The bytes the process's native allocator holds (`loom_ddlog.allocator_memory`)."""
+    return [
+        ("loom_native_memory_bytes",
+         "Bytes the native allocator holds: the rule engine's rows and arrangements",
+         ("component", "controller"), [((component, controller), committed)]),
+    ]  # fmt: skip
 
 
 def cluster_samples(component: str, controller: str, view: Any) -> list[Sample]:

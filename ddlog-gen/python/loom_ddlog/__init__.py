@@ -33,7 +33,7 @@ dict keys); ``dict(value)`` turns one into a dict, and the tuple is accepted bac
 Conversion errors name the relation and column.
 """
 
-from loom_ddlog._native import CompileError, EngineError
+from loom_ddlog._native import CompileError, EngineError, allocator_memory
 from loom_ddlog.program import (
     Delta,
     PendingDelta,
@@ -43,6 +43,7 @@ from loom_ddlog.program import (
     Stats,
     Transaction,
     gc_paused,
+    memory_text,
 )
 from loom_ddlog.values import Struct
 
@@ -57,5 +58,7 @@ __all__ = [
     "Stats",
     "Struct",
     "Transaction",
+    "allocator_memory",
     "gc_paused",
+    "memory_text",
 ]

@@ -10,6 +10,7 @@ __all__ = [
     "Engine",
     "EngineError",
     "PendingDelta",
+    "allocator_memory",
     "bulk_adds",
     "compile_files",
     "compile_source",
@@ -93,6 +94,9 @@ def compile_files(paths: Sequence[str | PathLike[str]]) -> CompiledProgram:
 
 def compile_source(source: str, name: str = "<string>") -> CompiledProgram:
     """Compile a program given as text."""
+
+def allocator_memory() -> tuple[int, int]:
+    """The native allocator's memory in bytes: (committed, peak committed)."""
 
 def bulk_adds(flows: Sequence[tuple[int, int, int, str, bytes]]) -> bytes:
     """Flows `(table, priority, cookie, match, encoded actions)` as messages of the bulk

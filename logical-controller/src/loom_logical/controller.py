@@ -35,7 +35,14 @@ from loom_common import heap, metrics, runner
 from loom_common.cluster import membership
 from loom_common.ovsdb import Change, RawConnection, Replica, TransactError, readable
 from loom_common.reconnect import LOST, Link
-from loom_ddlog import PendingDelta, Program, Transaction, gc_paused
+from loom_ddlog import (
+    PendingDelta,
+    Program,
+    Transaction,
+    allocator_memory,
+    gc_paused,
+    memory_text,
+)
 from loom_logical.inputs import InputTable, input_tables
 from loom_logical.outputs import GLOBAL_SHARD, all_shards
 from loom_logical.rules import main_file
@@ -233,9 +240,12 @@ class LogicalController:
         metrics.watch(
             "logical",
             self.name,
-            lambda: metrics.cluster_samples(
-                "logical", self.name, self._member.view if self._member is not None else None
-            ),
+            lambda: [
+                *metrics.cluster_samples(
+                    "logical", self.name, self._member.view if self._member is not None else None
+                ),
+                *metrics.native_memory_samples("logical", self.name, allocator_memory()[0]),
+            ],
         )
         return self
 
@@ -494,7 +504,7 @@ class LogicalController:
                 metrics.observe_pass("logical", self.name, self._phases, generation)
                 if written - synced > SLOW_PASS:
                     phases = ", ".join(f"{k} {v:.2f}s" for k, v in self._phases.items())
-                    log.info("slow pass (generation %d): %s", generation, phases)
+                    log.info("slow pass (generation %d): %s; %s", generation, phases, memory_text())
         except (OSError, TransactError) as exc:
             # The outcome of a write in flight is unknown: read what is there before the next.
             self._reconcile_needed = True

@@ -33,9 +33,9 @@ each on fresh databases and processes, all real and local:
    reply, and the universal DB stamped with the change's generation (the logical tier
    done). A first pair warms up and is reported apart. Milestones are read from OVSDB
    monitors and from the one node's commits, so the waiting loads nothing measured.
-5. **Processes.** Peak RSS and CPU seconds of every process, at the end of the cold start
-   and of the port changes, and each one's CPU seconds during the cold start alone; and
-   the cold start's CPU timeline (`CpuTimeline`: the cores each role used, 5 s at a
+5. **Processes.** Peak and present RSS and CPU seconds of every process, at the end of the
+   cold start and of the port changes, and each one's CPU seconds during the cold start alone;
+   and the cold start's CPU timeline (`CpuTimeline`: the cores each role used, 5 s at a
    time, and the core-seconds left idle).
 6. **Verified, and the baseline.** Once every node reports the last change realized,
    Loom's controllers are stopped (the nodes keep their tables; the databases stay), and
@@ -164,7 +164,8 @@ class Processes:
     """The real nodes' ovsdb-server and ovs-vswitchd."""
 
     def usage(self) -> dict[str, Any]:
-        """Peak RSS and CPU seconds of each process (the real nodes' summed)."""
+        """Peak and present RSS and CPU seconds of each process (the real nodes' summed):
+        a peak well over the present RSS is a transient of the cold start's computation."""
         from loom_common.procstat import ProcessUsage
 
         def one(pid: int | None) -> dict[str, float]:
@@ -174,7 +175,8 @@ class Processes:
                 u = ProcessUsage.of(pid)
             except ProcessLookupError:
                 return {}
-            return {"peak_rss_mib": round(u.peak_mib, 1), "cpu_s": round(u.cpu_seconds, 2)}
+            return {"peak_rss_mib": round(u.peak_mib, 1), "rss_mib": round(u.rss_mib, 1),
+                    "cpu_s": round(u.cpu_seconds, 2)}  # fmt: skip
 
         def summed(pids: list[int]) -> dict[str, float]:
             each = [one(pid) for pid in pids]
@@ -189,6 +191,7 @@ class Processes:
         return {
             "loom": loom,
             "loom_rss_mib_total": round(sum(v.get("peak_rss_mib", 0) for v in ours), 1),
+            "loom_rss_now_mib_total": round(sum(v.get("rss_mib", 0) for v in ours), 1),
             "loom_cpu_s_total": round(sum(v.get("cpu_s", 0) for v in ours), 2),
             "standins": {"processes": len(self.standins), **summed(list(self.standins))},
             "real_ovs": {

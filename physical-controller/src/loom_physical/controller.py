@@ -53,7 +53,7 @@ from loom_common.liveness import Heartbeat
 from loom_common.ovsdb import OvsdbError, RawConnection, Replica, TransactError, readable
 from loom_common.pki import Credentials, names_node, server_context
 from loom_common.reconnect import CONNECTION_ERRORS, Link
-from loom_ddlog import Program, gc_paused
+from loom_ddlog import Program, allocator_memory, gc_paused, memory_text
 from loom_ovs import packets
 from loom_ovs.manager import Manager, NodeSession, TunnelSpec, omap
 from loom_ovs.openflow import Flow, Key, OpenFlowError, Switch
@@ -600,7 +600,8 @@ class PhysicalController:
     def _metric_samples(self) -> list[metrics.Sample]:
         """What a scrape reads (another thread: copies of what the loop keeps): nodes
         connected and mastered, each mastered node's flows as of its last push, and the
-        controller's ZooKeeper membership (`loom_common.metrics`)."""
+        controller's ZooKeeper membership, the native allocator's memory
+        (`loom_common.metrics`)."""
         view = self._member.view if self._member is not None else None
         connected = list(self.nodes)
         mastered = [n for n in connected if view is None or view.may_write(n)]
@@ -613,6 +614,7 @@ class PhysicalController:
             ("loom_physical_node_flows", "Flows in a mastered node's table as of its last push",
              ("controller", "node"), [((*labels, n), flows[n]) for n in mastered if n in flows]),
             *metrics.cluster_samples("physical", self.name, view),
+            *metrics.native_memory_samples("physical", self.name, allocator_memory()[0]),
         ]  # fmt: skip
 
     def _accepting(self) -> None:
@@ -795,6 +797,8 @@ class PhysicalController:
             self.passes += 1
             self._cond.notify_all()
         took = time.perf_counter() - began
+        if took >= LONG_PASS:
+            log.info("long pass %.1f s: %s", took, memory_text())
         # (a pass that computed or pushed something, or took long: idle passes are not)
         if self._pushed_now or self._computed_now or took >= LOGGED_PASS:
             metrics.observe_pass("physical", self.name, {**self._this_pass, "total": took},

@@ -84,6 +84,27 @@ fn relation_infos(prog: &Program) -> Vec<RelationInfo> {
         .collect()
 }
 
+/// The native allocator's (mimalloc's) memory, in bytes: `(committed, peak committed)` --
+/// the engine's rows, arrangements and encoded flows, apart from Python's objects.
+#[pyfunction]
+fn allocator_memory() -> (usize, usize) {
+    let (mut current, mut peak) = (0usize, 0usize);
+    // SAFETY: every out-parameter is either null (not wanted) or a valid `usize`.
+    unsafe {
+        libmimalloc_sys::mi_process_info(
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            &raw mut current,
+            &raw mut peak,
+            std::ptr::null_mut(),
+        );
+    }
+    (current, peak)
+}
+
 /// Compile rule files (imports resolve relative to each file).
 #[pyfunction]
 #[allow(clippy::needless_pass_by_value)] // PyO3 extracts arguments by value
@@ -467,8 +488,8 @@ impl Engine {
 mod _native {
     #[pymodule_export]
     use super::{
-        compile_files, compile_source, CompileError, CompiledProgram, Engine, EngineError,
-        PendingDelta,
+        allocator_memory, compile_files, compile_source, CompileError, CompiledProgram, Engine,
+        EngineError, PendingDelta,
     };
     #[pymodule_export]
     use crate::ofp::{

@@ -8,6 +8,9 @@
 //! children). Operators are labelled by the relation whose rules were being built when
 //! they were created; the rest of an epoch (progress tracking, parking) shows as
 //! "(outside operators)".
+//!
+//! With it, the updates every arrangement holds after the commit, summed by label, from
+//! differential's own log (batches made, merged and dropped): where the engine's memory is.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -15,6 +18,7 @@ use std::fmt::Write as _;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
+use differential_dataflow::logging::{DifferentialEvent, DifferentialEventBuilder};
 use timely::logging::{StartStop, TimelyEvent, TimelyEventBuilder};
 use timely::worker::Worker;
 
@@ -42,6 +46,8 @@ struct Times {
     /// Operators started and not yet stopped: (id, start, time of children so far).
     stack: Vec<(usize, Duration, Duration)>,
     own: HashMap<usize, Duration>,
+    /// Updates held by each arranging operator's trace.
+    held: HashMap<usize, i64>,
 }
 
 /// A worker's profiler; `None` unless `LOOM_ENGINE_PROFILE` is set.
@@ -62,6 +68,25 @@ impl Profiler {
             .unwrap_or(100);
         let times = Rc::new(RefCell::new(Times::default()));
         let sink = times.clone();
+        let held = times.clone();
+        worker
+            .log_register()?
+            .insert::<DifferentialEventBuilder, _>("differential/arrange", move |_, data| {
+                let Some(events) = data else { return };
+                let mut t = held.borrow_mut();
+                for (_, event) in events.iter() {
+                    let (op, delta) = match event {
+                        DifferentialEvent::Batch(b) => (b.operator, b.length as i64),
+                        DifferentialEvent::Drop(d) => (d.operator, -(d.length as i64)),
+                        DifferentialEvent::Merge(m) => match m.complete {
+                            Some(n) => (m.operator, n as i64 - (m.length1 + m.length2) as i64),
+                            None => continue,
+                        },
+                        _ => continue,
+                    };
+                    *t.held.entry(op).or_default() += delta;
+                }
+            });
         worker
             .log_register()?
             .insert::<TimelyEventBuilder, _>("timely", move |_, data| {
@@ -122,6 +147,17 @@ impl Profiler {
         );
         for (label, d) in rows.iter().take(25) {
             let _ = writeln!(text, "  {:>10.1} ms  {label}", d.as_secs_f64() * 1e3);
+        }
+        let mut held: HashMap<&str, i64> = HashMap::new();
+        for (id, n) in &times.held {
+            *held.entry(labels.of(*id)).or_default() += *n;
+        }
+        let mut held: Vec<(&str, i64)> = held.into_iter().filter(|r| r.1 != 0).collect();
+        held.sort_by_key(|r| std::cmp::Reverse(r.1));
+        let total: i64 = held.iter().map(|r| r.1).sum();
+        let _ = writeln!(text, "  arrangements: {total} updates held");
+        for (label, n) in held.iter().take(25) {
+            let _ = writeln!(text, "  {n:>12}  {label}");
         }
         eprint!("{text}");
     }
