@@ -108,3 +108,12 @@ def test_the_one_step_translation_is_the_parsed_one(text: str, dp: int) -> None:
 def test_the_one_step_translation_refuses_what_parsing_refuses(text: str) -> None:
     with pytest.raises(ValueError, match=r"universal flow|ls_in_acl|invalid|last stage"):
         physical_text(1, text, cookie(1))
+
+
+def test_flows_at_one_priority_share_its_number() -> None:
+    """Every flow parsed at a priority holds the same int (past 256 each parse made its
+    own: 32 bytes a flow, for every universal flow a controller holds)."""
+    texts = [f"ingress\tls_in_acl\t1000\tip,nw_src=10.0.0.{i}\tdrop" for i in range(3)]
+    priorities = [physical_text(5, text, cookie(1)).priority for text in texts]
+    assert priorities == [1000] * 3
+    assert all(p is priorities[0] for p in priorities)

@@ -6,9 +6,12 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from loom_common.ovsdb import OvsdbServer, RawConnection
 from loom_common.testing import wait_for
-from loom_physical.universal import DB, TABLES, UniversalReplica
+from loom_physical.universal import DB, TABLES, UniversalReplica, pack, unpack
 
 WAIT = 10.0
 
@@ -108,6 +111,54 @@ def test_a_transaction_of_flows_and_a_binding_is_polled_whole(universal_db: Ovsd
                 pass  # poll as often as possible: any gap between two messages shows
             assert sorted(table for table, _, _ in seen) == ["Flow", "Port_Binding"], (i, seen)
             conn.finish_transact(sent)
+    finally:
+        replica.close()
+        conn.close()
+
+
+@given(st.sets(st.text(alphabet="ab\t\n=,", max_size=6), max_size=6))
+def test_packed_texts_unpack_to_the_same_set(texts: set[str]) -> None:
+    """`pack` keeps a row's flow texts as one object; any set comes back whole (texts with
+    newlines of their own, an empty text), and equal sets pack equal."""
+    packed = pack(texts)
+    assert sorted(unpack(packed)) == sorted(texts)
+    assert packed == pack(sorted(texts, reverse=True))
+    if texts and not any("\n" in t for t in texts):
+        assert isinstance(packed, str)  # (the one-object form whenever it can be)
+
+
+def test_flow_rows_are_kept_packed_through_their_diffs(universal_db: OvsdbServer) -> None:
+    """A `Universal_Flow` row's sets rebuilt from `update2` diffs (texts added, removed,
+    a text with a newline of its own) are, unpacked, what a `select` reads."""
+    conn = RawConnection(universal_db.unix_remote, db=DB)
+    replica = UniversalReplica(universal_db.unix_remote)
+
+    def same(flows: set[str], local: set[str]) -> bool:
+        replica.poll()
+        rows = list(replica.rows["Flow"].values())
+        return len(rows) == 1 and (
+            set(unpack(rows[0]["flows"])),
+            set(unpack(rows[0]["local_flows"])),
+        ) == (flows, local)
+
+    try:
+        replica.start([4])
+        flow = {"op": "insert", "table": "Universal_Flow",
+                "row": {"datapath": 4, "source": "p", "cookie": 1,
+                        "flows": ["set", ["f1", "f2", "f3"]], "local_flows": "l1"}}  # fmt: skip
+
+        def update(**row: Any) -> dict[str, Any]:
+            return _update("Universal_Flow", [["source", "==", "p"]], row)
+
+        steps: list[tuple[dict[str, Any], set[str], set[str]]] = [
+            (flow, {"f1", "f2", "f3"}, {"l1"}),
+            (update(flows=["set", ["f2", "f4"]]), {"f2", "f4"}, {"l1"}),
+            (update(flows=["set", ["f2", "a\nb"]], local_flows=["set", []]), {"f2", "a\nb"}, set()),
+            (update(flows=["set", ["a\nb", "c"]]), {"a\nb", "c"}, set()),
+        ]
+        for op, flows, local in steps:
+            conn.transact(DB, [op])
+            wait_for(lambda f=flows, lf=local: same(f, lf), WAIT, f"the row to hold {flows}")
     finally:
         replica.close()
         conn.close()

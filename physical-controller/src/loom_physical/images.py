@@ -37,6 +37,7 @@ from typing import Any
 from loom_ovs.ofp import FlowSyntaxError
 from loom_ovs.openflow import Flow, FlowTable, Key, Mod, bulk_adds, cookie
 from loom_physical.translate import Unbound, UniversalFlow, physical, physical_text
+from loom_physical.universal import FlowTexts, unpack
 
 log = logging.getLogger(__name__)
 
@@ -116,9 +117,9 @@ class Row:
     dp: int
     source: str
     cookie: int
-    flows: AbstractSet[str]
-    local_flows: AbstractSet[str]
-    """(Both the replica's own sets, not copies: it makes a new set when a row changes.)"""
+    flows: FlowTexts | AbstractSet[str]
+    local_flows: FlowTexts | AbstractSet[str]
+    """(Both as the replica holds them, packed -- `universal.pack` --, or sets.)"""
 
 
 class Images:
@@ -275,7 +276,7 @@ class Images:
         logged, once)."""
         flow_cookie = cookie(row.cookie)
         for key, texts in ((("dp", row.dp), row.flows), (("port", row.source), row.local_flows)):
-            for text in texts:
+            for text in unpack(texts):
                 try:
                     if "${" not in text:  # (nearly every flow)
                         yield key, physical_text(row.dp, text, flow_cookie)
@@ -317,6 +318,9 @@ def to_row(row: Mapping[str, Any]) -> Row:
                _texts(row.get("flows")), _texts(row.get("local_flows")))  # fmt: skip
 
 
-def _texts(value: Any) -> AbstractSet[str]:
-    """A `flows` column's set as it is (the replica's), else as a frozenset."""
-    return value if isinstance(value, (set, frozenset)) else frozenset(value or ())
+def _texts(value: Any) -> FlowTexts | AbstractSet[str]:
+    """A `flows` column as the replica holds it (packed), or a set as it is; else (None,
+    a list) as a frozenset."""
+    if isinstance(value, (str, tuple, set, frozenset)):
+        return value
+    return frozenset(value or ())
