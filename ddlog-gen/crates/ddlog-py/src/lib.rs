@@ -85,7 +85,7 @@ fn relation_infos(prog: &Program) -> Vec<RelationInfo> {
 }
 
 /// The native allocator's (mimalloc's) memory, in bytes: `(committed, peak committed)` --
-/// the engine's rows, arrangements and encoded flows, apart from Python's objects.
+/// the engines' rows and arrangements, apart from Python's objects (`memory_text`).
 #[pyfunction]
 fn allocator_memory() -> (usize, usize) {
     let (mut current, mut peak) = (0usize, 0usize);
