@@ -53,3 +53,13 @@ class ProcessUsage:
 def rss_mib() -> float:
     """This process's resident memory now, MiB."""
     return ProcessUsage.of().rss_mib
+
+
+def memory_text(native: tuple[int, int]) -> str:
+    """This process's resident memory (now and at its peak) and the native allocator's
+    share of it (`native`: bytes now and at the peak, `loom_ddlog.allocator_memory` -- the
+    rule engines' rows and arrangements), for a log line."""
+    usage = ProcessUsage.of()
+    committed, peak = native
+    return (f"RSS {usage.rss_mib:.0f} MiB (peak {usage.peak_mib:.0f}), "
+            f"native allocator {committed / 2**20:.0f} MiB (peak {peak / 2**20:.0f})")  # fmt: skip

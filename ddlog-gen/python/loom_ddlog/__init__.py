@@ -43,7 +43,6 @@ from loom_ddlog.program import (
     Stats,
     Transaction,
     gc_paused,
-    memory_text,
 )
 from loom_ddlog.values import Struct
 
@@ -60,5 +59,4 @@ __all__ = [
     "Transaction",
     "allocator_memory",
     "gc_paused",
-    "memory_text",
 ]

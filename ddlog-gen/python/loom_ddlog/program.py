@@ -25,24 +25,6 @@ StrPath = str | os.PathLike[str]
 Role = Literal["input", "output", "internal"]
 
 
-def memory_text() -> str:
-    """The process's resident memory (now and at its peak) and the native allocator's
-    share of it (the engines' rows and arrangements), for a log line."""
-    from loom_ddlog._native import allocator_memory
-
-    fields = {}
-    with open("/proc/self/status", encoding="ascii") as status:
-        for line in status:
-            name, _, value = line.partition(":")
-            if name in ("VmRSS", "VmHWM"):
-                fields[name] = int(value.split()[0]) / 1024
-    committed, peak = allocator_memory()
-    return (
-        f"RSS {fields.get('VmRSS', 0):.0f} MiB (peak {fields.get('VmHWM', 0):.0f}), "
-        f"native allocator {committed / 2**20:.0f} MiB (peak {peak / 2**20:.0f})"
-    )
-
-
 @contextlib.contextmanager
 def gc_paused() -> Iterator[None]:
     """Keep Python's cyclic garbage collector from running inside the block.

@@ -31,18 +31,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from loom_common import heap, metrics, runner
+from loom_common import heap, metrics, procstat, runner
 from loom_common.cluster import membership
 from loom_common.ovsdb import Change, RawConnection, Replica, TransactError, readable
 from loom_common.reconnect import LOST, Link
-from loom_ddlog import (
-    PendingDelta,
-    Program,
-    Transaction,
-    allocator_memory,
-    gc_paused,
-    memory_text,
-)
+from loom_ddlog import PendingDelta, Program, Transaction, allocator_memory, gc_paused
 from loom_logical.inputs import InputTable, input_tables
 from loom_logical.outputs import GLOBAL_SHARD, all_shards
 from loom_logical.rules import main_file
@@ -504,7 +497,12 @@ class LogicalController:
                 metrics.observe_pass("logical", self.name, self._phases, generation)
                 if written - synced > SLOW_PASS:
                     phases = ", ".join(f"{k} {v:.2f}s" for k, v in self._phases.items())
-                    log.info("slow pass (generation %d): %s; %s", generation, phases, memory_text())
+                    log.info(
+                        "slow pass (generation %d): %s; %s",
+                        generation,
+                        phases,
+                        procstat.memory_text(allocator_memory()),
+                    )
         except (OSError, TransactError) as exc:
             # The outcome of a write in flight is unknown: read what is there before the next.
             self._reconcile_needed = True

@@ -53,7 +53,7 @@ from loom_common.liveness import Heartbeat
 from loom_common.ovsdb import OvsdbError, RawConnection, Replica, TransactError, readable
 from loom_common.pki import Credentials, names_node, server_context
 from loom_common.reconnect import CONNECTION_ERRORS, Link
-from loom_ddlog import Program, allocator_memory, gc_paused, memory_text
+from loom_ddlog import Program, allocator_memory, gc_paused
 from loom_ovs import packets
 from loom_ovs.manager import Manager, NodeSession, TunnelSpec, omap
 from loom_ovs.openflow import Flow, Key, OpenFlowError, Switch
@@ -798,7 +798,7 @@ class PhysicalController:
             self._cond.notify_all()
         took = time.perf_counter() - began
         if took >= LONG_PASS:
-            log.info("long pass %.1f s: %s", took, memory_text())
+            log.info("long pass %.1f s: %s", took, procstat.memory_text(allocator_memory()))
         # (a pass that computed or pushed something, or took long: idle passes are not)
         if self._pushed_now or self._computed_now or took >= LOGGED_PASS:
             metrics.observe_pass("physical", self.name, {**self._this_pass, "total": took},

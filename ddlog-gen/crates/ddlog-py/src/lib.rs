@@ -85,7 +85,8 @@ fn relation_infos(prog: &Program) -> Vec<RelationInfo> {
 }
 
 /// The native allocator's (mimalloc's) memory, in bytes: `(committed, peak committed)` --
-/// the engines' rows and arrangements, apart from Python's objects (`memory_text`).
+/// the engines' rows and arrangements, apart from Python's objects
+/// (`loom_common.procstat.memory_text` writes both).
 #[pyfunction]
 fn allocator_memory() -> (usize, usize) {
     let (mut current, mut peak) = (0usize, 0usize);
