@@ -140,10 +140,10 @@ pub fn from_py(
                 (1u128 << n) - 1
             };
             match x {
-                Int::Small(v) if v >= 0 && (v as u128) <= max => Ok(Value::Bit(v as u128)),
+                Int::Small(v) if v >= 0 && (v as u128) <= max => Ok(Value::bit(v as u128)),
                 Int::Small(v) => Err(out_of_range(site, &v, prog, ty)),
                 Int::Big(b) => match u128::try_from(&b) {
-                    Ok(v) if v <= max => Ok(Value::Bit(v)),
+                    Ok(v) if v <= max => Ok(Value::bit(v)),
                     _ => Err(out_of_range(site, &b, prog, ty)),
                 },
             }
@@ -157,10 +157,10 @@ pub fn from_py(
                 (-(1i128 << (n - 1)), (1i128 << (n - 1)) - 1)
             };
             match x {
-                Int::Small(v) if v >= lo && v <= hi => Ok(Value::Signed(v)),
+                Int::Small(v) if v >= lo && v <= hi => Ok(Value::signed(v)),
                 Int::Small(v) => Err(out_of_range(site, &v, prog, ty)),
                 Int::Big(b) => match i128::try_from(&b) {
-                    Ok(v) if v >= lo && v <= hi => Ok(Value::Signed(v)),
+                    Ok(v) if v >= lo && v <= hi => Ok(Value::signed(v)),
                     _ => Err(out_of_range(site, &b, prog, ty)),
                 },
             }
@@ -520,9 +520,10 @@ pub fn to_py<'py>(
                 .collect::<PyResult<Vec<_>>>()?;
             Ok(PyTuple::new(py, objs)?.into_any())
         }
-        (Type::Group(kt, vt), Value::Group(k, vals)) => {
-            let key = to_py(py, prog, kt, k)?;
-            let objs = vals
+        (Type::Group(kt, vt), Value::Group(g)) => {
+            let key = to_py(py, prog, kt, &g.key)?;
+            let objs = g
+                .values
                 .iter()
                 .map(|x| to_py(py, prog, vt, x))
                 .collect::<PyResult<Vec<_>>>()?;
@@ -537,13 +538,13 @@ pub fn to_py<'py>(
 fn untyped<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py, PyAny>> {
     Ok(match v {
         Value::Bool(b) => PyBool::new(py, *b).to_owned().into_any(),
-        Value::Bit(x) => match u64::try_from(*x) {
+        Value::Bit(x) => match u64::try_from(x.get()) {
             Ok(small) => small.into_pyobject(py)?.into_any(),
-            Err(_) => x.into_pyobject(py)?.into_any(),
+            Err(_) => x.get().into_pyobject(py)?.into_any(),
         },
-        Value::Signed(x) => match i64::try_from(*x) {
+        Value::Signed(x) => match i64::try_from(x.get()) {
             Ok(small) => small.into_pyobject(py)?.into_any(),
-            Err(_) => x.into_pyobject(py)?.into_any(),
+            Err(_) => x.get().into_pyobject(py)?.into_any(),
         },
         Value::BigInt(b) => b.as_ref().into_pyobject(py)?.into_any(),
         Value::Str(s) => PyString::new(py, s).into_any(),
@@ -568,12 +569,17 @@ fn untyped<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py, PyAny>> {
                 .collect::<PyResult<Vec<_>>>()?;
             PyTuple::new(py, objs)?.into_any()
         }
-        Value::Group(k, vals) => {
-            let objs = vals
+        Value::Group(g) => {
+            let objs = g
+                .values
                 .iter()
                 .map(|x| untyped(py, x))
                 .collect::<PyResult<Vec<_>>>()?;
-            PyTuple::new(py, [untyped(py, k)?, PyTuple::new(py, objs)?.into_any()])?.into_any()
+            PyTuple::new(
+                py,
+                [untyped(py, &g.key)?, PyTuple::new(py, objs)?.into_any()],
+            )?
+            .into_any()
         }
     })
 }

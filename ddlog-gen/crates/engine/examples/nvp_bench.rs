@@ -39,7 +39,7 @@ fn program() -> Program {
 }
 
 fn b(x: u64) -> Value {
-    Value::Bit(u128::from(x))
+    Value::bit(u128::from(x))
 }
 
 struct Lcg(u64);

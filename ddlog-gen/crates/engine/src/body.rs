@@ -2,7 +2,6 @@
 //! the two can only differ in how they combine rows, never in what one row means.
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
 
 use rulec::ir::{Expr, Pattern, Program};
 use rulec::value::{Row, Value};
@@ -40,6 +39,21 @@ impl AtomPlan {
             }
         }
         plan
+    }
+
+    /// The plan against rows that hold only the columns `cols` (ascending, a superset of
+    /// the `rest` columns), in that order: an arrangement's values, which keep no more of
+    /// a relation's rows than its joins read.
+    pub fn narrowed(&self, cols: &[usize]) -> AtomPlan {
+        let at = |col: usize| {
+            cols.binary_search(&col)
+                .expect("an arrangement keeps every column its joins read")
+        };
+        AtomPlan {
+            key_cols: self.key_cols.clone(),
+            key_exprs: self.key_exprs.clone(),
+            rest: self.rest.iter().map(|(c, p)| (at(*c), p.clone())).collect(),
+        }
     }
 
     /// The join key of an incoming binding row.
@@ -135,8 +149,13 @@ pub fn flat_map(
         Ok(())
     };
     match &coll {
-        Value::Vec(items) | Value::Set(items) | Value::Group(_, items) => {
+        Value::Vec(items) | Value::Set(items) => {
             for v in items.iter() {
+                one(v, &mut b)?;
+            }
+        }
+        Value::Group(g) => {
+            for v in g.values.iter() {
                 one(v, &mut b)?;
             }
         }
@@ -161,7 +180,7 @@ pub fn group_key(by_vals: &[Value]) -> Value {
 /// The output row of a group: the `by` values then the group value.
 pub fn group_row(by_vals: &Row, values: Vec<Value>) -> Row {
     let mut row = by_vals.clone();
-    row.push(Value::Group(Arc::new(group_key(by_vals)), values.into()));
+    row.push(Value::group(group_key(by_vals), values.into()));
     row
 }
 

@@ -24,7 +24,7 @@ use differential_dataflow::operators::arrange::{Arranged, TraceAgent};
 use differential_dataflow::operators::iterate::Variable;
 use differential_dataflow::trace::implementations::{KeySpine, ValSpine};
 use differential_dataflow::VecCollection;
-use rulec::ir::{BodyItem, Expr, Program, RelId, Role};
+use rulec::ir::{BodyItem, Expr, Program, RelId, Role, Rule};
 use rulec::value::{Row, Value};
 use timely::container::CapacityContainerBuilder;
 use timely::dataflow::channels::pact::Pipeline;
@@ -40,7 +40,8 @@ use crate::profile::Labels;
 
 /// A collection of rows in a scope with timestamp `T`.
 type Coll<'s, T> = VecCollection<'s, T, Row>;
-/// Relation rows arranged by key columns.
+/// Relation rows arranged by key columns, each keeping as its value the columns the
+/// relation's joins on that key read (see [`value_columns`]).
 type ValArr<'s, T> = Arranged<'s, TraceAgent<ValSpine<Row, Row, T, isize>>>;
 /// Distinct key tuples of a relation, for `not`.
 type KeyArr<'s, T> = Arranged<'s, TraceAgent<KeySpine<Row, T, isize>>>;
@@ -56,6 +57,9 @@ pub struct Built {
     pub unit: InputSession<u64, Row, isize>,
     /// Which relation each operator computes (for [`crate::profile`]).
     pub labels: Labels,
+    /// Which rule's join, antijoin or `group_by`, or which relation's arrangement, each
+    /// operator belongs to (for [`crate::profile`]'s account of the memory).
+    pub details: Labels,
 }
 
 /// The relations, arrangements and counters of one scope while rules are compiled into it.
@@ -67,6 +71,35 @@ struct Ctx<'s, T: Timestamp + Lattice> {
     rels: HashMap<RelId, Coll<'s, T>>,
     arrs: HashMap<(RelId, Vec<usize>), ValArr<'s, T>>,
     keys: HashMap<(RelId, Vec<usize>), KeyArr<'s, T>>,
+    values: Arc<ValueColumns>,
+    details: Rc<RefCell<Labels>>,
+}
+
+/// For each (relation, key columns) some join arranges a relation by: the other columns
+/// any of those joins reads, ascending.
+type ValueColumns = HashMap<(RelId, Vec<usize>), Vec<usize>>;
+
+/// What each arrangement of a relation must keep of its rows besides the key: the columns
+/// that the joins using it bind or match, not the key (which it keeps apart) nor the
+/// wildcards. Keeping the whole row as the value stored every key column twice and every
+/// column no join reads (at the NVP workload's full scale, ~X of the logical engine's
+/// memory).
+fn value_columns(prog: &Program) -> ValueColumns {
+    let mut cols: HashMap<(RelId, Vec<usize>), BTreeSet<usize>> = HashMap::new();
+    for rule in &prog.rules {
+        // A body's first atom is matched row by row (`Step::First`), not joined.
+        for item in rule.body.iter().skip(1) {
+            if let BodyItem::Atom { rel, args } = item {
+                let plan = AtomPlan::new(args);
+                cols.entry((*rel, plan.key_cols))
+                    .or_default()
+                    .extend(plan.rest.iter().map(|(c, _)| *c));
+            }
+        }
+    }
+    cols.into_iter()
+        .map(|(k, v)| (k, v.into_iter().collect()))
+        .collect()
 }
 
 /// A rule body's rows between two of its joins, antijoins or `group_by`s, shaped for the
@@ -115,6 +148,12 @@ fn ok<X>(errors: &AtomicU64, r: crate::eval::EvalResult<X>) -> Option<X> {
 }
 
 impl<'s, T: Grouping> Ctx<'s, T> {
+    /// Operators created from now on belong to `detail` (see [`Built::details`]).
+    fn mark(&self, detail: &str) {
+        let next = self.scope.worker().peek_identifier();
+        self.details.borrow_mut().mark(next, detail);
+    }
+
     fn rel(&self, rel: RelId) -> Coll<'s, T> {
         match self.rels.get(&rel) {
             Some(c) => c.clone(),
@@ -123,17 +162,24 @@ impl<'s, T: Grouping> Ctx<'s, T> {
         }
     }
 
-    fn arrangement(&mut self, rel: RelId, cols: &[usize]) -> ValArr<'s, T> {
-        if let Some(a) = self.arrs.get(&(rel, cols.to_vec())) {
-            return a.clone();
+    /// `rel`'s rows arranged by the key columns of `atom` (a join with `rel`), and the
+    /// join's plan against the arrangement's values.
+    fn arrangement(&mut self, rel: RelId, atom: &AtomPlan) -> (ValArr<'s, T>, AtomPlan) {
+        let key = (rel, atom.key_cols.clone());
+        let values = self.values[&key].clone();
+        let plan = atom.narrowed(&values);
+        if let Some(a) = self.arrs.get(&key) {
+            return (a.clone(), plan);
         }
-        let owned = cols.to_vec();
+        let name = &self.prog.relations[rel].name;
+        self.mark(&format!("{name} by {:?} keeping {values:?}", atom.key_cols));
+        let cols = atom.key_cols.clone();
         let a = self
             .rel(rel)
-            .map(move |r| (body::project(&r, &owned), r))
+            .map(move |r| (body::project(&r, &cols), body::project(&r, &values)))
             .arrange_by_key();
-        self.arrs.insert((rel, cols.to_vec()), a.clone());
-        a
+        self.arrs.insert(key, a.clone());
+        (a, plan)
     }
 
     fn key_set(&mut self, rel: RelId, cols: &[usize]) -> KeyArr<'s, T> {
@@ -141,6 +187,8 @@ impl<'s, T: Grouping> Ctx<'s, T> {
             return a.clone();
         }
         let arity = self.prog.relations[rel].columns.len();
+        let name = &self.prog.relations[rel].name;
+        self.mark(&format!("{name} keys {cols:?}"));
         let owned = cols.to_vec();
         let mut keys = self.rel(rel).map(move |r| body::project(&r, &owned));
         if cols.len() < arity {
@@ -189,7 +237,8 @@ impl<'s, T: Grouping> Ctx<'s, T> {
     /// keying of rows for a join or a `group_by` (see [`Stage`]): a body costs one operator,
     /// plus per join its input's arrangement and the `join_core`, per antijoin four, per
     /// `group_by` one.
-    fn rule(&mut self, items: &[BodyItem], heads: &[Vec<Expr>]) -> Coll<'s, T> {
+    fn rule(&mut self, source: &str, items: &[BodyItem], heads: &[Vec<Expr>]) -> Coll<'s, T> {
+        self.mark(source);
         // Steps after each item up to the next join/not/group (or the head at the end).
         let steps_after = |start: usize| -> (Vec<Step>, usize) {
             let mut steps = Vec::new();
@@ -226,8 +275,9 @@ impl<'s, T: Grouping> Ctx<'s, T> {
             let errors = self.errors.clone();
             cur = match (item, cur) {
                 (BodyItem::Atom { rel, args }, Stage::Join(keyed)) => {
-                    let plan = AtomPlan::new(args);
-                    let arr = self.arrangement(*rel, &plan.key_cols);
+                    let atom = AtomPlan::new(args);
+                    let (arr, plan) = self.arrangement(*rel, &atom);
+                    self.mark(&format!("{source}: join {}", prog.relations[*rel].name));
                     stage!(self, following, post, |f| keyed.join_core(
                         arr,
                         move |_k, b: &Row, r: &Row| {
@@ -241,6 +291,7 @@ impl<'s, T: Grouping> Ctx<'s, T> {
                 (BodyItem::Not { rel, args }, Stage::Rows(rows)) => {
                     let plan = AtomPlan::new(args);
                     let keys = self.key_set(*rel, &plan.key_cols);
+                    self.mark(&format!("{source}: not {}", prog.relations[*rel].name));
                     let matched = rows
                         .clone()
                         .flat_map(move |b| {
@@ -255,6 +306,7 @@ impl<'s, T: Grouping> Ctx<'s, T> {
                     }
                 }
                 (BodyItem::GroupBy { .. }, Stage::Group(keyed)) => {
+                    self.mark(&format!("{source}: group_by"));
                     stage!(self, following, post, |f| T::group(keyed).flat_map(
                         move |(mut k, g): (Row, Value)| {
                             k.push(g);
@@ -282,20 +334,22 @@ impl<'s, T: Grouping> Ctx<'s, T> {
     /// evaluating that body once per head repeated its joins.
     fn derive(&mut self, rules: &[usize], multiset: bool) -> Coll<'s, T> {
         let prog = self.prog.clone();
-        let mut bodies: Vec<(&[BodyItem], Vec<Vec<Expr>>)> = Vec::new();
+        // Each distinct body with the first rule that has it and the heads of all.
+        let mut bodies: Vec<(&Rule, Vec<Vec<Expr>>)> = Vec::new();
         for r in rules.iter().map(|r| &prog.rules[*r]) {
-            match bodies
-                .iter_mut()
-                .find(|(body, _)| *body == r.body.as_slice())
-            {
+            match bodies.iter_mut().find(|(first, _)| first.body == r.body) {
                 Some((_, heads)) => heads.push(r.head_exprs.clone()),
-                None => bodies.push((&r.body, vec![r.head_exprs.clone()])),
+                None => bodies.push((r, vec![r.head_exprs.clone()])),
             }
         }
         let parts: Vec<Coll<'s, T>> = bodies
             .iter()
-            .map(|(body, heads)| self.rule(body, heads))
+            .map(|(r, heads)| self.rule(&r.source, &r.body, heads))
             .collect();
+        if let Some(r) = rules.first() {
+            let name = &prog.relations[prog.rules[*r].head].name;
+            self.mark(&format!("{name}: union"));
+        }
         let all = match parts.len() {
             0 => return self.unit.clone().filter(|_| false),
             // One body: no `Concatenate` operator (one fewer for timely to track).
@@ -363,6 +417,7 @@ pub fn build(
 ) -> Built {
     let mut labels = Labels::default();
     labels.mark(scope.worker().peek_identifier(), "(inputs)");
+    let details = Rc::new(RefCell::new(labels.clone()));
     let (unit_in, unit) = scope.new_collection::<Row, isize>();
     let mut ctx = Ctx {
         prog: prog.clone(),
@@ -372,6 +427,8 @@ pub fn build(
         rels: HashMap::new(),
         arrs: HashMap::new(),
         keys: HashMap::new(),
+        values: Arc::new(value_columns(prog)),
+        details: details.clone(),
     };
     let mut inputs = HashMap::new();
     for (id, rel) in prog.relations.iter().enumerate() {
@@ -407,6 +464,8 @@ pub fn build(
                     rels: HashMap::new(),
                     arrs: HashMap::new(),
                     keys: HashMap::new(),
+                    values: ctx.values.clone(),
+                    details: details.clone(),
                 };
                 for (r, c) in outside {
                     ictx.rels.insert(r, c.enter(inner));
@@ -464,6 +523,9 @@ pub fn build(
         }
     }
     labels.mark(scope.worker().peek_identifier(), "(capture)");
+    details
+        .borrow_mut()
+        .mark(scope.worker().peek_identifier(), "(capture)");
     for (rel, c) in derived.into_iter().filter(|(rel, _)| capture[*rel]) {
         // A sink-like operator that moves the rows out (no clone) and outputs nothing; the
         // probe after it passes an epoch only once it has consumed that epoch's rows.
@@ -483,9 +545,11 @@ pub fn build(
             )
             .probe_with(probe);
     }
+    let details = details.borrow().clone();
     Built {
         inputs,
         unit: unit_in,
         labels,
+        details,
     }
 }

@@ -249,13 +249,17 @@ pub(crate) fn wrap_signed(v: i128, n: u32) -> i128 {
 fn unary(op: UnOp, ty: &Type, v: &Value) -> EvalResult<Value> {
     match (op, ty, v) {
         (UnOp::Not, _, Value::Bool(b)) => Ok(Value::Bool(!b)),
-        (UnOp::Neg, Type::Bit(n), Value::Bit(a)) => Ok(Value::Bit(a.wrapping_neg() & mask(*n))),
+        (UnOp::Neg, Type::Bit(n), Value::Bit(a)) => {
+            Ok(Value::bit(a.get().wrapping_neg() & mask(*n)))
+        }
         (UnOp::Neg, Type::Signed(n), Value::Signed(a)) => {
-            Ok(Value::Signed(wrap_signed(a.wrapping_neg(), *n)))
+            Ok(Value::signed(wrap_signed(a.get().wrapping_neg(), *n)))
         }
         (UnOp::Neg, _, Value::BigInt(a)) => Ok(Value::BigInt(Arc::new(-(**a).clone()))),
-        (UnOp::BitNot, Type::Bit(n), Value::Bit(a)) => Ok(Value::Bit(!a & mask(*n))),
-        (UnOp::BitNot, Type::Signed(n), Value::Signed(a)) => Ok(Value::Signed(wrap_signed(!a, *n))),
+        (UnOp::BitNot, Type::Bit(n), Value::Bit(a)) => Ok(Value::bit(!a.get() & mask(*n))),
+        (UnOp::BitNot, Type::Signed(n), Value::Signed(a)) => {
+            Ok(Value::signed(wrap_signed(!a.get(), *n)))
+        }
         (UnOp::BitNot, _, Value::BigInt(a)) => Ok(Value::BigInt(Arc::new(!(**a).clone()))),
         _ => mismatch("operand of unary operator", v),
     }
@@ -263,8 +267,8 @@ fn unary(op: UnOp, ty: &Type, v: &Value) -> EvalResult<Value> {
 
 fn shift_amount(v: &Value) -> EvalResult<u128> {
     match v {
-        Value::Bit(s) => Ok(*s),
-        Value::Signed(s) if *s >= 0 => Ok(*s as u128),
+        Value::Bit(s) => Ok(s.get()),
+        Value::Signed(s) if s.get() >= 0 => Ok(s.get() as u128),
         Value::BigInt(b) => u128::try_from(&**b).or_else(|_| err("negative or huge shift")),
         _ => mismatch("shift amount", v),
     }
@@ -335,14 +339,14 @@ pub fn binary(op: BinOp, ty: &Type, a: &Value, b: &Value) -> EvalResult<Value> {
                 Type::Bit(n) => *n,
                 _ => 128,
             };
-            bit_op(op, n, *x, b)
+            bit_op(op, n, x.get(), b)
         }
         (Value::Signed(x), _) => {
             let n = match ty {
                 Type::Signed(n) => *n,
                 _ => 128,
             };
-            signed_op(op, n, *x, b)
+            signed_op(op, n, x.get(), b)
         }
         (Value::BigInt(x), _) => bigint_op(op, x, b),
         (Value::Bool(x), Value::Bool(y)) => match op {
@@ -366,12 +370,12 @@ fn bit_op(op: BinOp, n: u32, x: u128, b: &Value) -> EvalResult<Value> {
         } else {
             x >> s
         };
-        return Ok(Value::Bit(r));
+        return Ok(Value::bit(r));
     }
     let Value::Bit(y) = b else {
         return mismatch("bit<N>", b);
     };
-    let y = *y;
+    let y = y.get();
     let r = match op {
         BinOp::Add => x.wrapping_add(y) & m,
         BinOp::Sub => x.wrapping_sub(y) & m,
@@ -384,7 +388,7 @@ fn bit_op(op: BinOp, n: u32, x: u128, b: &Value) -> EvalResult<Value> {
         BinOp::BitXor => x ^ y,
         _ => return err(format!("operator {op:?} not defined on bit<{n}>")),
     };
-    Ok(Value::Bit(r))
+    Ok(Value::bit(r))
 }
 
 fn signed_op(op: BinOp, n: u32, x: i128, b: &Value) -> EvalResult<Value> {
@@ -399,12 +403,12 @@ fn signed_op(op: BinOp, n: u32, x: i128, b: &Value) -> EvalResult<Value> {
         } else {
             x >> s.min(127)
         };
-        return Ok(Value::Signed(r));
+        return Ok(Value::signed(r));
     }
     let Value::Signed(y) = b else {
         return mismatch("signed<N>", b);
     };
-    let y = *y;
+    let y = y.get();
     let r = match op {
         BinOp::Add => x.wrapping_add(y),
         BinOp::Sub => x.wrapping_sub(y),
@@ -417,7 +421,7 @@ fn signed_op(op: BinOp, n: u32, x: i128, b: &Value) -> EvalResult<Value> {
         BinOp::BitXor => x ^ y,
         _ => return err(format!("operator {op:?} not defined on signed<{n}>")),
     };
-    Ok(Value::Signed(wrap_signed(r, n)))
+    Ok(Value::signed(wrap_signed(r, n)))
 }
 
 fn bigint_op(op: BinOp, x: &BigInt, b: &Value) -> EvalResult<Value> {
@@ -466,19 +470,19 @@ fn bigint_low_bits(b: &BigInt) -> u128 {
 pub fn cast(from: &Type, to: &Type, v: &Value) -> EvalResult<Value> {
     let _ = from;
     match (v, to) {
-        (Value::Bit(x), Type::Bit(n)) => Ok(Value::Bit(x & mask(*n))),
-        (Value::Bit(x), Type::Signed(n)) => Ok(Value::Signed(wrap_signed(*x as i128, *n))),
-        (Value::Bit(x), Type::BigInt) => Ok(Value::BigInt(Arc::new(BigInt::from(*x)))),
-        (Value::Signed(x), Type::Bit(n)) => Ok(Value::Bit((*x as u128) & mask(*n))),
-        (Value::Signed(x), Type::Signed(n)) => Ok(Value::Signed(wrap_signed(*x, *n))),
-        (Value::Signed(x), Type::BigInt) => Ok(Value::BigInt(Arc::new(BigInt::from(*x)))),
-        (Value::BigInt(b), Type::Bit(n)) => Ok(Value::Bit(bigint_low_bits(b) & mask(*n))),
+        (Value::Bit(x), Type::Bit(n)) => Ok(Value::bit(x.get() & mask(*n))),
+        (Value::Bit(x), Type::Signed(n)) => Ok(Value::signed(wrap_signed(x.get() as i128, *n))),
+        (Value::Bit(x), Type::BigInt) => Ok(Value::BigInt(Arc::new(BigInt::from(x.get())))),
+        (Value::Signed(x), Type::Bit(n)) => Ok(Value::bit((x.get() as u128) & mask(*n))),
+        (Value::Signed(x), Type::Signed(n)) => Ok(Value::signed(wrap_signed(x.get(), *n))),
+        (Value::Signed(x), Type::BigInt) => Ok(Value::BigInt(Arc::new(BigInt::from(x.get())))),
+        (Value::BigInt(b), Type::Bit(n)) => Ok(Value::bit(bigint_low_bits(b) & mask(*n))),
         (Value::BigInt(b), Type::Signed(n)) => {
-            Ok(Value::Signed(wrap_signed(bigint_low_bits(b) as i128, *n)))
+            Ok(Value::signed(wrap_signed(bigint_low_bits(b) as i128, *n)))
         }
         (Value::BigInt(_), Type::BigInt) => Ok(v.clone()),
-        (Value::Bool(b), Type::Bit(n)) => Ok(Value::Bit(u128::from(*b) & mask(*n))),
-        (Value::Bool(b), Type::Signed(n)) => Ok(Value::Signed(wrap_signed(i128::from(*b), *n))),
+        (Value::Bool(b), Type::Bit(n)) => Ok(Value::bit(u128::from(*b) & mask(*n))),
+        (Value::Bool(b), Type::Signed(n)) => Ok(Value::signed(wrap_signed(i128::from(*b), *n))),
         _ if from == to => Ok(v.clone()),
         _ => mismatch("number to cast", v),
     }
@@ -511,34 +515,34 @@ mod tests {
     #[test]
     fn wrapping_bit_arithmetic() {
         assert_eq!(
-            bin(BinOp::Add, Type::Bit(8), Value::Bit(250), Value::Bit(10)),
-            Ok(Value::Bit(4))
+            bin(BinOp::Add, Type::Bit(8), Value::bit(250), Value::bit(10)),
+            Ok(Value::bit(4))
         );
         assert_eq!(
-            bin(BinOp::Sub, Type::Bit(8), Value::Bit(1), Value::Bit(2)),
-            Ok(Value::Bit(255))
+            bin(BinOp::Sub, Type::Bit(8), Value::bit(1), Value::bit(2)),
+            Ok(Value::bit(255))
         );
         assert_eq!(
             bin(
                 BinOp::Mul,
                 Type::Bit(128),
-                Value::Bit(u128::MAX),
-                Value::Bit(2)
+                Value::bit(u128::MAX),
+                Value::bit(2)
             ),
-            Ok(Value::Bit(u128::MAX - 1))
+            Ok(Value::bit(u128::MAX - 1))
         );
         assert_eq!(
-            bin(BinOp::Shl, Type::Bit(8), Value::Bit(0x81), Value::Bit(1)),
-            Ok(Value::Bit(2))
+            bin(BinOp::Shl, Type::Bit(8), Value::bit(0x81), Value::bit(1)),
+            Ok(Value::bit(2))
         );
         assert_eq!(
-            bin(BinOp::Shl, Type::Bit(8), Value::Bit(1), Value::Bit(8)),
-            Ok(Value::Bit(0))
+            bin(BinOp::Shl, Type::Bit(8), Value::bit(1), Value::bit(8)),
+            Ok(Value::bit(0))
         );
-        assert!(bin(BinOp::Div, Type::Bit(8), Value::Bit(1), Value::Bit(0)).is_err());
+        assert!(bin(BinOp::Div, Type::Bit(8), Value::bit(1), Value::bit(0)).is_err());
         assert_eq!(
-            unary(UnOp::BitNot, &Type::Bit(4), &Value::Bit(1)),
-            Ok(Value::Bit(14))
+            unary(UnOp::BitNot, &Type::Bit(4), &Value::bit(1)),
+            Ok(Value::bit(14))
         );
     }
 
@@ -548,32 +552,32 @@ mod tests {
             bin(
                 BinOp::Add,
                 Type::Signed(8),
-                Value::Signed(127),
-                Value::Signed(1)
+                Value::signed(127),
+                Value::signed(1)
             ),
-            Ok(Value::Signed(-128))
+            Ok(Value::signed(-128))
         );
         assert_eq!(
             bin(
                 BinOp::Shr,
                 Type::Signed(8),
-                Value::Signed(-4),
-                Value::Bit(1)
+                Value::signed(-4),
+                Value::bit(1)
             ),
-            Ok(Value::Signed(-2))
+            Ok(Value::signed(-2))
         );
         assert_eq!(
             bin(
                 BinOp::Div,
                 Type::Signed(8),
-                Value::Signed(-128),
-                Value::Signed(-1)
+                Value::signed(-128),
+                Value::signed(-1)
             ),
-            Ok(Value::Signed(-128))
+            Ok(Value::signed(-128))
         );
         assert_eq!(
-            unary(UnOp::Neg, &Type::Signed(8), &Value::Signed(-128)),
-            Ok(Value::Signed(-128))
+            unary(UnOp::Neg, &Type::Signed(8), &Value::signed(-128)),
+            Ok(Value::signed(-128))
         );
     }
 
@@ -583,22 +587,22 @@ mod tests {
         assert_eq!(bin(BinOp::Mul, Type::BigInt, big(-3), big(7)), Ok(big(-21)));
         assert_eq!(
             cast(&Type::BigInt, &Type::Bit(8), &big(-1)),
-            Ok(Value::Bit(255))
+            Ok(Value::bit(255))
         );
         assert_eq!(
             cast(&Type::BigInt, &Type::Signed(8), &big(255)),
-            Ok(Value::Signed(-1))
+            Ok(Value::signed(-1))
         );
         assert_eq!(
-            cast(&Type::Signed(8), &Type::Bit(16), &Value::Signed(-1)),
-            Ok(Value::Bit(0xffff))
+            cast(&Type::Signed(8), &Type::Bit(16), &Value::signed(-1)),
+            Ok(Value::bit(0xffff))
         );
         assert_eq!(
-            cast(&Type::Bit(16), &Type::Signed(8), &Value::Bit(0x80)),
-            Ok(Value::Signed(-128))
+            cast(&Type::Bit(16), &Type::Signed(8), &Value::bit(0x80)),
+            Ok(Value::signed(-128))
         );
         assert_eq!(
-            cast(&Type::Bit(8), &Type::BigInt, &Value::Bit(200)),
+            cast(&Type::Bit(8), &Type::BigInt, &Value::bit(200)),
             Ok(big(200))
         );
     }
@@ -609,8 +613,8 @@ mod tests {
         let div0 = Expr::Binary {
             op: BinOp::Div,
             ty: Type::Bit(8),
-            lhs: Box::new(Expr::Const(Value::Bit(1))),
-            rhs: Box::new(Expr::Const(Value::Bit(0))),
+            lhs: Box::new(Expr::Const(Value::bit(1))),
+            rhs: Box::new(Expr::Const(Value::bit(0))),
         };
         let e = Expr::Binary {
             op: BinOp::And,
@@ -622,14 +626,14 @@ mod tests {
         assert!(eval(&prog(), &div0, &mut vec![]).is_err());
         // match (Some{5}) { None -> 0, Some{x} -> x }
         let m = Expr::Match {
-            arg: Box::new(Expr::Const(Value::some(Value::Bit(5)))),
+            arg: Box::new(Expr::Const(Value::some(Value::bit(5)))),
             arms: vec![
                 (
                     Pattern::Struct {
                         ctor: 0,
                         fields: vec![],
                     },
-                    Expr::Const(Value::Bit(0)),
+                    Expr::Const(Value::bit(0)),
                 ),
                 (
                     Pattern::Struct {
@@ -641,7 +645,7 @@ mod tests {
             ],
         };
         let mut env = vec![Value::Bool(true)];
-        assert_eq!(eval(&prog(), &m, &mut env), Ok(Value::Bit(5)));
+        assert_eq!(eval(&prog(), &m, &mut env), Ok(Value::bit(5)));
         assert_eq!(env.len(), 1);
     }
 }

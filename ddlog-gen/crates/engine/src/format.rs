@@ -96,10 +96,10 @@ fn write_value(program: &Program, ty: &Type, v: &Value, out: &mut String) {
     match (ty, v) {
         (_, Value::Bool(b)) => out.push_str(if *b { "true" } else { "false" }),
         (_, Value::Bit(x)) => {
-            let _ = write!(out, "{x}");
+            let _ = write!(out, "{}", x.get());
         }
         (_, Value::Signed(x)) => {
-            let _ = write!(out, "{x}");
+            let _ = write!(out, "{}", x.get());
         }
         (_, Value::BigInt(x)) => {
             let _ = write!(out, "{x}");
@@ -170,11 +170,11 @@ fn write_value(program: &Program, ty: &Type, v: &Value, out: &mut String) {
             }
             out.push(']');
         }
-        (Type::Group(kt, vt), Value::Group(k, vals)) => {
+        (Type::Group(kt, vt), Value::Group(g)) => {
             out.push('(');
-            write_value(program, kt, k, out);
+            write_value(program, kt, &g.key, out);
             out.push_str(", ");
-            write_list(program, vt, vals.iter(), out);
+            write_list(program, vt, g.values.iter(), out);
             out.push(')');
         }
         _ => write_untyped(v, out),
@@ -231,11 +231,11 @@ fn write_untyped(v: &Value, out: &mut String) {
             }
             out.push(']');
         }
-        Value::Group(k, vals) => {
+        Value::Group(g) => {
             out.push('(');
-            write_untyped(k, out);
+            write_untyped(&g.key, out);
             out.push_str(", [");
-            for (i, x) in vals.iter().enumerate() {
+            for (i, x) in g.values.iter().enumerate() {
                 if i > 0 {
                     out.push_str(", ");
                 }
@@ -300,12 +300,12 @@ mod tests {
             strata: vec![],
         };
         let row = vec![
-            Value::Bit(1),
+            Value::bit(1),
             Value::str("x\"y\\\n"),
-            Value::some(Value::Signed(-3)),
+            Value::some(Value::signed(-3)),
             Value::Vec(
                 vec![
-                    Value::Struct(0, vec![Value::Bit(5)].into()),
+                    Value::Struct(0, vec![Value::bit(5)].into()),
                     Value::Struct(1, vec![].into()),
                 ]
                 .into(),
@@ -313,7 +313,7 @@ mod tests {
             Value::Tuple(
                 vec![
                     Value::Bool(true),
-                    Value::map_from(vec![(Value::Bit(1), Value::str("a"))]),
+                    Value::map_from(vec![(Value::bit(1), Value::str("a"))]),
                 ]
                 .into(),
             ),

@@ -126,7 +126,7 @@ impl Profiler {
     }
 
     /// A commit ended on worker `index`: print its profile if it was slow enough.
-    pub fn report(&self, worker: &Worker, labels: &Labels, index: usize) {
+    pub fn report(&self, worker: &Worker, labels: &Labels, details: &Labels, index: usize) {
         let elapsed = self.began.elapsed();
         if elapsed < self.threshold {
             return;
@@ -156,6 +156,19 @@ impl Profiler {
         held.sort_by_key(|r| std::cmp::Reverse(r.1));
         let total: i64 = held.iter().map(|r| r.1).sum();
         let _ = writeln!(text, "  arrangements: {total} updates held");
+        for (label, n) in held.iter().take(25) {
+            let _ = writeln!(text, "  {n:>12}  {label}");
+        }
+        let mut held: HashMap<&str, i64> = HashMap::new();
+        for (id, n) in &times.held {
+            *held.entry(details.of(*id)).or_default() += *n;
+        }
+        let mut held: Vec<(&str, i64)> = held.into_iter().filter(|r| r.1 != 0).collect();
+        held.sort_by_key(|r| std::cmp::Reverse(r.1));
+        let _ = writeln!(
+            text,
+            "  the largest arrangements (a relation's, or a rule's join):"
+        );
         for (label, n) in held.iter().take(25) {
             let _ = writeln!(text, "  {n:>12}  {label}");
         }

@@ -110,7 +110,7 @@ impl Workers {
                         // p99 13.6-13.9 -> 8.3-8.9 ms, medians unchanged).
                         worker.step_or_park_while(None, || probe.less_than(&(epoch + 1)));
                         if let Some(p) = profiler.as_ref() {
-                            p.report(worker, &built.labels, index);
+                            p.report(worker, &built.labels, &built.details, index);
                         }
                         let out = std::mem::take(&mut *captured.borrow_mut());
                         if resp_tx.send(Ok(out)).is_err() {

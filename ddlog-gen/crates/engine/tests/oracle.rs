@@ -36,7 +36,7 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 fn bit(x: u8) -> Value {
-    Value::Bit(u128::from(x))
+    Value::bit(u128::from(x))
 }
 
 const TEXTS: [&str; 4] = ["a;b", "c", "a;c;d", ""];

@@ -37,7 +37,7 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 fn bit(x: u8) -> Value {
-    Value::Bit(u128::from(x))
+    Value::bit(u128::from(x))
 }
 
 struct Rels {

@@ -34,11 +34,11 @@ fn fixture() -> Fixture {
 }
 
 fn kv(k: u8, v: &str) -> Row {
-    vec![Value::Bit(u128::from(k)), Value::str(v)]
+    vec![Value::bit(u128::from(k)), Value::str(v)]
 }
 
 fn key(k: u8) -> Value {
-    Value::Bit(u128::from(k))
+    Value::bit(u128::from(k))
 }
 
 #[test]

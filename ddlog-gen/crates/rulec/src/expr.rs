@@ -103,12 +103,12 @@ pub fn int_value(n: &BigInt, t: &Type) -> Option<Value> {
     match t {
         Type::Bit(w) => {
             let v = u128::try_from(n).ok()?;
-            (*w == 128 || v >> w == 0).then_some(Value::Bit(v))
+            (*w == 128 || v >> w == 0).then_some(Value::bit(v))
         }
         Type::Signed(w) => {
             let v = i128::try_from(n).ok()?;
             let ok = *w == 128 || (v >= -(1i128 << (w - 1)) && v < (1i128 << (w - 1)));
-            ok.then_some(Value::Signed(v))
+            ok.then_some(Value::signed(v))
         }
         Type::BigInt => Some(Value::BigInt(std::sync::Arc::new(n.clone()))),
         _ => None,
@@ -373,7 +373,7 @@ impl Ctx {
                 }
                 let mut out = ie;
                 if *lo > 0 {
-                    let rhs = Box::new(ir::Expr::Const(Value::Bit(u128::from(*lo))));
+                    let rhs = Box::new(ir::Expr::Const(Value::bit(u128::from(*lo))));
                     out = ir::Expr::Binary {
                         op: BinOp::Shr,
                         ty: t.clone(),

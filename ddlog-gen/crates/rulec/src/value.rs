@@ -32,9 +32,9 @@ pub enum Value {
     /// `bool`.
     Bool(bool),
     /// `bit<N>` (and `usize`).
-    Bit(u128),
+    Bit(U128),
     /// `signed<N>`.
-    Signed(i128),
+    Signed(I128),
     /// `bigint`.
     BigInt(Arc<BigInt>),
     /// `string`.
@@ -49,11 +49,96 @@ pub enum Value {
     Set(Arc<[Value]>),
     /// `Map<K,V>`: sorted by key, keys distinct.
     Map(Arc<[(Value, Value)]>),
-    /// A `group_by` group: its key and its distinct values, sorted.
-    Group(Arc<Value>, Arc<[Value]>),
+    /// A `group_by` group: its key and its distinct values, sorted (one pointer, so that
+    /// no variant is wider than two words).
+    Group(Arc<GroupValue>),
+}
+
+/// The contents of a [`Value::Group`].
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct GroupValue {
+    /// The group's key.
+    pub key: Value,
+    /// Its distinct values, sorted.
+    pub values: Arc<[Value]>,
+}
+
+/// A `u128` kept as two words. `u128` is 16-byte aligned, which made every `Value` 32
+/// bytes; with this it is 24 — a quarter less of every row the engine's arrangements hold.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct U128 {
+    hi: u64,
+    lo: u64,
+}
+
+impl U128 {
+    /// The number.
+    pub const fn get(self) -> u128 {
+        ((self.hi as u128) << 64) | self.lo as u128
+    }
+}
+
+impl From<u128> for U128 {
+    fn from(v: u128) -> Self {
+        U128 {
+            hi: (v >> 64) as u64,
+            lo: v as u64,
+        }
+    }
+}
+
+impl std::fmt::Debug for U128 {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.get().fmt(f)
+    }
+}
+
+/// An `i128` kept as two words, for the same reason as [`U128`]; the derived order (high
+/// word signed, then low word unsigned) is the number's.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct I128 {
+    hi: i64,
+    lo: u64,
+}
+
+impl I128 {
+    /// The number.
+    pub const fn get(self) -> i128 {
+        ((self.hi as i128) << 64) | self.lo as i128
+    }
+}
+
+impl From<i128> for I128 {
+    fn from(v: i128) -> Self {
+        I128 {
+            hi: (v >> 64) as i64,
+            lo: v as u64,
+        }
+    }
+}
+
+impl std::fmt::Debug for I128 {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.get().fmt(f)
+    }
 }
 
 impl Value {
+    /// A `bit<N>` value.
+    pub fn bit(v: u128) -> Value {
+        Value::Bit(v.into())
+    }
+
+    /// A `signed<N>` value.
+    pub fn signed(v: i128) -> Value {
+        Value::Signed(v.into())
+    }
+
+    /// A group of `values` (distinct and sorted) under `key`.
+    pub fn group(key: Value, values: Arc<[Value]>) -> Value {
+        Value::Group(Arc::new(GroupValue { key, values }))
+    }
+
     /// `()`.
     pub fn unit() -> Value {
         Value::Tuple(Arc::from(Vec::new()))
@@ -93,3 +178,47 @@ impl Value {
 
 /// One row of a relation: its columns in declaration order.
 pub type Row = Vec<Value>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_value_is_three_words() {
+        assert_eq!(std::mem::size_of::<Value>(), 24);
+    }
+
+    #[test]
+    fn wide_integers_keep_their_value_and_order() {
+        let us = [
+            0,
+            1,
+            u128::from(u64::MAX),
+            u128::from(u64::MAX) + 1,
+            u128::MAX - 1,
+            u128::MAX,
+        ];
+        for (i, a) in us.iter().enumerate() {
+            assert_eq!(U128::from(*a).get(), *a);
+            for b in &us[i..] {
+                assert_eq!(Value::bit(*a).cmp(&Value::bit(*b)), a.cmp(b));
+            }
+        }
+        let is = [
+            i128::MIN,
+            i128::from(i64::MIN) - 1,
+            -1,
+            0,
+            1,
+            i128::from(u64::MAX) + 1,
+            i128::MAX,
+        ];
+        for (i, a) in is.iter().enumerate() {
+            assert_eq!(I128::from(*a).get(), *a);
+            for b in &is[i..] {
+                assert_eq!(Value::signed(*a).cmp(&Value::signed(*b)), a.cmp(b));
+            }
+        }
+        assert_eq!(format!("{:?}", Value::signed(-3)), "Signed(-3)");
+    }
+}

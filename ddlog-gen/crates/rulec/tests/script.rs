@@ -30,26 +30,26 @@ fn commands() {
     assert_eq!(
         cmds[1],
         Command::Updates(vec![
-            Update::Insert(r, vec![Value::Bit(1), Value::str("a")]),
-            Update::Insert(r, vec![Value::Bit(2), Value::str("x;y")]),
+            Update::Insert(r, vec![Value::bit(1), Value::str("a")]),
+            Update::Insert(r, vec![Value::bit(2), Value::str("x;y")]),
         ])
     );
     assert_eq!(
         cmds[2],
         Command::Updates(vec![Update::Delete(
             r,
-            vec![Value::Bit(1), Value::str("a")]
+            vec![Value::bit(1), Value::str("a")]
         )])
     );
     assert_eq!(
         cmds[3],
-        Command::Updates(vec![Update::DeleteKey(r, Value::Bit(2))])
+        Command::Updates(vec![Update::DeleteKey(r, Value::bit(2))])
     );
     assert_eq!(
         cmds[4],
         Command::Updates(vec![Update::Modify(
             r,
-            Value::Bit(3),
+            Value::bit(3),
             vec![(1, Value::str("z"))]
         )])
     );
@@ -79,18 +79,18 @@ fn values_follow_column_types() {
     let Update::Insert(_, row) = &u[0] else {
         panic!("insert")
     };
-    assert_eq!(row[0], Value::Signed(-5));
-    assert_eq!(row[1], Value::set_from(vec![Value::Bit(1), Value::Bit(3)]));
+    assert_eq!(row[0], Value::signed(-5));
+    assert_eq!(row[1], Value::set_from(vec![Value::bit(1), Value::bit(3)]));
     assert_eq!(
         row[2],
         Value::map_from(vec![
-            (Value::str("a"), Value::Bit(1)),
-            (Value::str("b"), Value::Bit(2))
+            (Value::str("a"), Value::bit(1)),
+            (Value::str("b"), Value::bit(2))
         ])
     );
     assert_eq!(
         row[3],
-        Value::some(Value::Struct(1, vec![Value::Bit(7)].into()))
+        Value::some(Value::Struct(1, vec![Value::bit(7)].into()))
     );
     assert_eq!(cmds[0].1, "t.dat:1:1");
 }
@@ -132,7 +132,7 @@ fn script_strings_are_not_interpolated() {
         cmds[0].0,
         Command::Updates(vec![Update::Insert(
             0,
-            vec![Value::Bit(1), Value::str("a${b}\"c\u{1}")]
+            vec![Value::bit(1), Value::str("a${b}\"c\u{1}")]
         )])
     );
 }

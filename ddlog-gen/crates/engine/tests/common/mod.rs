@@ -325,7 +325,7 @@ pub fn network() -> Program {
         // 13: Fact(7, "seven").
         rule(
             n::FACT,
-            vec![Expr::Const(Value::Bit(7)), Expr::Const(Value::str("seven"))],
+            vec![Expr::Const(Value::bit(7)), Expr::Const(Value::str("seven"))],
             vec![],
         ),
         // 14: OutNoLink(sw) :- Switch(sw, _), not Link(sw, _).
@@ -348,7 +348,7 @@ pub fn network() -> Program {
                 bin(
                     BinOp::Div,
                     var(1),
-                    bin(BinOp::Mod, var(0), Expr::Const(Value::Bit(3))),
+                    bin(BinOp::Mod, var(0), Expr::Const(Value::bit(3))),
                 ),
             ],
             vec![atom(n::SWITCH, vec![Pattern::Bind, Pattern::Bind])],
