@@ -289,6 +289,28 @@ def test_a_vif_gets_its_zone_in_the_same_round_and_loses_it_when_unplugged() -> 
     assert zones.take_record() == ({}, {"p1"})
 
 
+def test_a_standby_node_has_its_masters_zones_and_gives_its_own_on_takeover() -> None:
+    """A node this controller computes but does not master gets no zone (nor the flows
+    that load one) until its master's record comes; mastered, it gives them."""
+    core = Localizer(_program())
+    core.universal(_universal())
+    core.set_masters(set())
+    core.node("hv1", NodeFacts(vifs={"vif-1": 5}, tunnels={"loom-geneve": 20}))
+    core.set_computed({"hv1"})
+    core.set_liveness({"hv1"}, set())
+    _settle(core)
+    assert core.zones("hv1").zones == {}
+    assert not any("->reg13" in f.actions for f in core.flows("hv1") if f.table == 0)
+    core.node("hv1", NodeFacts(vifs={"vif-1": 5}, tunnels={"loom-geneve": 20}), {"p1": 9})
+    _settle(core)
+    assert core.zones("hv1").zones == {"p1": 9}
+    assert any("set_field:9->reg13" in f.actions for f in core.flows("hv1") if f.table == 0)
+    core.node("hv1", NodeFacts(vifs={"vif-1": 5}, tunnels={"loom-geneve": 20}), {})
+    core.set_masters({"hv1"})  # the master's record was removed; now ours
+    _settle(core)
+    assert core.zones("hv1").zones == {"p1": 9}, "a zone given is kept"
+
+
 def test_the_engine_rows_feed_a_fresh_engine_to_the_same_tables() -> None:
     """The baseline: every input row the core fed, into a new engine, gives the same
     outputs."""
@@ -375,9 +397,9 @@ def test_zones_are_stable_recorded_first_and_reused_after_release() -> None:
     assert zones.zones["e"] == 8
 
 
-def test_a_standby_takes_the_zones_the_master_recorded() -> None:
-    # The standby computed the node too and gave its own zones (never recorded by it):
-    # the master's record wins, so a takeover keeps every port's zone.
+def test_zones_given_before_the_record_was_read_give_way_to_it() -> None:
+    # Zones given before the node's record was read (never recorded by this controller):
+    # the record wins, so the ports keep the zones their connections are tracked in.
     standby = NodeZones("hv1")
     for owner in ("a", "b", "c"):
         standby.need(owner)
@@ -395,6 +417,45 @@ def test_a_standby_takes_the_zones_the_master_recorded() -> None:
     standby.need("d")  # a zone neither given nor recorded
     others = {zone for owner, zone in standby.zones.items() if owner != "d"}
     assert standby.zones["d"] not in others | {1, 2, 3}
+
+
+def test_a_standby_gives_no_zone_and_takes_its_masters() -> None:
+    """A standby waits for the master's record: the zones it feeds the engine are the
+    master's from the start (none renumbered), it records nothing, and a takeover gives
+    the owners still waiting theirs."""
+    standby = NodeZones("hv1", master=False)
+    for owner in ("a", "b", "c"):
+        standby.need(owner)
+    standby.speculate("d")
+    assert standby.zones == {}
+    assert standby.take_changes() == []
+    standby.adopt({"a": 7, "b": 3, "x": 1})
+    assert standby.zones == {"a": 7, "b": 3}
+    assert sorted(standby.take_changes()) == [(1, ("hv1", "a", 7)), (1, ("hv1", "b", 3))]
+    assert standby.take_record() == ({}, set())
+    standby.release_unasked()  # "d" was given beforehand and never asked for
+    standby.set_master(True)  # takeover: "c" waited, "d" needs none
+    assert set(standby.zones) == {"a", "b", "c"}
+    assert standby.zones["c"] not in (7, 3, 1)
+    assert standby.take_record() == ({"c": standby.zones["c"]}, set())
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.permutations("abcdefg"), st.permutations("abcdefg"), st.integers(0, 7))
+def test_a_standby_ends_with_its_masters_zones_whatever_the_order(
+    master_order: list[str], standby_order: list[str], recorded_after: int
+) -> None:
+    master, standby = NodeZones("hv1"), NodeZones("hv1", master=False)
+    for owner in master_order:
+        master.need(owner)
+    record, _ = master.take_record()
+    for i, owner in enumerate(standby_order):
+        if i == recorded_after:
+            standby.adopt(record)
+        standby.need(owner)
+    standby.adopt(record)
+    assert standby.zones == master.zones
+    assert all(weight > 0 for weight, _ in standby.take_changes()), "a zone renumbered"
 
 
 def test_a_speculative_zone_not_asked_for_goes_back() -> None:

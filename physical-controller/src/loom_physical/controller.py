@@ -925,6 +925,7 @@ class PhysicalController:
         # between the computation and the push would be pushed an empty table).
         masters, computed_nodes = self._ownership()
         core.set_computed(computed_nodes)
+        core.set_masters(masters)
         rounds = 0
         for rounds in range(1, MAX_ROUNDS + 1):  # noqa: B007 - counted for the pass record
             changed = core.compute()

@@ -155,6 +155,8 @@ class Localizer:
         self._computed: set[str] = set()
         self._computed_given: frozenset[str] | None = None
         """The set `set_computed` was last given, if a frozenset (given again: unchanged)."""
+        self._masters: AbstractSet[str] | None = None
+        """The nodes this controller masters (`set_masters`); None: every node."""
         self._live: set[str] = set()
         """The nodes given as live or with BFD verdicts (`set_node_liveness`)."""
         self._node_dps: dict[int, set[str]] = {}
@@ -217,7 +219,8 @@ class Localizer:
         None if it did not change)."""
         view = self.nodes.get(node)
         if view is None:
-            view = self.nodes[node] = NodeView(facts, NodeZones(node))
+            master = self._masters is None or node in self._masters
+            view = self.nodes[node] = NodeView(facts, NodeZones(node, master=master))
             self._dirty.add(node)
             self._new_vifs.add(node)
             for vif in facts.vifs:
@@ -267,6 +270,21 @@ class Localizer:
         self._new_vifs |= (nodes - self._computed) & self.nodes.keys()
         self._computed = set(nodes)
         self._computed_given = nodes if isinstance(nodes, frozenset) else None
+
+    def set_masters(self, nodes: AbstractSet[str]) -> None:
+        """The nodes this controller masters: it gives their zones; of the other nodes it
+        computes, it takes the zones their masters record (`NodeZones`). The same set
+        object given again costs nothing (the controller's is kept while its view of the
+        cluster is)."""
+        if nodes is self._masters:
+            return
+        before, self._masters = self._masters, nodes
+        for node, view in self.nodes.items():
+            master = node in nodes
+            if before is None or (node in before) != master:
+                view.zones.set_master(master)
+                if view.zones.changes:
+                    self._zoned.add(node)
 
     def set_liveness(self, live: set[str], bfd: set[tuple[str, str, bool]]) -> None:
         """The nodes connected to some controller, and their BFD verdicts (`liveness`); every
