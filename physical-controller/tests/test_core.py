@@ -309,6 +309,26 @@ def test_a_standby_node_has_its_masters_zones_and_gives_its_own_on_takeover() ->
     core.set_masters({"hv1"})  # the master's record was removed; now ours
     _settle(core)
     assert core.zones("hv1").zones == {"p1": 9}, "a zone given is kept"
+    assert core.zones("hv1").take_record() == ({"p1": 9}, set()), "and recorded again"
+
+
+def test_a_rebuilt_core_keeps_a_standbys_zones_and_not_its_waiting_owners() -> None:
+    """After an engine failure the zones given are carried over; owners that waited for a
+    record are not (the new engine asks for those it needs), so a takeover gives none to an
+    owner nothing asks for any more."""
+    old = Localizer(_program())
+    old.universal(_universal())
+    old.set_masters(set())
+    old.node("hv1", NodeFacts(vifs={"vif-1": 5}, tunnels={"loom-geneve": 20}))
+    old.set_computed({"hv1"})
+    _settle(old)
+    assert old.zones("hv1").waiting == {"p1"}
+    new = Localizer(_program())
+    new.node("hv1", NodeFacts(vifs={}, tunnels={"loom-geneve": 20}))
+    new.carry_zones("hv1", old)
+    assert new.zones("hv1").waiting == set()
+    new.set_masters({"hv1"})
+    assert new.zones("hv1").zones == {}
 
 
 def test_the_engine_rows_feed_a_fresh_engine_to_the_same_tables() -> None:

@@ -242,6 +242,7 @@ class Localizer:
             zones = old.nodes[node].zones
             zones.changes = [(1, row) for row in sorted(zones.rows())]
             zones.speculative = set()
+            zones.waiting = set()  # (the new engine's `NeedZone` asks again)
             self.nodes[node].zones = zones
             self._zoned.add(node)
 

@@ -113,15 +113,21 @@ class NodeZones:
         their zones) or its standby."""
         self.master = master
         if master:
+            # What a standby holds and the node does not record (taken from a record
+            # since removed) is the master's to record now, before flows use it.
+            for owner, zone in self.zones.items():
+                if self.recorded.get(owner) != zone:
+                    self.unsaved.setdefault(owner, zone)
             for owner in sorted(self.waiting):
                 self.need(owner)
 
     def adopt(self, recorded: Mapping[str, int]) -> None:
         """The node records `recorded` (owner -> zone; another master may have chosen
         them): take them as they are — also over a zone given here and not recorded yet
-        (a standby gives zones it never records: kept, a takeover would move the node's
-        ports to other zones, and its connections with them) — and give another zone to an
-        owner of ours, not recorded, whose number the node records for another."""
+        (given before the record was read: kept, a takeover would move the node's ports to
+        other zones, and its connections with them) — give another zone to an owner of
+        ours, not recorded, whose number the node records for another, and the owners
+        waiting for the record theirs."""
         self.recorded, self.recorded_used = dict(recorded), set(recorded.values())
         if recorded:
             self.next_zone = max(self.next_zone, max(recorded.values()) + 1)

@@ -82,8 +82,8 @@ type ValueColumns = HashMap<(RelId, Vec<usize>), Vec<usize>>;
 /// What each arrangement of a relation must keep of its rows besides the key: the columns
 /// that the joins using it bind or match, not the key (which it keeps apart) nor the
 /// wildcards. Keeping the whole row as the value stored every key column twice and every
-/// column no join reads (at the NVP workload's full scale, ~X of the logical engine's
-/// memory).
+/// column no join reads (at the NVP workload's full scale the logical engine's native
+/// memory was 3.5 GB with the whole rows, 2.9 GB with this and 24-byte values).
 fn value_columns(prog: &Program) -> ValueColumns {
     let mut cols: HashMap<(RelId, Vec<usize>), BTreeSet<usize>> = HashMap::new();
     for rule in &prog.rules {
