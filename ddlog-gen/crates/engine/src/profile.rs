@@ -148,32 +148,32 @@ impl Profiler {
         for (label, d) in rows.iter().take(25) {
             let _ = writeln!(text, "  {:>10.1} ms  {label}", d.as_secs_f64() * 1e3);
         }
-        let mut held: HashMap<&str, i64> = HashMap::new();
-        for (id, n) in &times.held {
-            *held.entry(labels.of(*id)).or_default() += *n;
-        }
-        let mut held: Vec<(&str, i64)> = held.into_iter().filter(|r| r.1 != 0).collect();
-        held.sort_by_key(|r| std::cmp::Reverse(r.1));
+        let held = held_by(&times.held, labels);
         let total: i64 = held.iter().map(|r| r.1).sum();
         let _ = writeln!(text, "  arrangements: {total} updates held");
         for (label, n) in held.iter().take(25) {
             let _ = writeln!(text, "  {n:>12}  {label}");
         }
-        let mut held: HashMap<&str, i64> = HashMap::new();
-        for (id, n) in &times.held {
-            *held.entry(details.of(*id)).or_default() += *n;
-        }
-        let mut held: Vec<(&str, i64)> = held.into_iter().filter(|r| r.1 != 0).collect();
-        held.sort_by_key(|r| std::cmp::Reverse(r.1));
         let _ = writeln!(
             text,
             "  the largest arrangements (a relation's, or a rule's join):"
         );
-        for (label, n) in held.iter().take(25) {
+        for (label, n) in held_by(&times.held, details).iter().take(25) {
             let _ = writeln!(text, "  {n:>12}  {label}");
         }
         eprint!("{text}");
     }
+}
+
+/// The updates held by each operator (`held`), summed by label, largest first (none empty).
+fn held_by<'a>(held: &HashMap<usize, i64>, labels: &'a Labels) -> Vec<(&'a str, i64)> {
+    let mut sums: HashMap<&str, i64> = HashMap::new();
+    for (id, n) in held {
+        *sums.entry(labels.of(*id)).or_default() += *n;
+    }
+    let mut sums: Vec<(&str, i64)> = sums.into_iter().filter(|r| r.1 != 0).collect();
+    sums.sort_by_key(|r| std::cmp::Reverse(r.1));
+    sums
 }
 
 /// Deliver the events `worker`'s log has buffered to its loggers.

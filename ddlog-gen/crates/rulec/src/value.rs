@@ -63,65 +63,51 @@ pub struct GroupValue {
     pub values: Arc<[Value]>,
 }
 
-/// A `u128` kept as two words. `u128` is 16-byte aligned, which made every `Value` 32
-/// bytes; with this it is 24 — a quarter less of every row the engine's arrangements hold.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct U128 {
-    hi: u64,
-    lo: u64,
-}
-
-impl U128 {
-    /// The number.
-    pub const fn get(self) -> u128 {
-        ((self.hi as u128) << 64) | self.lo as u128
-    }
-}
-
-impl From<u128> for U128 {
-    fn from(v: u128) -> Self {
-        U128 {
-            hi: (v >> 64) as u64,
-            lo: v as u64,
+/// A 128-bit integer type kept as two words, its high word of type `$hi` (signed for
+/// `i128`), so that the derived order (high word, then the unsigned low word) is the
+/// number's: `$wide` is 16-byte aligned, which made every `Value` 32 bytes; with this it is
+/// 24 — a quarter less of every row the engine's arrangements hold.
+macro_rules! two_words {
+    ($(#[$doc:meta])* $name:ident, $wide:ty, $hi:ty) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        pub struct $name {
+            hi: $hi,
+            lo: u64,
         }
-    }
-}
 
-impl std::fmt::Debug for U128 {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.get().fmt(f)
-    }
-}
-
-/// An `i128` kept as two words, for the same reason as [`U128`]; the derived order (high
-/// word signed, then low word unsigned) is the number's.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct I128 {
-    hi: i64,
-    lo: u64,
-}
-
-impl I128 {
-    /// The number.
-    pub const fn get(self) -> i128 {
-        ((self.hi as i128) << 64) | self.lo as i128
-    }
-}
-
-impl From<i128> for I128 {
-    fn from(v: i128) -> Self {
-        I128 {
-            hi: (v >> 64) as i64,
-            lo: v as u64,
+        impl $name {
+            /// The number.
+            pub const fn get(self) -> $wide {
+                ((self.hi as $wide) << 64) | self.lo as $wide
+            }
         }
-    }
+
+        impl From<$wide> for $name {
+            fn from(v: $wide) -> Self {
+                $name {
+                    hi: (v >> 64) as $hi,
+                    lo: v as u64,
+                }
+            }
+        }
+
+        impl std::fmt::Debug for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                self.get().fmt(f)
+            }
+        }
+    };
 }
 
-impl std::fmt::Debug for I128 {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.get().fmt(f)
-    }
-}
+two_words!(
+    /// A `u128` kept as two words (see `two_words!`).
+    U128, u128, u64
+);
+two_words!(
+    /// An `i128` kept as two words (see `two_words!`).
+    I128, i128, i64
+);
 
 impl Value {
     /// A `bit<N>` value.
