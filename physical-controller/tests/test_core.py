@@ -478,6 +478,39 @@ def test_a_standby_ends_with_its_masters_zones_whatever_the_order(
     assert all(weight > 0 for weight, _ in standby.take_changes()), "a zone renumbered"
 
 
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["ask", "speculate", "transaction"]), st.sampled_from("abcde")),
+        max_size=20,
+    ),
+    st.integers(0, 20),
+)
+def test_a_standby_keeps_every_owner_asked_whatever_it_speculates(
+    ops: list[tuple[str, str]], recorded_after: int
+) -> None:
+    """The rules asking for an owner's zone before a new VIF's port is given one
+    beforehand (`speculate`), on a standby that waits for the record: the owner still has
+    the record's zone when it comes (a transaction's `release_unasked` took it as never
+    asked, and the standby's flows lacked its ports' classifier until a takeover pushed
+    that table to the node)."""
+    record = {owner: i + 1 for i, owner in enumerate("abcde")}
+    standby, asked = NodeZones("hv1", master=False), set()
+    for i, (op, owner) in enumerate(ops):
+        if i == recorded_after:
+            standby.adopt(record)
+        if op == "ask":
+            standby.asked(owner)
+            asked.add(owner)
+        elif op == "speculate":
+            standby.speculate(owner)
+        else:  # (the engine's transaction ends: what was given beforehand and not asked)
+            standby.release_unasked()
+    standby.release_unasked()
+    standby.adopt(record)
+    assert standby.zones == {owner: record[owner] for owner in asked}
+
+
 def test_a_speculative_zone_not_asked_for_goes_back() -> None:
     zones = NodeZones("hv1")
     zones.speculate("p")

@@ -81,9 +81,10 @@ class NodeZones:
             self.changes.append((1, (self.node, owner, zone)))
 
     def speculate(self, owner: str) -> None:
-        """Give `owner` a zone before the rules ask (they will, unless `unasked` says
-        they did not)."""
-        if owner not in self.zones:
+        """Give `owner` a zone before the rules ask (they will, unless `release_unasked`
+        finds they did not). An owner given one or waiting for one (a standby's: the
+        rules asked already) is left as it is: released as unasked, it would be lost."""
+        if owner not in self.zones and owner not in self.waiting:
             self.need(owner)
             self.speculative.add(owner)
 
