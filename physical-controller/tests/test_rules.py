@@ -32,6 +32,19 @@ def test_localize_golden() -> None:
     assert "set_field:192.168.0.2->tun_dst" in done.stdout
     assert '.matches = "", .actions = "output:20"' in done.stdout
     assert '"set_field:3->reg13,resubmit(,40)"' in done.stdout
+    # ... and so are a switch's flood copies to the nodes with its ports: one `DpFlow`
+    # (every node's, itself included), which each node's flood flow resubmits to, and
+    # whose copy to itself its tunnel table drops.
+    dump = done.stdout.splitlines()
+    remote = [line for line in dump if line.startswith("DpFlow{.dp = 1, .table = 67,")]
+    assert remote
+    assert all("192.168.0.1->tun_dst" in line for line in remote)
+    flood = next(line for line in dump if '"hv1", .table = 64' in line)
+    assert '.actions = "clone(set_field:0x1->reg15,resubmit(,70)),resubmit(,67)"' in flood
+    assert (
+        'NodeFlow{.node = "hv1", .table = 73, .priority = 110, .matches = "tun_dst=192.168.0.1",'
+        ' .actions = "drop"}: +1' in dump
+    )
 
 
 def test_a_gateway_lost_to_bfd_moves_to_the_next_node() -> None:

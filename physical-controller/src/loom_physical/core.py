@@ -604,7 +604,8 @@ class Localizer:
             flow = Flow(table, priority, match, actions, MARK)
             (images.add if weight > 0 else images.remove)(("node", node), flow)
         for weight, (dp, table, priority, match, actions) in delta.get("DpFlow", []):
-            flow = Flow(table, priority, f"metadata={dp:#x},{match}", actions, MARK)
+            head = f"metadata={dp:#x}"
+            flow = Flow(table, priority, f"{head},{match}" if match else head, actions, MARK)
             (images.add if weight > 0 else images.remove)(("dp", dp), flow)
         for weight, (ident, text) in sorted(delta.get("GlobalBind", []), key=lambda d: d[0]):
             images.set_binding(ident, text if weight > 0 else None)

@@ -114,11 +114,16 @@ class Table(enum.IntEnum):
     key and conntrack zone); a tunnel's enters the egress pipeline or the flood table."""
     FLOOD = 64
     """A switch's flood group on this node: a copy through `OUTPUT` for each local port,
-    one per remote node with ports on the switch (or to its service node)."""
+    and the copies to the other nodes with ports on the switch (`FLOOD_REMOTE`), or one
+    to its service node."""
     NEXT_HOP_LEARN = 65
     """An L3 uplink's next-hop MAC, learned from ARP replies (`learn`)."""
     NEXT_HOP_CHECK = 66
     """Out of the uplink once the next hop's MAC is learned."""
+    FLOOD_REMOTE = 67
+    """A switch's copies to every node with ports on it, each by tunnel: one flow for the
+    switch, the same bytes on every node that has it (the tunnel tables drop the copy a
+    node addresses to itself)."""
     OUTPUT = 70
     """To the egress port's node (`@egress`, the port in `reg15`): a port here runs the
     egress pipeline here (its zone loaded); a port elsewhere goes by tunnel to its node.
@@ -129,7 +134,8 @@ class Table(enum.IntEnum):
     ZONE = 72
     """The conntrack zone of the router in `metadata` on this node, into `reg13` (`@zone`)."""
     TUNNEL_GENEVE = 73
-    """Out of this node's flow-based Geneve port (`tun_dst` set before)."""
+    """Out of this node's flow-based Geneve port (`tun_dst` set before; a copy with this
+    node's own address is dropped)."""
     TUNNEL_VXLAN = 74
     """Out of this node's flow-based VXLAN port."""
     TUNNEL_STT = 75
