@@ -511,6 +511,72 @@ def test_a_standby_keeps_every_owner_asked_whatever_it_speculates(
     assert standby.zones == {owner: record[owner] for owner in asked}
 
 
+def test_a_zone_the_record_gives_another_is_not_shared() -> None:
+    """A standby holds owner b's zone from a record; its master releases b and gives the
+    number to a: the standby gives b's zone back (b waits for the record), and a takeover
+    gives b another."""
+    standby = NodeZones("hv1", master=False)
+    standby.asked("b")
+    standby.adopt({"b": 5})
+    standby.asked("a")
+    standby.adopt({"a": 5})
+    assert standby.zones == {"a": 5}
+    assert standby.waiting == {"b"}
+    standby.set_master(True)
+    assert standby.zones["a"] == 5
+    assert standby.zones["b"] != 5
+    assert standby.take_record() == ({"b": standby.zones["b"]}, set())
+
+
+def test_a_zone_released_and_taken_again_from_a_record_is_not_given_out() -> None:
+    zones = NodeZones("hv1")
+    zones.need("c")
+    zones.release("c")  # its zone is free here ...
+    zones.adopt({"e": 1})
+    zones.need("e")  # ... and the node records it for e, which takes it
+    zones.adopt({})  # (e's record removed: it keeps its zone)
+    zones.need("f")
+    assert zones.zones == {"e": 1, "f": 2}
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.booleans(),
+    st.lists(
+        st.one_of(
+            st.tuples(st.sampled_from(["ask", "release", "speculate"]), st.sampled_from("abcde")),
+            st.tuples(
+                st.just("adopt"),
+                st.dictionaries(st.sampled_from("abcdexy"), st.integers(1, 8), max_size=5).filter(
+                    lambda record: len(set(record.values())) == len(record)
+                ),
+            ),
+            st.tuples(st.just("master"), st.booleans()),
+        ),
+        max_size=25,
+    ),
+)
+def test_no_two_owners_share_a_zone_whatever_the_records(
+    master: bool, ops: list[tuple[str, Any]]
+) -> None:
+    """Masters and standbys, fed asks, releases, speculations, records that come and go and
+    changes of mastership in any order: no zone is held by two owners."""
+    zones = NodeZones("hv1", master=master)
+    for op, arg in ops:
+        if op == "ask":
+            zones.asked(arg)
+        elif op == "release":
+            zones.release(arg)
+        elif op == "speculate":
+            zones.speculate(arg)
+        elif op == "adopt":
+            zones.adopt(arg)
+        else:
+            zones.set_master(arg)
+        held = list(zones.zones.values())
+        assert len(set(held)) == len(held), (op, arg, zones.zones)
+
+
 def test_a_speculative_zone_not_asked_for_goes_back() -> None:
     zones = NodeZones("hv1")
     zones.speculate("p")

@@ -59,6 +59,9 @@ class NodeZones:
     """Owners that need a zone the master has not recorded yet (a standby's)."""
     changes: list[tuple[int, ZoneRow]] = field(default_factory=list)
     """`Zone` rows given (+1) or taken back (-1) since the engine was last fed."""
+    held: dict[int, int] = field(default_factory=dict)
+    """Zone -> how many owners hold it (one, but for the moment `adopt` moves owners): a
+    zone released and taken again from a record is held, though it is in `free`."""
 
     def need(self, owner: str) -> None:
         """Give `owner` a zone: the one the node records if any (a previous master chose
@@ -76,7 +79,7 @@ class NodeZones:
                 return
             self.unsaved[owner] = zone
         if self.zones.get(owner) != zone:
-            self.zones[owner] = zone
+            self._hold(owner, zone)
             self.released.discard(owner)
             self.changes.append((1, (self.node, owner, zone)))
 
@@ -97,7 +100,7 @@ class NodeZones:
         """`owner` needs no zone any more."""
         self.waiting.discard(owner)
         if owner in self.zones:
-            zone = self.zones.pop(owner)
+            zone = self._drop(owner)
             self.free.append(zone)
             self.unsaved.pop(owner, None)
             self.released.add(owner)
@@ -128,7 +131,10 @@ class NodeZones:
         (given before the record was read: kept, a takeover would move the node's ports to
         other zones, and its connections with them) — give another zone to an owner of
         ours, not recorded, whose number the node records for another, and the owners
-        waiting for the record theirs."""
+        waiting for the record theirs. An owner of ours the node no longer records, whose
+        number it now records for another (its master released it, then gave the number
+        again), is given another zone here if this controller masters the node, else waits
+        for the record: two owners never share a zone."""
         self.recorded, self.recorded_used = dict(recorded), set(recorded.values())
         if recorded:
             self.next_zone = max(self.next_zone, max(recorded.values()) + 1)
@@ -150,14 +156,49 @@ class NodeZones:
                     continue
                 self._move(owner, new)
                 self.unsaved[owner] = new
+        for owner, zone in sorted(self.zones.items()):
+            if owner not in recorded and owner not in self.unsaved and zone in self.recorded_used:
+                self._stale(owner)
         for owner in sorted(self.waiting & recorded.keys()):
             self.need(owner)
+
+    def _stale(self, owner: str) -> None:
+        """`owner` holds a zone from a record since removed, which the node now records for
+        another owner: a master gives it another (to be recorded); a standby gives its
+        zone back and waits for the record to give it one."""
+        if self.master:
+            new = self._allocate()
+            if new is None:
+                log.warning("node %s: no conntrack zone left for %s", self.node, owner)
+                self.release(owner)
+                return
+            self._move(owner, new)
+            self.unsaved[owner] = new
+        else:
+            self.changes.append((-1, (self.node, owner, self._drop(owner))))
+            self.waiting.add(owner)
 
     def _move(self, owner: str, zone: int) -> None:
         """`owner`'s zone is `zone` now (fed to the engine as a change)."""
         self.changes.append((-1, (self.node, owner, self.zones[owner])))
         self.changes.append((1, (self.node, owner, zone)))
+        self._hold(owner, zone)
+
+    def _hold(self, owner: str, zone: int) -> None:
+        """`owner` holds `zone` now (instead of the one it held, if any)."""
+        if owner in self.zones:
+            self._drop(owner)
         self.zones[owner] = zone
+        self.held[zone] = self.held.get(zone, 0) + 1
+
+    def _drop(self, owner: str) -> int:
+        """`owner` holds no zone now; the one it held."""
+        zone = self.zones.pop(owner)
+        if self.held[zone] == 1:
+            del self.held[zone]
+        else:
+            self.held[zone] -= 1
+        return zone
 
     def take_changes(self) -> list[tuple[int, ZoneRow]]:
         """The `Zone` rows to feed the engine (+1 insert, -1 delete), once."""
@@ -179,14 +220,16 @@ class NodeZones:
         return {(self.node, owner, zone) for owner, zone in self.zones.items()}
 
     def _allocate(self) -> int | None:
-        used = self.recorded_used
-        while self.free and self.free[-1] in used:
+        """A zone neither recorded nor held (a number released here may since have been
+        taken again from a record)."""
+        used, held = self.recorded_used, self.held
+        while self.free and (self.free[-1] in used or self.free[-1] in held):
             self.free.pop()
         if self.free:
             return self.free.pop()
         while self.next_zone < ZONES[1]:
             candidate = self.next_zone
             self.next_zone += 1
-            if candidate not in used:
+            if candidate not in used and candidate not in held:
                 return candidate
         return None
