@@ -149,13 +149,7 @@ class NodeZones:
             self.unsaved.pop(owner, None)
         for owner, zone in sorted(self.unsaved.items()):
             if zone in self.recorded_used:
-                new = self._allocate()
-                if new is None:
-                    log.warning("node %s: no conntrack zone left for %s", self.node, owner)
-                    self.release(owner)
-                    continue
-                self._move(owner, new)
-                self.unsaved[owner] = new
+                self._renumber(owner)
         for owner, zone in sorted(self.zones.items()):
             if owner not in recorded and owner not in self.unsaved and zone in self.recorded_used:
                 self._stale(owner)
@@ -167,16 +161,20 @@ class NodeZones:
         another owner: a master gives it another (to be recorded); a standby gives its
         zone back and waits for the record to give it one."""
         if self.master:
-            new = self._allocate()
-            if new is None:
-                log.warning("node %s: no conntrack zone left for %s", self.node, owner)
-                self.release(owner)
-                return
-            self._move(owner, new)
-            self.unsaved[owner] = new
+            self._renumber(owner)
         else:
             self.changes.append((-1, (self.node, owner, self._drop(owner))))
             self.waiting.add(owner)
+
+    def _renumber(self, owner: str) -> None:
+        """Give `owner` another zone, to be recorded (none left: it is released)."""
+        new = self._allocate()
+        if new is None:
+            log.warning("node %s: no conntrack zone left for %s", self.node, owner)
+            self.release(owner)
+            return
+        self._move(owner, new)
+        self.unsaved[owner] = new
 
     def _move(self, owner: str, zone: int) -> None:
         """`owner`'s zone is `zone` now (fed to the engine as a change)."""
