@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from loom_common.ovsdb import (
+    EPHEMERAL_RANGE,
     JEMALLOC,
     OvsdbCluster,
     OvsdbError,
@@ -65,7 +66,9 @@ def insert_zone(remote: str, name: str) -> None:
 def test_free_ports_are_distinct() -> None:
     ports = free_ports(6)
     assert len(set(ports)) == 6
-    assert all(0 < p < 65536 for p in ports)
+    low = int(EPHEMERAL_RANGE.read_text().split()[0])
+    assert all(1024 <= p < low for p in ports), "outside the kernel's ephemeral range"
+    assert not set(ports) & set(free_ports(6)), "a port handed out twice"
 
 
 def test_standalone_files_and_remote(config_db: OvsdbServer) -> None:

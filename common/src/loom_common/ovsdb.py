@@ -52,23 +52,53 @@ def reachable(host: str) -> str:
     return "127.0.0.1" if host in ("", "0.0.0.0", "::") else host
 
 
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+"""The kernel's range of local ports for outgoing connections and `bind(port 0)`."""
+
+_given: set[int] = set()
+"""Ports this process has handed out: never handed out twice."""
+
+
 def free_port() -> int:
-    """Return a TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, released)."""
+    """Return a TCP port on 127.0.0.1 that was free a moment ago; see `free_ports`."""
     return free_ports(1)[0]
 
 
 def free_ports(count: int) -> list[int]:
-    """Return `count` distinct TCP ports on 127.0.0.1 that were free a moment ago.
+    """Return `count` distinct TCP ports on 127.0.0.1 for listeners to bind, free a moment ago.
 
-    All the sockets are held until every port is chosen, so the ports differ from each other.
+    The ports lie below the kernel's ephemeral range, so no outgoing connection takes one as
+    its local port between this choice and the listener's bind (a port from `bind(port 0)`
+    could: CI's api-server once failed with EADDRINUSE while the site's other daemons were
+    connecting). Each is checked by binding it, all are held until every one is chosen, and
+    none is handed out twice by this process.
     """
+    low = _ephemeral_low()
     with contextlib.ExitStack() as stack:
         ports: list[int] = []
-        for _ in range(count):
+        for _ in range(100 * count + 1000):
+            if len(ports) == count:
+                _given.update(ports)
+                return ports
+            port = random.randrange(1024, low)
+            if port in _given or port in ports:
+                continue
             sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
-            sock.bind(("127.0.0.1", 0))
-            ports.append(sock.getsockname()[1])
-        return ports
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            ports.append(port)
+    raise OvsdbError(detail=f"no {count} free TCP ports found on 127.0.0.1 below {low}")
+
+
+def _ephemeral_low() -> int:
+    """The lowest ephemeral port (32768 where the kernel does not say; at least 2048)."""
+    try:
+        low = int(EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    return max(low, 2048)
 
 
 def tool(name: str) -> str:
