@@ -52,6 +52,27 @@ def test_a_datapath_is_one_part_whatever_its_nodes() -> None:
     assert list(images.flows([("dp", 1)])) == sorted(images.flows([("dp", 1)]))
 
 
+def test_only_a_datapaths_bytes_are_kept_for_the_next_node() -> None:
+    images = Images()
+    images.set_row(
+        "u1",
+        row(
+            1,
+            "p1",
+            ["ingress\tls_in_acl\t0\t\tresubmit(,@next)"],
+            ["ingress\tls_in_port_sec_l2\t50\treg14=0x1\tresubmit(,@next)"],
+        ),
+    )
+    first = images.encoded([("dp", 1), ("port", "p1")])
+    again = images.encoded([("dp", 1), ("port", "p1")])
+    assert first is not None
+    assert again == first
+    assert again[0] is first[0], "a datapath's part is encoded once for every node"
+    assert again[1] is not first[1], "a port's part (one node's) is not kept"
+    images.set_row("u1", None)
+    assert images.encoded([("dp", 1), ("port", "p1")]) == []
+
+
 def test_pushes_replayed_make_the_parts_table() -> None:
     images = Images()
     images.set_row("u1", row(1, "sw", ["ingress\tls_in_acl\t0\t\tresubmit(,@next)"]))

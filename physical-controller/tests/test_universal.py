@@ -6,11 +6,13 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from loom_common.ovsdb import OvsdbServer, RawConnection
 from loom_common.testing import wait_for
+from loom_physical import universal
 from loom_physical.universal import DB, TABLES, UniversalReplica, pack, unpack
 
 WAIT = 10.0
@@ -159,6 +161,51 @@ def test_flow_rows_are_kept_packed_through_their_diffs(universal_db: OvsdbServer
         for op, flows, local in steps:
             conn.transact(DB, [op])
             wait_for(lambda f=flows, lf=local: same(f, lf), WAIT, f"the row to hold {flows}")
+    finally:
+        replica.close()
+        conn.close()
+
+
+@given(st.sets(st.integers(0, 60)), st.sets(st.integers(0, 60)), st.integers(1, 7))
+def test_condition_steps_reach_the_wanted_datapaths(
+    before: set[int], wanted: set[int], step: int
+) -> None:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(universal, "CONDITION_STEP", step)
+        steps = universal.condition_steps(frozenset(before), frozenset(wanted))
+    assert steps[-1] == wanted
+    held = before
+    for condition in steps:
+        assert condition <= wanted, "a datapath no longer wanted is dropped at once"
+        assert held & wanted <= condition, "nothing kept is dropped on the way"
+        assert len(condition - held) <= step, "at most a step's datapaths added at once"
+        held = condition
+
+
+def test_a_condition_widened_in_steps_reads_every_datapath(
+    universal_db: OvsdbServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Six datapaths asked for at once, two per `monitor_cond_change`: every row of the
+    six is read, none of the others; then dropping four leaves the two kept."""
+    monkeypatch.setattr(universal, "CONDITION_STEP", 2)
+    conn = RawConnection(universal_db.unix_remote, db=DB)
+    replica = UniversalReplica(universal_db.unix_remote)
+
+    def flow(dp: int) -> dict[str, Any]:
+        row = {"datapath": dp, "source": f"s{dp}", "cookie": dp, "flows": f"f{dp}"}
+        return {"op": "insert", "table": "Universal_Flow", "row": row}
+
+    def read() -> set[int]:
+        replica.poll()
+        return {int(row["datapath"]) for row in replica.rows["Flow"].values()}
+
+    try:
+        conn.transact(DB, [flow(dp) for dp in range(10, 18)])
+        replica.start([])
+        replica.set_datapaths(range(10, 16))
+        wait_for(lambda: read() == set(range(10, 16)), WAIT, "the six datapaths' rows")
+        replica.set_datapaths([10, 15])
+        wait_for(lambda: read() == {10, 15}, WAIT, "the two kept datapaths' rows")
     finally:
         replica.close()
         conn.close()

@@ -68,16 +68,20 @@ class Part:
         self.table.remove(flow)
         self._encoded, self._unencodable = None, False
 
-    def encoded(self) -> bytes | None:
-        """The part's flows as they are now, as `bulk_adds` (made once for every node that
-        gets the part whole, and again after it changes); None if a flow uses syntax the
-        encoder does not know."""
-        if self._encoded is None and not self._unencodable:
-            try:
-                self._encoded = bulk_adds(self.table)
-            except FlowSyntaxError:
-                self._unencodable = True
-        return self._encoded
+    def encoded(self, *, keep: bool = True) -> bytes | None:
+        """The part's flows as they are now, as `bulk_adds`; None if a flow uses syntax the
+        encoder does not know. `keep`: made once for every node that gets the part whole
+        (until it changes); else made for this one node and not kept."""
+        if self._encoded is not None or self._unencodable:
+            return self._encoded
+        try:
+            encoded = bulk_adds(self.table)
+        except FlowSyntaxError:
+            self._unencodable = True
+            return None
+        if keep:
+            self._encoded = encoded
+        return encoded
 
     def _remember(self, key: Key) -> None:
         if key not in self.before:
@@ -199,7 +203,10 @@ class Images:
         for key in keys:
             part = self.parts.get(key)
             if part is not None and len(part):
-                chunk = part.encoded()
+                # (only a datapath's part is on many nodes: a port's or a node's is on one,
+                # and its bytes kept would be every controller's whole table again -- 200 of
+                # 270 MiB at S=1.0)
+                chunk = part.encoded(keep=key[0] == "dp")
                 if chunk is None:
                     return None
                 chunks.append(chunk)
