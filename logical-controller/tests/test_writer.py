@@ -7,10 +7,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from loom_common.ovsdb import OvsdbServer, RawConnection
 from loom_logical import writer as writer_module
-from loom_logical.outputs import GLOBAL_SHARD, datapath_shard
+from loom_logical.outputs import GLOBAL_SHARD, Packed, datapath_shard, packed, unpacked
 from loom_logical.writer import Writer
 
 pytestmark = [pytest.mark.ovs]
@@ -195,3 +197,12 @@ def test_a_stream_writes_the_shards_owned_when_it_started(
         assert not writer.dirty[datapath_shard(1)]["Universal_Flow"]
     finally:
         conn.close()
+
+
+@given(st.lists(st.text(max_size=6), max_size=6))
+def test_a_packed_set_gives_its_strings_back_as_the_set_column(texts: list[str]) -> None:
+    value = packed(texts)
+    assert unpacked(value) == texts
+    assert writer_module.to_json(value) == ["set", texts]
+    if not any("\n" in t for t in texts) and texts != [""]:
+        assert isinstance(value, Packed), "one string a row, not one a flow"

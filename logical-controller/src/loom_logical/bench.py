@@ -40,6 +40,7 @@ from loom_common import workload
 from loom_common.procstat import ProcessUsage
 from loom_common.progress import Reporter
 from loom_logical import rules
+from loom_logical.outputs import unpacked
 
 if TYPE_CHECKING:
     from loom_api.bench import HttpClient
@@ -186,7 +187,7 @@ def run(
             assert written >= 0, "the cold start did not finish"
             rows = {t: len(d) for t, d in controller.writer.desired.items()}
             flows = sum(
-                len(c["flows"]) + len(c["local_flows"])
+                len(unpacked(c["flows"])) + len(unpacked(c["local_flows"]))
                 for _, c in controller.writer.desired["Universal_Flow"].values()
             )
             rss_controller = _rss_mib()

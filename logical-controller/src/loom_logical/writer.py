@@ -26,7 +26,14 @@ from itertools import islice
 from typing import Any
 
 from loom_common.ovsdb import RawConnection, TransactError
-from loom_logical.outputs import OUTPUTS, TABLE_OUTPUT, Columns, Identity, shard_of_json
+from loom_logical.outputs import (
+    OUTPUTS,
+    TABLE_OUTPUT,
+    Columns,
+    Identity,
+    Packed,
+    shard_of_json,
+)
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +54,8 @@ Op = tuple[str, str, Identity, dict[str, Any]]
 def to_json(value: Any) -> Any:
     """A column value as OVSDB JSON: lists are sets, dicts are maps. (Unsorted: the server
     orders sets itself, and sorting a cold start's 3.2M flows here took seconds.)"""
+    if isinstance(value, Packed):
+        return ["set", value.items()]
     if isinstance(value, dict):
         return ["map", [[k, v] for k, v in value.items()]]
     if isinstance(value, list | tuple | set | frozenset):
