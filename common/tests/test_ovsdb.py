@@ -9,6 +9,7 @@ import subprocess
 import threading
 from pathlib import Path
 
+import orjson
 import pytest
 
 from loom_common.ovsdb import (
@@ -20,6 +21,7 @@ from loom_common.ovsdb import (
     RawConnection,
     Replica,
     TransactError,
+    compact,
     free_ports,
     readable,
     schema_name,
@@ -439,3 +441,21 @@ def test_a_sent_transaction_outlives_another_thread_pumping(config_db: OvsdbServ
         assert conn.finish_transact(request) == [{}]
     finally:
         conn.close()
+
+
+def test_compact_rows_are_equal_and_share_what_they_hold_alike() -> None:
+    text = (
+        b'{"bfd": ["map", []], "error": ["set", []], "type": "dummy", "ofport": 3,'
+        b' "external_ids": ["map", [["iface-id", "a-port-with-a-long-name"], ["k", "v"]]],'
+        b' "ports": ["set", [["uuid", "0b1c5a4e-7f51-4a3c-9b7e-6d2c1e0f9a88"], ["uuid", "x"]]],'
+        b' "qos": ["uuid", "5f1c5a4e-7f51-4a3c-9b7e-6d2c1e0f9a88"]}'
+    )
+    one, two = compact(orjson.loads(text)), compact(orjson.loads(text))
+    assert one == orjson.loads(text), "a compact row equals the row parsed"
+    assert one["bfd"] is two["bfd"], "one empty map for every row"
+    assert one["error"] is two["error"], "one empty set for every row"
+    assert one["type"] is two["type"], "a short string interned"
+    ids, ids2 = one["external_ids"][1][0], two["external_ids"][1][0]
+    assert ids[0] is ids2[0], "a map's short key interned"
+    assert ids[1] is not ids2[1], "a long string left as it is"
+    assert one["ports"][1][0][0] is two["qos"][0], "the uuid tag interned, in a set too"
