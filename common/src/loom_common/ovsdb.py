@@ -79,8 +79,7 @@ def free_ports(count: int) -> list[int]:
         ports: list[int] = []
         for _ in range(100 * count + 1000):
             if len(ports) == count:
-                _given.update(ports)
-                return ports
+                break
             port = random.randrange(1024, low)
             if port in _given or port in ports:
                 continue
@@ -90,6 +89,9 @@ def free_ports(count: int) -> list[int]:
             except OSError:
                 continue
             ports.append(port)
+        if len(ports) == count:
+            _given.update(ports)
+            return ports
     raise OvsdbError(detail=f"no {count} free TCP ports found on 127.0.0.1 below {low}")
 
 
