@@ -227,11 +227,10 @@ class FlowTable:
         for packed in sorted(self._conflicted):
             actions = sorted({a for _, a in self._multi[packed]})
             if len(actions) > 1:
-                key = _unpacked(packed)
-                chosen = self.get(key)
+                chosen = self._chosen(packed)
                 assert chosen is not None
-                actions.remove(chosen.actions)
-                found.append((key, [chosen.actions, *actions]))
+                actions.remove(chosen[1])
+                found.append((_unpacked(packed), [chosen[1], *actions]))
         return found
 
 
