@@ -100,11 +100,19 @@ FLOWS = [f"ingress\tls_in_acl\t{p}\ttcp,tp_dst={p}\t{a}" for p in range(1, 6)
          for a in ("drop", "resubmit(,@next)")]  # fmt: skip
 
 
-@settings(max_examples=60, deadline=None)
+def local(port: int) -> list[str]:
+    """Port `port`'s possible own flows (`local_flows`: they match its key), some naming an
+    identifier (`set_binding`)."""
+    return [f"ingress\tls_in_port_sec_l2\t{p}\treg14=0x{port + 1}\t{a}" for p in (50, 90)
+            for a in ("drop", "resubmit(,@next)", "set_field:${mac:G}->eth_dst")]  # fmt: skip
+
+
+@settings(max_examples=80, deadline=None)
 @given(st.data())
 def test_incremental_pushes_equal_a_whole_table(data: st.DataObject) -> None:
-    """Random rows, datapaths and node flows change over several passes; a node pushed
-    incrementally each pass (or skipped, then pushed whole) ends with the parts' table."""
+    """Random rows (their flows and local flows), bindings, datapaths, ports and node flows
+    change over several passes; a node pushed incrementally each pass (or skipped, then
+    pushed whole) ends with the parts' table."""
     rng = random.Random(data.draw(st.integers(0, 1 << 30)))
     images = Images()
     installed: set = set()
@@ -116,12 +124,40 @@ def test_incremental_pushes_equal_a_whole_table(data: st.DataObject) -> None:
                 images.set_row(uuid, None)
             else:
                 texts = rng.sample(FLOWS, rng.randrange(0, 4))
-                images.set_row(uuid, row(rng.choice([1, 2]), uuid, texts))
+                port = rng.randrange(3)
+                images.set_row(uuid, row(rng.choice([1, 2]), f"p{port}", texts,
+                                         rng.sample(local(port), rng.randrange(0, 3))))  # fmt: skip
+        if rng.random() < 0.3:
+            images.set_binding("mac:G", rng.choice([None, "00:00:00:00:00:01",
+                                                    "00:00:00:00:00:02"]))  # fmt: skip
         if rng.random() < 0.5:
             flow = Flow(64, 100, f"metadata={rng.choice([1, 2])}", "drop", MARK)
             (images.add if rng.random() < 0.7 else images.remove)(("node", "hv1"), flow)
-        desired = node_parts("hv1", set(rng.sample([1, 2], rng.randrange(0, 3))), set())
+        desired = node_parts("hv1", set(rng.sample([1, 2], rng.randrange(0, 3))),
+                             {f"p{i}" for i in range(3) if rng.random() < 0.5})  # fmt: skip
         apply(node, images.mods(installed, desired))
         installed = desired
         images.settle()
         assert node == {f.key: f for f in images.flows(desired)}
+
+
+def test_a_ports_part_is_translated_when_taken() -> None:
+    """A port's part keeps its rows, not their translation; what a node holds of it is
+    the translation as of the last settle, with the bindings of then."""
+    images = Images()
+    flow = "ingress\tls_in_port_sec_l2\t50\treg14=0x1\tset_field:${mac:G}->eth_dst"
+    images.set_binding("mac:G", "00:00:00:00:00:01")
+    images.set_row("u1", row(1, "p1", [], [flow]))
+    part = images.parts[("port", "p1")]
+    assert len(part) == 1
+    [held] = images.flows([("port", "p1")])
+    assert "00:00:00:00:00:01" in held.actions
+    images.settle()
+    images.set_binding("mac:G", "00:00:00:00:00:02")
+    mods = images.mods({("port", "p1")}, {("port", "p1")})
+    assert [(op, "00:00:00:00:00:02" in f.actions) for op, f in mods] == [("add", True)]
+    images.settle()
+    images.set_row("u1", None)
+    assert [op for op, _ in images.mods({("port", "p1")}, set())] == ["delete"]
+    images.settle()
+    assert ("port", "p1") not in images.parts

@@ -484,8 +484,9 @@ def from_scratch(world: World) -> Shell:
 
 def parts(images: Images) -> dict[PartKey, dict[Key, list[tuple[int, str]]]]:
     """Every non-empty part: key -> every (cookie, actions) wanted for it."""
-    return {key: {flow.key: part.table.candidates(flow.key) for flow in part.table}
-            for key, part in images.parts.items() if len(part)}  # fmt: skip
+    tables = {key: part.table for key, part in images.parts.items() if len(part)}
+    return {key: {flow.key: table.candidates(flow.key) for flow in table}
+            for key, table in tables.items()}  # fmt: skip
 
 
 def summed(deltas: list[Delta], relation: str) -> Counter[Row]:

@@ -1273,7 +1273,7 @@ class PhysicalController:
         state.message, state.realized = message, generation
         if sent:
             self.conflicts[system_id] = sum(
-                self.core.images.parts[key].table.conflict_count()
+                self.core.images.parts[key].conflict_count()
                 for key in state.parts
                 if key in self.core.images.parts
             )

@@ -8,7 +8,7 @@ the logical tier. A node's table is the disjoint union of its parts:
   `loom_physical.translate`) and the rules' `DpFlow`s (the way to each port of D on
   another node). Datapath 0 (`translate.ALL_SWITCHES`) holds what every switch shares.
 - `("port", P)`: port P's universal `local_flows` (its own stages), on the node P is
-  bound on.
+  bound on: a `LocalPart`, kept as its rows and translated when a node takes it.
 - `("node", N)`: node N's own flows (`NodeFlow`: classifier, flood, output, delivery,
   zones, tunnels).
 
@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
@@ -113,6 +113,112 @@ class Part:
     def __len__(self) -> int:
         return len(self.table)
 
+    def touched(self) -> bool:
+        """Changed since the last settle."""
+        return bool(self.before)
+
+    def conflict_count(self) -> int:
+        """How many of its keys are wanted with different actions."""
+        return self.table.conflict_count()
+
+
+class LocalPart:
+    """A port's part: the universal `local_flows` of its rows (one, but for a moment when
+    a port's row is replaced), on the one node the port is bound on.
+
+    Kept as those rows -- their texts are the universal replica's, held anyway -- and
+    translated each time a node takes the part (`table`: its master's push), not when the
+    rows arrive: the ports' own flows were 1.15M of a controller's 1.85M at S=1.0, each
+    ~190 bytes as a `FlowTable` entry, and kept for the nodes this controller masters and
+    those it stands by for alike; a push translates the ~20 flows of each of its ports
+    once. What a node holds of the part is its translation as of the last settle: taken
+    (`_held`) before the first change after it, with the bindings it had."""
+
+    __slots__ = ("_conflicts", "_count", "_held", "_translate", "rows")
+
+    def __init__(self, translate: Callable[[Mapping[str, Row]], FlowTable]) -> None:
+        self.rows: dict[str, Row] = {}
+        """Universal_Flow uuid -> the row whose `local_flows` are this part's."""
+        self._translate = translate
+        self._held: FlowTable | None = None
+        """The part's flows as of the last settle, taken at its first change since (None:
+        unchanged)."""
+        self._count: int | None = None
+        self._conflicts = 0
+        """Its flows and conflicted keys, as of its last translation (None: none since the
+        rows changed)."""
+
+    @property
+    def table(self) -> FlowTable:
+        """The part's flows as they are now (translated anew each time)."""
+        table = self._translate(self.rows)
+        self._count, self._conflicts = len(table), table.conflict_count()
+        return table
+
+    def set_row(self, uuid: str, row: Row | None) -> None:
+        """Row `uuid`'s local flows are now `row`'s (None: it has none here any more)."""
+        if self._held is None:
+            self._held = self.table if self.rows else _NO_FLOWS
+        if row is None:
+            self.rows.pop(uuid, None)
+        else:
+            self.rows[uuid] = row
+        self._count = None
+
+    def touched(self) -> bool:
+        """Changed since the last settle."""
+        return self._held is not None
+
+    def settle(self) -> None:
+        """Nodes that hold the part hold it as it is."""
+        self._held = None
+
+    def encoded(self, *, keep: bool = False) -> bytes | None:
+        """The part's flows as `bulk_adds` (never kept: it is on one node); None if a flow
+        uses syntax the encoder does not know."""
+        try:
+            return bulk_adds(self.table)
+        except FlowSyntaxError:
+            return None
+
+    def held(self) -> Iterator[Flow]:
+        """The flows as nodes that have the part hold them (as of the last settle)."""
+        return iter(self._held if self._held is not None else self.table)
+
+    def changes(self) -> list[Mod]:
+        """What nodes that keep the part must change: its flows since the last settle."""
+        if self._held is None:
+            return []
+        return _difference(self._held, self.table)
+
+    def conflict_count(self) -> int:
+        """How many of its keys are wanted with different actions."""
+        if self._count is None:
+            self.table  # noqa: B018 (translated for its counts)
+        return self._conflicts
+
+    def __len__(self) -> int:
+        if self._count is None:
+            self.table  # noqa: B018 (translated for its counts)
+        assert self._count is not None
+        return self._count
+
+
+_NO_FLOWS = FlowTable()
+"""What a new port's part held (never changed)."""
+
+
+def _difference(old: FlowTable, new: FlowTable) -> list[Mod]:
+    """The mods that turn a node holding `old` into one holding `new`, by key."""
+    mods: list[Mod] = []
+    held = {flow.key: flow for flow in old}
+    for flow in new:
+        before = held.pop(flow.key, None)
+        if before != flow:
+            mods.append(("add", flow))
+    mods += [("delete", flow) for flow in held.values()]
+    return sorted(mods, key=lambda mod: mod[1].key)
+
 
 @dataclass(frozen=True)
 class Row:
@@ -130,7 +236,7 @@ class Images:
     """Every part of every node's table (see the module docstring)."""
 
     def __init__(self) -> None:
-        self.parts: dict[PartKey, Part] = {}
+        self.parts: dict[PartKey, Part | LocalPart] = {}
         self.bindings: dict[str, str] = {}
         """`${ident}` -> its value on every node (`GlobalBind`)."""
         self._rows: dict[str, Row] = {}
@@ -142,6 +248,9 @@ class Images:
         """Universal flows that could not be translated (logged once each)."""
         self._touched: set[PartKey] = set()
         """The parts added to or removed from since the last settle."""
+        self._logged: set[str] = set()
+        """The rows with a malformed local flow, logged (a port's part is translated at
+        each push)."""
 
     # ---- inputs ----
 
@@ -176,15 +285,25 @@ class Images:
     def remove(self, key: PartKey, flow: Flow) -> None:
         """Want `flow` in part `key` once less."""
         part = self.parts.get(key)
-        if part is not None:
+        if isinstance(part, Part):
             part.remove(flow)
             self._touched.add(key)
 
     def _part(self, key: PartKey) -> Part:
-        """Part `key`, made empty if it did not exist."""
+        """Part `key` (a datapath's or a node's), made empty if it did not exist."""
         part = self.parts.get(key)
         if part is None:
             part = self.parts[key] = Part()
+        assert isinstance(part, Part), key
+        return part
+
+    def _local(self, port: str) -> LocalPart:
+        """Port `port`'s part, made empty if it did not exist."""
+        key = ("port", port)
+        part = self.parts.get(key)
+        if part is None:
+            part = self.parts[key] = LocalPart(self._local_table)
+        assert isinstance(part, LocalPart), key
         return part
 
     # ---- a node's table ----
@@ -202,14 +321,15 @@ class Images:
         chunks = []
         for key in keys:
             part = self.parts.get(key)
-            if part is not None and len(part):
+            if part is not None:
                 # (only a datapath's part is on many nodes: a port's or a node's is on one,
                 # and its bytes kept would be every controller's whole table again -- 200 of
                 # 270 MiB at S=1.0)
                 chunk = part.encoded(keep=key[0] == "dp")
                 if chunk is None:
                     return None
-                chunks.append(chunk)
+                if chunk:
+                    chunks.append(chunk)
         return chunks
 
     def size(self, keys: Iterable[PartKey]) -> int:
@@ -239,21 +359,25 @@ class Images:
         if settled:
             for key in sorted(installed & desired, key=repr):
                 part = self.parts.get(key)
-                if part is not None and part.before:
+                if part is not None and part.touched():
                     mods += part.changes()
         new = [key for key in sorted(desired - installed, key=repr) if key in self.parts]
         return mods, new
 
     def changed(self) -> set[PartKey]:
         """The parts changed since the last settle."""
-        return {key for key in self._touched if key in self.parts and self.parts[key].before}
+        return {key for key in self._touched if key in self.parts and self.parts[key].touched()}
 
     def settle(self) -> None:
         """Every node that holds a part now holds it as it is: forget the changes; drop
         the parts that are empty. (Its cost is the parts changed, not all.)"""
         for key in self._touched:
             part = self.parts.get(key)
-            if part is not None:
+            if isinstance(part, LocalPart):
+                part.settle()
+                if not part.rows:
+                    del self.parts[key]
+            elif part is not None:
                 part.before = {}
                 if not len(part):
                     del self.parts[key]
@@ -264,42 +388,78 @@ class Images:
     # A row's flows are not kept apart from the parts they went into: a row leaves by
     # being translated again (the same bindings: `set_binding` takes the rows that name
     # an identifier out before it changes), which costs a change ~10 us a flow and saves
-    # ~140 bytes per flow placed (1.45M at S=1.0, in each controller).
+    # ~140 bytes per flow placed (1.45M at S=1.0, in each controller). Its local flows go
+    # to its port's part untranslated (`LocalPart`).
 
     def _place(self, uuid: str, row: Row) -> None:
-        for key, flow in self._translated(uuid, row, placing=True):
-            self.add(key, flow)
+        for flow in self._translated(uuid, row.dp, row.cookie, row.flows, placing=True):
+            self.add(("dp", row.dp), flow)
+        if row.local_flows:
+            self._logged.discard(uuid)  # (a new version: logged once more if malformed)
+            self._wait_for(uuid, row.local_flows)
+            self._local(row.source).set_row(uuid, row)
+            self._touched.add(("port", row.source))
 
     def _unplace(self, uuid: str) -> None:
         row = self._rows.get(uuid)
         if row is not None:
-            for key, flow in self._translated(uuid, row, placing=False):
-                self.remove(key, flow)
+            for flow in self._translated(uuid, row.dp, row.cookie, row.flows, placing=False):
+                self.remove(("dp", row.dp), flow)
+            part = self.parts.get(("port", row.source))
+            if isinstance(part, LocalPart) and uuid in part.rows:
+                part.set_row(uuid, None)
+                self._touched.add(("port", row.source))
         for rows in self._waiting.values():
             rows.discard(uuid)
 
-    def _translated(self, uuid: str, row: Row, *, placing: bool) -> Iterator[tuple[PartKey, Flow]]:
-        """The flows of row `uuid` and their parts (`placing`: a malformed one is counted and
-        logged, once)."""
-        flow_cookie = cookie(row.cookie)
-        for key, texts in ((("dp", row.dp), row.flows), (("port", row.source), row.local_flows)):
-            for text in unpack(texts):
+    def _wait_for(self, uuid: str, texts: FlowTexts | AbstractSet[str]) -> None:
+        """Row `uuid` is translated again when an identifier its `texts` name changes."""
+        if isinstance(texts, str) and "${" not in texts:
+            return  # (nearly every row)
+        for text in unpack(texts):
+            if "${" in text:
                 try:
-                    if "${" not in text:  # (nearly every flow)
-                        yield key, physical_text(row.dp, text, flow_cookie)
-                        continue
                     flow = UniversalFlow.parse(text)
-                    if placing:
-                        for ident in flow.identifiers:
-                            self._waiting[ident].add(uuid)
-                    yield key, physical(row.dp, flow, row.cookie, self.bindings)
-                except Unbound:
+                except ValueError:
+                    continue  # (counted when translated)
+                for ident in flow.identifiers:
+                    self._waiting[ident].add(uuid)
+
+    def _local_table(self, rows: Mapping[str, Row]) -> FlowTable:
+        """The local flows of `rows`, translated (`LocalPart.table`)."""
+        table = FlowTable()
+        for uuid, row in rows.items():
+            for flow in self._translated(uuid, row.dp, row.cookie, row.local_flows,
+                                         placing=uuid not in self._logged):  # fmt: skip
+                table.add(flow)
+        return table
+
+    def _translated(
+        self, uuid: str, dp: int, row_cookie: int, texts: FlowTexts | AbstractSet[str], *,
+        placing: bool,
+    ) -> Iterator[Flow]:  # fmt: skip
+        """The flows of `texts` (row `uuid`'s, in datapath `dp`), translated. `placing`: a
+        malformed one is counted and logged, once a row; an identifier a flow names makes
+        the row wait for its value to change."""
+        flow_cookie = cookie(row_cookie)
+        for text in unpack(texts):
+            try:
+                if "${" not in text:  # (nearly every flow)
+                    yield physical_text(dp, text, flow_cookie)
                     continue
-                except ValueError as exc:
-                    if placing:
-                        self.malformed += 1
-                        log.warning("universal flow of %s in datapath %d not installed: %s",
-                                    row.source, row.dp, exc)  # fmt: skip
+                flow = UniversalFlow.parse(text)
+                if placing:
+                    for ident in flow.identifiers:
+                        self._waiting[ident].add(uuid)
+                yield physical(dp, flow, row_cookie, self.bindings)
+            except Unbound:
+                continue
+            except ValueError as exc:
+                if placing:
+                    self.malformed += 1
+                    self._logged.add(uuid)
+                    log.warning("universal flow of row %s in datapath %d not installed: %s",
+                                uuid, dp, exc)  # fmt: skip
 
 
 def node_parts(node: str, datapaths: Iterable[int], ports: Iterable[str]) -> set[PartKey]:
