@@ -3,6 +3,7 @@ flight, and the generation stamp commits only once every chunk before it has."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
@@ -93,21 +94,90 @@ def test_a_large_write_in_chunks_writes_every_row_once(
         conn.close()
 
 
+class Outputs:
+    """What the engine's output relations hold: the deltas given to a writer, summed (its
+    `reread`, as the engine's `dump`)."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, Counter[tuple[Any, ...]]] = {}
+
+    def apply(self, delta: dict[str, list[tuple[int, Any]]]) -> dict[str, list[tuple[int, Any]]]:
+        for relation, changes in delta.items():
+            for weight, row in changes:
+                self.rows.setdefault(relation, Counter())[_frozen(row)] += weight
+        return delta
+
+    def dump(self, relation: str) -> list[tuple[Any, ...]]:
+        return [_thawed(row) for row, n in self.rows.get(relation, Counter()).items() if n > 0]
+
+
+def _frozen(row: Any) -> Any:
+    return tuple(tuple(v) if isinstance(v, list) else v for v in row)
+
+
+def _thawed(row: Any) -> Any:
+    return tuple(list(v) if isinstance(v, tuple) else v for v in row)
+
+
+def test_a_lean_table_keeps_only_what_is_not_written_and_reads_the_rest_back(
+    universal_db: OvsdbServer,
+) -> None:
+    """The flows' columns are forgotten once written (a standby's at once) and read back
+    from the engine when the database must be corrected; a row the engine no longer has
+    goes."""
+    owned = {datapath_shard(1), GLOBAL_SHARD}
+    engine = Outputs()
+    writer = Writer(owns=owned.__contains__, reread=engine.dump)
+    groups = [_group(dp, f"src-{i}", f"ingress\tt\t{i}\t\tdrop") for dp in (1, 2) for i in range(5)]
+    writer.apply(engine.apply({"Flow_Group": [(1, g) for g in groups]}))
+    desired = writer.desired["Universal_Flow"]
+    assert all((columns is None) == (dp == 2) for (dp, _), (_, columns) in desired.items())
+    conn = RawConnection(universal_db.remote)
+    try:
+        assert writer.flush(conn, lambda shards: [], STAMP) is True
+        assert all(columns is None for _, columns in desired.values())
+        # The database loses a row, the engine another (its deletion not folded yet).
+        (row,) = [r for r in _select(conn, "Universal_Flow") if r["source"] == "src-1"]
+        conn.transact(DB, [{"op": "delete", "table": "Universal_Flow",
+                            "where": [["_uuid", "==", row["_uuid"]]]}])  # fmt: skip
+        engine.apply({"Flow_Group": [(-1, groups[2])]})
+        writer.load_actual(conn)
+        assert writer.flush(conn, lambda shards: [], []) is True
+        rows = {(r["datapath"], r["source"]): r for r in _select(conn, "Universal_Flow")}
+        assert set(rows) == {(1, f"src-{i}") for i in range(5) if i != 2}
+        assert rows[(1, "src-1")]["flows"] == "ingress\tt\t1\t\tdrop"
+        # A shard owned later is written whole from what the engine has.
+        owned.add(datapath_shard(2))
+        writer.load_actual(conn, [datapath_shard(2)])
+        assert writer.flush(conn, lambda shards: [], []) is True
+        rows = {(r["datapath"], r["source"]): r for r in _select(conn, "Universal_Flow")}
+        assert rows[(2, "src-4")]["flows"] == "ingress\tt\t4\t\tdrop"
+        assert len(rows) == 9
+        assert all(columns is None for _, columns in desired.values())
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("lean", [False, True], ids=["whole", "lean"])
 def test_a_streamed_delta_is_written_as_it_is_folded_and_the_flush_writes_the_rest(
-    universal_db: OvsdbServer, monkeypatch: pytest.MonkeyPatch
+    universal_db: OvsdbServer, monkeypatch: pytest.MonkeyPatch, lean: bool
 ) -> None:
     """`stream` writes each chunk's identities once, as the chunks come; an identity that a
     later chunk changes again, and rows of shards not owned, are left to the flush, which
-    stamps the generation. The database ends as one flush of the whole delta would leave it."""
+    stamps the generation. The database ends as one flush of the whole delta would leave it
+    (`lean`: the flows' columns read back from the engine for the shard owned later)."""
     monkeypatch.setattr(writer_module, "CHUNK", 5)
     owned = {datapath_shard(1), GLOBAL_SHARD}
-    writer = Writer(owns=owned.__contains__)
+    engine = Outputs()
+    writer = Writer(owns=owned.__contains__, reread=engine.dump if lean else None)
     groups = [
         _group(dp, f"src-{i}", f"ingress\tt\t{i}\t\tdrop") for dp in (1, 2) for i in range(12)
     ]
     again = _group(1, "src-3", "ingress\tt\t3\t\tdrop", "egress\tt\t3\t\tdrop")
     chunks = [{"Flow_Group": [(1, g) for g in groups[i : i + 4]]} for i in range(0, 24, 4)]
-    chunks.append({"Flow_Group": [(1, again)]})  # the same identity as groups[3]
+    chunks.append({"Flow_Group": [(-1, groups[3]), (1, again)]})  # groups[3]'s identity
+    for chunk in chunks:
+        engine.apply(chunk)
     conn = RawConnection(universal_db.remote)
     try:
         assert writer.stream(conn, set(owned), [], iter(chunks)) is True

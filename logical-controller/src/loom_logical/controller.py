@@ -99,7 +99,7 @@ class LogicalController:
         self.rules_path = rules or main_file()
         self.program = Program.load([self.rules_path], workers=workers, internal=False)
         self.tables: dict[str, InputTable] = input_tables()
-        self.writer = Writer(self.owns)
+        self.writer = Writer(self.owns, lambda relation: self.program.dump(relation))
         self._stream_from = stream_from
         self._streaming: PendingDelta | None = None
         """A committed transaction's output not folded into the writer yet (streamed by the

@@ -58,6 +58,9 @@ class OutputTable:
     """The columns that name a row: the table's index, or all of them."""
     shard_column: str | None
     """The column holding the datapath key that decides the shard (None: global)."""
+    lean: bool = False
+    """The writer forgets a row's columns once the database has them (`Writer`): they are
+    the engine's output, read back from it when they must be written again."""
 
     @property
     def shard_columns(self) -> tuple[str, ...]:
@@ -198,7 +201,12 @@ OUTPUTS: Mapping[str, OutputTable] = {
     t.relation: t
     for t in (
         OutputTable(
-            "Flow_Group", "Universal_Flow", _flow_group_columns, ("datapath", "source"), "datapath"
+            "Flow_Group",
+            "Universal_Flow",
+            _flow_group_columns,
+            ("datapath", "source"),
+            "datapath",
+            lean=True,
         ),
         OutputTable("Datapath", "Datapath", _datapath_columns, ("key",), "key"),
         OutputTable(
