@@ -51,8 +51,9 @@ cold start (write phase / the universal server's CPU): 50,000 operations 12.9-13
 varied with the machine's load)."""
 
 Delta = Mapping[str, Sequence[tuple[int, tuple[Any, ...]]]]
-Op = tuple[str, str, Identity, dict[str, Any]]
-"""An operation tagged for `Writer._record`: (kind, table, identity, OVSDB operation)."""
+Op = tuple[str, str, Identity, dict[str, Any], Columns | None]
+"""An operation tagged for `Writer._record`: (kind, table, identity, OVSDB operation, the
+desired columns it writes)."""
 
 
 def to_json(value: Any) -> Any:
@@ -119,27 +120,22 @@ class Writer:
         """Table `table`'s written rows are kept as None (see the module docstring)."""
         return self.reread is not None and TABLE_OUTPUT[table].lean
 
-    def _written(self, table: str, idents: Iterable[Identity]) -> None:
-        """Identities `idents` of `table` are in the database as desired: forget their
-        columns if the table is lean."""
-        if self._lean(table):
-            desired = self.desired[table]
-            for ident in idents:
-                want = desired.get(ident)
-                if want is not None:
-                    desired[ident] = (want[0], None)
-
-    def _refill(self, table: str, wanted: set[str] | None) -> None:
-        """Read back from the engine the columns of `table`'s rows in shards `wanted` (None:
-        all) that desired holds as None; a row the engine no longer has goes (its deletion
-        is still on its way from a streamed commit)."""
+    def _written(self, table: str, ident: Identity, columns: Columns) -> None:
+        """Row `ident` of lean `table` is in the database as `columns`: forget them, unless
+        desired has changed since (a later delta, written later)."""
         desired = self.desired[table]
-        missing = {ident for ident, (shard, columns) in desired.items()
-                   if columns is None and (wanted is None or shard in wanted)}  # fmt: skip
+        want = desired.get(ident)
+        if want is not None and want[1] is columns:
+            desired[ident] = (want[0], None)
+
+    def _refill(self, table: str, missing: set[Identity]) -> None:
+        """Read back from the engine the columns of `table`'s rows `missing` (desired holds
+        them as None); a row the engine no longer has goes (its deletion is still on its way
+        from a streamed commit)."""
         if not missing:
             return
         assert self.reread is not None
-        out = TABLE_OUTPUT[table]
+        desired, out = self.desired[table], TABLE_OUTPUT[table]
         for row in self.reread(out.relation):
             columns = out.columns(row)
             ident = out.identity(columns)
@@ -148,6 +144,11 @@ class Writer:
                 missing.discard(ident)
         for ident in missing:
             del desired[ident]
+
+    def _unread(self, table: str, shards: set[str] | None) -> set[Identity]:
+        """The identities of `table` in `shards` (None: all) desired holds as None."""
+        return {ident for ident, (shard, columns) in self.desired[table].items()
+                if columns is None and (shards is None or shard in shards)}  # fmt: skip
 
     def load_actual(self, conn: RawConnection, shards: Iterable[str] | None = None) -> None:
         """Read what the database holds (of `shards`, default all) and mark it all dirty.
@@ -173,9 +174,11 @@ class Writer:
                 ident = tuple(row[c] for c in out.identity_columns)
                 actual.setdefault(ident, (shard, []))[1].append(row["_uuid"][1])
             self.actual[table] = actual
-            self._refill(table, wanted)
+            if self._lean(table):
+                self._refill(table, self._unread(table, wanted))
             for ident, (shard, _) in actual.items():
-                self.dirty[shard][table].add(ident)
+                if wanted is None or shard in wanted:
+                    self.dirty[shard][table].add(ident)
             for ident, (shard, _) in self.desired[table].items():
                 if wanted is None or shard in wanted:
                     self.dirty[shard][table].add(ident)
@@ -207,12 +210,14 @@ class Writer:
         """
         shards = self.owned_dirty_shards()
         for table in TABLE_OUTPUT:  # (a shard this controller came to own without a claim)
-            if self._lean(table) and any(
-                self.desired[table].get(ident, ("", {}))[1] is None
-                for shard in shards
-                for ident in self.dirty[shard].get(table, ())
-            ):
-                self._refill(table, set(shards))
+            if self._lean(table):
+                self._refill(table, {
+                    ident
+                    for shard in shards
+                    for ident in self.dirty[shard].get(table, ())
+                    if self.desired[table].get(ident, ("", {}))[1] is None
+                    and (ident in self.changed[shard][table] or ident not in self.actual[table])
+                })  # fmt: skip
         ops = (
             op
             for shard in shards
@@ -223,8 +228,7 @@ class Writer:
         if not self._write(conn, fence(shards), _chunked(ops, CHUNK), stamp):
             return False
         for shard in shards:
-            for table, idents in self.dirty.pop(shard, {}).items():
-                self._written(table, idents)
+            self.dirty.pop(shard, None)
             self.changed.pop(shard, None)
         return True
 
@@ -262,7 +266,6 @@ class Writer:
             if (table, ident) not in again:
                 self.dirty[shard][table].discard(ident)
                 self.changed[shard][table].discard(ident)
-                self._written(table, (ident,))
                 written.add(shard)
         for shard in written:  # (a shard left with no mark goes: `pending` asks the rest)
             if not any(self.dirty[shard].values()):
@@ -288,7 +291,7 @@ class Writer:
         last: list[Op] = []
 
         def fenced(chunk: list[Op]) -> list[dict[str, Any]]:
-            return [*fencing, *(op for *_, op in chunk)]
+            return [*fencing, *(tagged[3] for tagged in chunk)]
 
         def record(chunk: list[Op], results: list[Any]) -> None:
             self._record(chunk, results[len(fencing) : len(fencing) + len(chunk)])
@@ -357,13 +360,14 @@ class Writer:
                 table,
                 ident,
                 {"op": "delete", "table": table, "where": [["_uuid", "==", ["uuid", uuid]]]},
+                None,
             )
         if want is None:
             return
         assert want[1] is not None, f"{table} {ident}: columns not read back (load_actual)"
         row = {column: to_json(value) for column, value in want[1].items()}
         if not keep:
-            yield "insert", table, ident, {"op": "insert", "table": table, "row": row}
+            yield "insert", table, ident, {"op": "insert", "table": table, "row": row}, want[1]
         elif ident in self.changed[shard][table] and TABLE_OUTPUT[table].updatable:
             yield (
                 "update",
@@ -375,11 +379,14 @@ class Writer:
                     "where": [["_uuid", "==", ["uuid", keep[0]]]],
                     "row": row,
                 },
+                want[1],
             )
 
     def _record(self, chunk: list[Op], results: list[Any]) -> None:
         """Fold a committed chunk's results into actual."""
-        for (kind, table, ident, op), result in zip(chunk, results, strict=True):
+        for (kind, table, ident, op, columns), result in zip(chunk, results, strict=True):
+            if columns is not None and self._lean(table):
+                self._written(table, ident, columns)
             actual = self.actual[table]
             if kind == "insert":
                 shard = self._shard(table, ident) or ""
