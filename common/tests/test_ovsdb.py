@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
@@ -365,6 +366,31 @@ def test_transactions_in_flight_with_large_replies(config_db: OvsdbServer) -> No
         with pytest.raises(TransactError):
             list(conn.transact_each("Loom_Config", [duplicate]))
         assert conn.transact("Loom_Config", [{"op": "comment", "comment": "still usable"}])
+    finally:
+        conn.close()
+
+
+def test_calls_in_flight_keep_their_order_and_at_most_their_window(
+    config_db: OvsdbServer,
+) -> None:
+    """`call_each` yields each call's result in order with at most `window` requests sent
+    and not answered; a lazy `params` is built as the calls go; an error raises and leaves
+    the connection usable."""
+    conn = RawConnection(config_db.unix_remote, timeout=30)
+    unanswered: list[int] = []
+
+    def params() -> Iterator[list[str]]:
+        for i in range(6):
+            unanswered.append(len(conn._waiting))  # requests in flight when this one is made
+            yield [f"call-{i}"]
+
+    try:
+        results = list(conn.call_each("echo", params(), window=2))
+        assert results == [[f"call-{i}"] for i in range(6)]
+        assert max(unanswered) == 1  # the window: this one and one before it
+        with pytest.raises(TransactError):
+            list(conn.call_each("no-such-method", [[]]))
+        assert conn.call("echo", ["after"]) == ["after"]
     finally:
         conn.close()
 

@@ -789,21 +789,32 @@ class RawConnection:
         """Run each batch of `batches` as its own transaction, in order; yield each one's
         results (raising on the first error, as `transact`).
 
-        Up to `window` transactions are in flight: the next batch is built (the iterable
-        may be lazy) and sent while the server still works on the previous one, so a large
-        write costs about the larger of the client's and the server's share, not their sum.
-        Transactions are independent: one that fails does not undo those before it.
+        Up to `window` transactions are in flight (`call_each`): a large write costs about
+        the larger of the client's and the server's share, not their sum. Transactions are
+        independent: one that fails does not undo those before it.
+        """
+        params = ([db, *ops] for ops in batches)
+        for result in self.call_each("transact", params, window=window):
+            yield _checked(result)
+
+    def call_each(
+        self, method: str, params: Iterable[list[Any]], *, window: int = 2
+    ) -> Iterator[Any]:
+        """`call(method, p)` for each `p` of `params`, in order; yield each result (raising
+        on the first error). Up to `window` requests are in flight: the next is built (the
+        iterable may be lazy) and sent while the server still works on the one before, and
+        the server makes the next reply while this side reads the last.
         """
         with self._lock:
             self._used = time.monotonic()
             in_flight: deque[int] = deque()
             try:
-                for ops in batches:
-                    in_flight.append(self._request("transact", [db, *ops]))
+                for each in params:
+                    in_flight.append(self._request(method, each))
                     while len(in_flight) >= window:
-                        yield _checked(self._reply(in_flight.popleft(), "transact"))
+                        yield self._reply(in_flight.popleft(), method)
                 while in_flight:
-                    yield _checked(self._reply(in_flight.popleft(), "transact"))
+                    yield self._reply(in_flight.popleft(), method)
             finally:  # abandoned (an error): the replies still to come are stale
                 self._waiting.difference_update(in_flight)
                 for request_id in in_flight:

@@ -65,7 +65,8 @@ CONDITION_STEP = 500
 """Datapaths added to the monitor's condition per `monitor_cond_change`. ovsdb-server makes
 a change's update whole before sending it (its JSON tree, then its text): a cold start's
 one change to all 7,000 datapaths was 1.8M flows at once for each controller, ~300 MB of
-the universal DB's peak. Each step is answered (after its update) before the next."""
+the universal DB's peak. At most two steps are in flight (`RawConnection.call_each`): the
+server makes one while this side reads the other."""
 
 
 def condition_steps(before: AbstractSet[int], wanted: AbstractSet[int]) -> list[frozenset[int]]:
@@ -241,9 +242,12 @@ class UniversalReplica:
         before, self.datapaths = self.datapaths, wanted  # (closed or failing: `start()` asks)
         if self.conn is None:
             return
-        for condition in condition_steps(before, wanted):
-            change = {"Universal_Flow": [{"where": _where(condition)}]}
-            self.conn.call("monitor_cond_change", [MONITOR_ID, MONITOR_ID, change])
+        steps = (
+            [MONITOR_ID, MONITOR_ID, {"Universal_Flow": [{"where": _where(condition)}]}]
+            for condition in condition_steps(before, wanted)
+        )
+        for _ in self.conn.call_each("monitor_cond_change", steps):
+            pass  # (two in flight: the server makes a step's update while this reads one)
 
     def poll(self) -> list[Change]:
         """Apply the updates received so far; return the changes, in commit order."""
