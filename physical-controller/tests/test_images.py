@@ -161,3 +161,23 @@ def test_a_ports_part_is_translated_when_taken() -> None:
     assert [op for op, _ in images.mods({("port", "p1")}, set())] == ["delete"]
     images.settle()
     assert ("port", "p1") not in images.parts
+
+
+def test_a_malformed_flow_is_counted_once_a_version_of_its_row() -> None:
+    """A malformed flow is counted (and logged) once each time its row is placed: a
+    datapath's when placed, a port's own when its part is first translated -- not at every
+    push of the part, and not left out because the row's datapath flow was malformed too."""
+    bad = "egress\tls_out_deliver\t0\t\tresubmit(,@next)"  # @next after the last stage
+    good = "ingress\tls_in_port_sec_l2\t50\treg14=0x1\tdrop"
+    images = Images()
+    images.set_row("u1", row(1, "p1", [bad], [bad, good]))
+    assert images.malformed == 1  # the datapath's flow; the port's part is not translated
+    assert images.size([("port", "p1")]) == 1
+    assert images.malformed == 2
+    images.encoded([("port", "p1")])
+    images.settle()
+    images.encoded([("port", "p1")])
+    assert images.malformed == 2
+    images.set_row("u1", row(1, "p1", [], [bad]))  # a new version of the row
+    assert images.size([("port", "p1")]) == 0
+    assert images.malformed == 3

@@ -392,10 +392,10 @@ class Images:
     # to its port's part untranslated (`LocalPart`).
 
     def _place(self, uuid: str, row: Row) -> None:
+        self._wait_for(uuid, row.flows)
         for flow in self._translated(uuid, row.dp, row.cookie, row.flows, placing=True):
             self.add(("dp", row.dp), flow)
         if row.local_flows:
-            self._logged.discard(uuid)  # (a new version: logged once more if malformed)
             self._wait_for(uuid, row.local_flows)
             self._local(row.source).set_row(uuid, row)
             self._touched.add(("port", row.source))
@@ -409,6 +409,7 @@ class Images:
             if isinstance(part, LocalPart) and uuid in part.rows:
                 part.set_row(uuid, None)
                 self._touched.add(("port", row.source))
+        self._logged.discard(uuid)  # (placed again: logged once more if still malformed)
         for rows in self._waiting.values():
             rows.discard(uuid)
 
@@ -429,9 +430,12 @@ class Images:
         """The local flows of `rows`, translated (`LocalPart.table`)."""
         table = FlowTable()
         for uuid, row in rows.items():
+            malformed = self.malformed
             for flow in self._translated(uuid, row.dp, row.cookie, row.local_flows,
                                          placing=uuid not in self._logged):  # fmt: skip
                 table.add(flow)
+            if self.malformed > malformed:
+                self._logged.add(uuid)
         return table
 
     def _translated(
@@ -439,25 +443,20 @@ class Images:
         placing: bool,
     ) -> Iterator[Flow]:  # fmt: skip
         """The flows of `texts` (row `uuid`'s, in datapath `dp`), translated. `placing`: a
-        malformed one is counted and logged, once a row; an identifier a flow names makes
-        the row wait for its value to change."""
+        malformed one is counted and logged (once a row: `_logged`). (The identifiers they
+        name are waited for when the row is placed: `_wait_for`.)"""
         flow_cookie = cookie(row_cookie)
         for text in unpack(texts):
             try:
                 if "${" not in text:  # (nearly every flow)
                     yield physical_text(dp, text, flow_cookie)
                     continue
-                flow = UniversalFlow.parse(text)
-                if placing:
-                    for ident in flow.identifiers:
-                        self._waiting[ident].add(uuid)
-                yield physical(dp, flow, row_cookie, self.bindings)
+                yield physical(dp, UniversalFlow.parse(text), row_cookie, self.bindings)
             except Unbound:
                 continue
             except ValueError as exc:
                 if placing:
                     self.malformed += 1
-                    self._logged.add(uuid)
                     log.warning("universal flow of row %s in datapath %d not installed: %s",
                                 uuid, dp, exc)  # fmt: skip
 
