@@ -7,8 +7,10 @@ import os
 import socket
 import subprocess
 import threading
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -454,6 +456,102 @@ def test_replica_without_inserts_still_sees_rows_present_changed_and_deleted(
         assert [r["name"] for r in replica.rows["Transport_Zone"].values()] == ["tz-after"]
     finally:
         replica.close()
+
+
+def test_an_unkept_table_passes_its_rows_through_and_keeps_their_uuids(
+    config_db: OvsdbServer,
+) -> None:
+    """A table in `unkept` reports its rows as a kept one does but holds only their uuids;
+    a restart reports every row read again and those deleted meanwhile."""
+    insert_zone(config_db.remote, "tz-a")
+    insert_zone(config_db.remote, "tz-b")
+    replica = Replica(
+        config_db.unix_remote, "Loom_Config",
+        {"Transport_Zone": ["name", "encap"], "Logical_Switch": ["name"]},
+        unkept=frozenset({"Transport_Zone"}),
+    )  # fmt: skip
+    try:
+        started = replica.start()
+        assert sorted(row["name"] for t, _, row in started if row) == ["tz-a", "tz-b"]
+        assert "Transport_Zone" not in replica.rows
+        assert replica.rows["Logical_Switch"] == {}
+        by_name = {row["name"]: u for _, u, row in started if row}
+        assert replica.uuids["Transport_Zone"] == {uuid.UUID(u).bytes for u in by_name.values()}
+
+        transact(
+            config_db.remote,
+            {"op": "update", "table": "Transport_Zone", "where": [["name", "==", "tz-a"]],
+             "row": {"encap": "vxlan"}},
+        )  # fmt: skip
+        changed = wait_for(replica.poll, 10, "the modification")
+        # the whole row, though the replica had none to merge the change into
+        assert changed == [("Transport_Zone", by_name["tz-a"], {"name": "tz-a", "encap": "vxlan"})]
+
+        replica.close()
+        transact(
+            config_db.remote,
+            {"op": "delete", "table": "Transport_Zone", "where": [["name", "==", "tz-b"]]},
+        )
+        insert_zone(config_db.remote, "tz-c")
+        again = replica.start()
+        assert ("Transport_Zone", by_name["tz-b"], None) in again
+        assert sorted(row["name"] for _, _, row in again if row) == ["tz-a", "tz-c"]
+        assert len(replica.uuids["Transport_Zone"]) == 2
+        assert uuid.UUID(by_name["tz-b"]).bytes not in replica.uuids["Transport_Zone"]
+    finally:
+        replica.close()
+
+
+def test_a_staged_read_is_the_database_as_of_its_last_table(config_db: OvsdbServer) -> None:
+    """A `staged` replica reads a table at a time. A transaction committed between two
+    tables' reads (here: after the zones are read, before the switches) is in what
+    `start()` returns once: the zone's change from the updates, the switch from its read."""
+    insert_zone(config_db.remote, "tz-a")
+
+    class Meddling(RawConnection):
+        def call_noting(self, method: str, params: list[Any]) -> tuple[Any, list[Any]]:
+            if params[1] == ["initial", "Logical_Switch"]:
+                transact(
+                    config_db.remote,
+                    {"op": "update", "table": "Transport_Zone", "where": [],
+                     "row": {"encap": "vxlan"}},
+                    {"op": "insert", "table": "Logical_Switch",
+                     "row": {"name": "ls", "tenant": "t", "tunnel_key": 1, "revision": 1,
+                             "replication_mode": "source"}},
+                )  # fmt: skip
+            return super().call_noting(method, params)
+
+    for unkept in (frozenset(), frozenset({"Logical_Switch"})):
+        replica = Replica(
+            config_db.unix_remote, "Loom_Config",
+            {"Transport_Zone": ["name", "encap"], "Logical_Switch": ["name"]},
+            staged=True, unkept=unkept,
+            connect=lambda: Meddling(config_db.unix_remote),
+        )  # fmt: skip
+        try:
+            started = replica.start()
+            zones = [row for t, _, row in started if t == "Transport_Zone"]
+            switches = [row for t, _, row in started if t == "Logical_Switch"]
+            assert zones[-1] == {"name": "tz-a", "encap": "vxlan"}, started
+            assert switches == [{"name": "ls"}], started
+            assert replica.rows["Transport_Zone"]
+            assert replica.poll() == []
+            transact(
+                config_db.remote,
+                {"op": "delete", "table": "Logical_Switch", "where": []},
+                {"op": "update", "table": "Transport_Zone", "where": [], "row": {"encap": "stt"}},
+            )  # fmt: skip
+            later = wait_for(replica.poll, 10, "a later transaction's updates")
+            assert sorted((t, bool(row)) for t, _, row in later) == [
+                ("Logical_Switch", False),
+                ("Transport_Zone", True),
+            ]
+        finally:
+            replica.close()
+        transact(
+            config_db.remote,
+            {"op": "update", "table": "Transport_Zone", "where": [], "row": {"encap": "geneve"}},
+        )
 
 
 def test_a_sent_transaction_outlives_another_thread_pumping(config_db: OvsdbServer) -> None:

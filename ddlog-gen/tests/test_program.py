@@ -50,6 +50,22 @@ def test_commit_returns_output_deltas(l2switch: Program) -> None:
     assert l2switch.stats().commits == 2
 
 
+def test_the_engine_empties_a_list_of_updates_once_converted(l2switch: Program) -> None:
+    """The rows' Python objects are freed before the computation, not after it; a
+    conversion error leaves the list as it was."""
+    row = port("sw", "p1", 1, 10)
+    updates = [("insert", "Port", row)]
+    held = sys.getrefcount(row)
+    delta = l2switch.engine.apply(updates)
+    assert updates == []
+    assert sys.getrefcount(row) == held - 1
+    assert delta["PortVlan"] == [(1, ("sw", "p1", 10))]
+    bad = [("insert", "Port", port("sw", "p2", 2)), ("insert", "Port", ("sw",))]
+    with pytest.raises((ValueError, TypeError, EngineError)):
+        l2switch.engine.apply_lazy(bad, 10)
+    assert len(bad) == 2
+
+
 def test_insert_or_update_and_modify(l2switch: Program) -> None:
     with l2switch.transaction() as txn:
         txn.insert("Port", port("sw", "p1", 1, 10))

@@ -49,10 +49,11 @@ class Engine:
         cls, program: CompiledProgram, workers: int = 1, internal: bool = True
     ) -> Engine: ...
     def apply(self, updates: Iterable[tuple[Any, ...]]) -> dict[str, list[tuple[int, _Row]]]:
-        """Apply updates atomically; return the output deltas."""
+        """Apply updates atomically; return the output deltas (a list given is emptied)."""
 
     def apply_lazy(self, updates: Iterable[tuple[Any, ...]], chunk: int) -> PendingDelta:
-        """Apply updates atomically; the output deltas, converted a chunk at a time."""
+        """Apply updates atomically; the output deltas, converted a chunk at a time (a list
+        given is emptied)."""
 
     def dump(self, relation: str) -> list[_Row]:
         """Current rows of a relation, sorted."""

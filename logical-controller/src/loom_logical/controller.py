@@ -125,7 +125,9 @@ class LogicalController:
         self._columns_written: dict[str, Any] | None = None
         """The `_assignment_columns()` this controller's row was last written with (a
         stamp carries them only when they changed: they name every shard)."""
-        self._dirty_config: dict[str, set[str]] = defaultdict(set)
+        self._dirty_config: dict[str, dict[str, dict[str, Any] | None]] = defaultdict(dict)
+        """The engine tables' rows changed since the last pass (None: deleted), by table and
+        uuid: the replica does not keep them (`Replica.unkept`), the engine does."""
         self._dirty_locations: dict[str, str | None] = {}
         self._locations: dict[str, str] = {}
         self._binding_ports: dict[str, str] = {}
@@ -135,7 +137,10 @@ class LogicalController:
         }
         config_tables["Loom_Global"] = ["generation", "logical_generation"]
         config_tables["Warning"] = ["source", "kind", "message"]
-        self._config = Replica(config_remote, "Loom_Config", config_tables, wake=self._wake)
+        self._config = Replica(
+            config_remote, "Loom_Config", config_tables, wake=self._wake,
+            unkept=frozenset(self.tables), staged=True,
+        )  # fmt: skip
         # Only the small tables, and where VIFs are: the rows this controller writes are
         # never mirrored (the writer keeps their identities; see `writer`).
         self._universal = Replica(
@@ -186,9 +191,9 @@ class LogicalController:
     # ---- replica changes ----
 
     def _config_changes(self, changes: list[Change]) -> None:
-        for table, uuid, _ in changes:
+        for table, uuid, row in changes:
             if table in self.tables:
-                self._dirty_config[table].add(uuid)
+                self._dirty_config[table][uuid] = row
             elif table == "Warning":
                 self._report_due.add("warnings")
             elif table == "Loom_Global":
@@ -372,12 +377,9 @@ class LogicalController:
         return bool(self._dirty_config or self._dirty_locations or self._streaming is not None)
 
     def config_rows(self) -> dict[str, list[tuple[Any, ...]]]:
-        """Every config row the controller sees now, as engine input tuples, by table."""
+        """Every config row the engine holds (as of the last pass), as input tuples, by table."""
         with self._cond:
-            return {
-                name: [spec.json_tuple(u, r) for u, r in self._config.rows[name].items()]
-                for name, spec in self.tables.items()
-            }
+            return {name: self.program.dump(name) for name in self.tables}
 
     def location(self, port: str) -> str | None:
         """Where the engine believes logical port `port`'s VIF is."""
@@ -537,12 +539,14 @@ class LogicalController:
         when large, to `_streaming`, which the write phase folds in as it writes)."""
         began = time.perf_counter()
         self._fold_streaming()
-        dirty, self._dirty_config = self._dirty_config, defaultdict(set)
+        dirty, self._dirty_config = self._dirty_config, defaultdict(dict)
         locations, self._dirty_locations = self._dirty_locations, {}
+        size = sum(map(len, dirty.values())) + len(locations)
         with self.program.transaction() as txn:
             self._inputs(txn, dirty, locations)
+            del dirty  # the rows as read, freed before the engine grows (see `Engine.apply`)
             built = time.perf_counter()
-            if sum(map(len, dirty.values())) + len(locations) >= self._stream_from:
+            if size >= self._stream_from:
                 delta, pending = None, txn.commit_lazy(STREAM_CHUNK)
             else:
                 delta, pending = txn.commit(), None
@@ -566,14 +570,15 @@ class LogicalController:
             self._report_due.add("warnings")
 
     def _inputs(
-        self, txn: Transaction, dirty: dict[str, set[str]], locations: dict[str, str | None]
+        self,
+        txn: Transaction,
+        dirty: dict[str, dict[str, dict[str, Any] | None]],
+        locations: dict[str, str | None],
     ) -> None:
         """Add to `txn` the config rows and VIF locations that changed."""
-        for table, uuids in dirty.items():
-            rows = self._config.rows[table]
+        for table, rows in dirty.items():
             spec = self.tables[table]
-            for row_uuid in uuids:
-                row = rows.get(row_uuid)
+            for row_uuid, row in rows.items():
                 if row is None:
                     txn.delete_key(table, row_uuid)
                     if table == "Logical_Switch_Port" and row_uuid in self._locations:
