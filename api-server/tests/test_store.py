@@ -14,6 +14,7 @@ import pytest
 
 from loom_api import errors
 from loom_api.store import ReadView, Store, WriteView
+from loom_schemas import CONFIG_SCHEMA, schema_path
 
 if TYPE_CHECKING:  # (mypy checks api-server/tests as top-level modules)
     from loom_api.testing import ApiClient
@@ -34,6 +35,10 @@ def wait_for(condition: Callable[[], bool], what: str, timeout: float = TIMEOUT)
         if time.monotonic() > deadline:
             pytest.fail(f"timed out after {timeout}s waiting for {what}")
         time.sleep(0.02)
+
+
+def store_schema() -> str:
+    return str(schema_path(CONFIG_SCHEMA))
 
 
 def generation(store: Store) -> int:
@@ -183,6 +188,45 @@ def test_read_view_is_consistent(store: Store) -> None:
         return view.generation(), view.count("Transport_Zone")
 
     assert store.read(snapshot) == (1, 1)
+
+
+def test_the_first_read_is_a_table_at_a_time(
+    store: Store, admin: ApiClient, config_db: OvsdbServer
+) -> None:
+    """A store started on a populated database reads it one table at a time (each widened
+    only once the one before is in), counts as connected only when all are read, and
+    then holds every row."""
+    switch = admin.create(SWITCHES, {"name": "s"})
+    for i in range(3):
+        admin.create(f"{SWITCHES}/{switch['id']}/ports", {"name": f"p{i}"})
+    admin.create(PROFILES, {"name": "web", "rules": [{"direction": "ingress"}]})
+    tables = ("Logical_Switch", "Logical_Switch_Port", "Security_Profile", "Security_Rule")
+    expected = {t: count(store, t) for t in tables}
+    assert all(expected.values())
+
+    second = Store(config_db.remote, store_schema(), reconnect_grace=0.5, timeout=5.0)
+    idl = second._idl
+    widened: list[tuple[str, list[str]]] = []  # (table, the tables read before it)
+    change = idl.cond_change
+
+    def recorded(table: str, cond: list[Any]) -> int:
+        if cond == [True]:
+            read = [t for t, v in idl.tables.items() if v.condition_state.acked == [True]]
+            widened.append((table, read))
+            assert not second.connected
+        return change(table, cond)
+
+    idl.cond_change = recorded
+    second.start()
+    try:
+        assert second.wait_connected(TIMEOUT)
+        assert {t: count(second, t) for t in tables} == expected
+        order = [t for t, _ in widened]
+        assert sorted(order) == sorted(t for t in idl.tables if t != "Loom_Global")
+        for i, (_table, read) in enumerate(widened):
+            assert sorted(read) == sorted(["Loom_Global", *order[:i]])
+    finally:
+        second.stop()
 
 
 def test_parent_and_children_deleted_in_one_write(store: Store, admin: ApiClient) -> None:
