@@ -257,7 +257,7 @@ impl Engine {
         let mut rows: Vec<Row> = if r.role == Role::Input {
             st.inputs
                 .rows(rel)
-                .map(|s| s.iter().cloned().collect())
+                .map(|rows| rows.cloned().collect())
                 .unwrap_or_default()
         } else {
             st.derived[rel].keys().cloned().collect()
