@@ -40,6 +40,31 @@ def test_one_flow_per_match_and_conflicts_reported() -> None:
     assert table.conflicts() == []
 
 
+def test_shared_tables_hold_one_copy_of_a_recurring_flow() -> None:
+    """Two `shared` tables given equal flows (equal, not the same strings: as the engine's
+    rows come) keep one key and one actions string between them; plain tables two."""
+
+    def flow() -> Flow:  # strings made at run time, as a conversion makes them
+        return Flow(37, 100, ",".join(["metadata=0x5", "reg15=0x2"]), "".join(["output:", "7"]))
+
+    def strings(table: FlowTable) -> tuple[str, str]:
+        [(key, (_, actions))] = table._single.items()
+        return key, actions
+
+    shared = [FlowTable(shared=True), FlowTable(shared=True)]
+    plain = [FlowTable(), FlowTable()]
+    for table in shared + plain:
+        table.add(flow())
+    (k1, a1), (k2, a2) = map(strings, shared)
+    assert k1 is k2
+    assert a1 is a2
+    (k3, a3), (k4, a4) = map(strings, plain)
+    assert k3 == k4
+    assert k3 is not k4
+    assert a3 is not a4
+    assert list(shared[0]) == list(plain[0]) == [flow()]
+
+
 def test_a_key_wanted_again_and_released_keeps_one_flow() -> None:
     table = FlowTable()
     flow = Flow(0, 100, "in_port=1", "resubmit(,8)")

@@ -290,10 +290,11 @@ class Images:
             self._touched.add(key)
 
     def _part(self, key: PartKey) -> Part:
-        """Part `key` (a datapath's or a node's), made empty if it did not exist."""
+        """Part `key` (a datapath's or a node's), made empty if it did not exist. A node's
+        flows recur on other nodes: its table shares their strings (`FlowTable(shared=)`)."""
         part = self.parts.get(key)
         if part is None:
-            part = self.parts[key] = Part()
+            part = self.parts[key] = Part(FlowTable(shared=key[0] == "node"))
         assert isinstance(part, Part), key
         return part
 
