@@ -214,7 +214,7 @@ def test_the_first_read_is_a_table_at_a_time(
             read = [t for t, v in idl.tables.items() if v.condition_state.acked == [True]]
             widened.append((table, read))
             assert not second.connected
-        return change(table, cond)
+        return int(change(table, cond))
 
     idl.cond_change = recorded
     second.start()
