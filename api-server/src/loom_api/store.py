@@ -428,15 +428,12 @@ class Store:
         """Widen the next unread table's condition once the one before it is read (its
         change acknowledged: ovsdb-server sends the rows a change adds before its reply)."""
         idl = self._idl
-        if not self._unread or idl.state != idl.IDL_S_MONITORING:
+        if idl.state != idl.IDL_S_MONITORING:
             return
-        state = idl.tables[self._unread[0]].condition_state
-        if state.latest != [True]:
-            idl.cond_change(self._unread[0], [True])
-        elif state.acked == [True]:
+        while self._unread and idl.tables[self._unread[0]].condition_state.acked == [True]:
             self._unread.pop(0)
-            if self._unread:
-                idl.cond_change(self._unread[0], [True])
+        if self._unread and idl.tables[self._unread[0]].condition_state.latest != [True]:
+            idl.cond_change(self._unread[0], [True])
 
     def _wake(self) -> None:
         with contextlib.suppress(OSError):  # closed during stop()

@@ -156,9 +156,10 @@ class FlowTable:
 
     def add(self, flow: Flow) -> None:
         """Want `flow` (once more)."""
-        key, choice = _packed(flow.table, flow.priority, flow.match), (flow.cookie, flow.actions)
+        key, actions = _packed(flow.table, flow.priority, flow.match), flow.actions
         if self._shared:
-            key, choice = sys.intern(key), (flow.cookie, sys.intern(flow.actions))
+            key, actions = sys.intern(key), sys.intern(actions)
+        choice = (flow.cookie, actions)
         wanted = self._multi.get(key)
         if wanted is None:
             other = self._single.get(key)

@@ -88,12 +88,6 @@ impl Group {
     /// Add an epoch's changes (any order, a value perhaps several times) to the counts.
     fn fold(&mut self, mut changes: Vec<(Value, isize)>) {
         changes.sort_by(|a, b| a.0.cmp(&b.0));
-        if self.values.is_empty() && changes.len() == 1 {
-            if changes[0].1 != 0 {
-                self.values = changes;
-            }
-            return;
-        }
         let old = std::mem::take(&mut self.values);
         let mut merged: Vec<(Value, isize)> = Vec::with_capacity(old.len() + changes.len());
         let mut old = old.into_iter().peekable();
@@ -102,8 +96,7 @@ impl Group {
             let next = match (old.peek(), changes.peek()) {
                 (Some(a), Some(b)) if b.0 < a.0 => changes.next(),
                 (Some(_), _) => old.next(),
-                (None, Some(_)) => changes.next(),
-                (None, None) => break,
+                (None, _) => changes.next(),
             };
             let Some((value, n)) = next else { break };
             match merged.last_mut() {

@@ -26,19 +26,10 @@ enum Table {
 
 impl Table {
     /// The rows.
-    pub fn iter(&self) -> Box<dyn Iterator<Item = &Row> + '_> {
+    fn iter(&self) -> Box<dyn Iterator<Item = &Row> + '_> {
         match self {
             Table::Rows(rows) => Box::new(rows.iter()),
             Table::Index(index) => Box::new(index.values()),
-        }
-    }
-
-    /// Is `row` (whose key is `key`, for a keyed relation) present?
-    fn contains(&self, row: &Row, key: Option<&Value>) -> bool {
-        match (self, key) {
-            (Table::Rows(rows), _) => rows.contains(row),
-            (Table::Index(index), Some(key)) => index.get(key) == Some(row),
-            (Table::Index(_), None) => false,
         }
     }
 }
@@ -198,14 +189,26 @@ impl Tx<'_> {
         }
     }
 
-    /// Is `row` present (after the updates so far)? `key` is its key, for a keyed relation.
-    fn contains(&self, rel: RelId, row: &Row, key: Option<&Value>) -> bool {
+    /// Is `row` present (after the updates so far)?
+    fn contains(&self, rel: RelId, row: &Row) -> bool {
         match self.ov.net[rel].get(row) {
             Some(d) if *d > 0 => true,
             Some(d) if *d < 0 => false,
-            _ => self.inputs.tables[rel]
+            _ => self.held(rel, row),
+        }
+    }
+
+    /// Was `row` present before this transaction? (A keyed relation's row is its key's row;
+    /// a row whose key cannot be computed was never inserted.)
+    fn held(&self, rel: RelId, row: &Row) -> bool {
+        match self.inputs.tables[rel].as_ref() {
+            Some(Table::Rows(rows)) => rows.contains(row),
+            Some(Table::Index(index)) => self.prog.relations[rel]
+                .primary_key
                 .as_ref()
-                .is_some_and(|t| t.contains(row, key)),
+                .and_then(|pk| eval_ro(self.prog, &pk.expr, row).ok())
+                .is_some_and(|key| index.get(&key) == Some(row)),
+            None => false,
         }
     }
 
@@ -277,7 +280,7 @@ impl Tx<'_> {
         self.check_arity(rel, row)?;
         match self.key_of(rel, row)? {
             None => {
-                if !self.contains(rel, row, None) {
+                if !self.contains(rel, row) {
                     self.add(rel, row.clone(), None);
                 }
             }
@@ -313,8 +316,8 @@ impl Tx<'_> {
             Update::Delete(rel, row) => {
                 self.table(*rel)?;
                 self.check_arity(*rel, row)?;
-                let key = self.key_of(*rel, row)?;
-                if self.contains(*rel, row, key.as_ref()) {
+                if self.contains(*rel, row) {
+                    let key = self.key_of(*rel, row)?;
                     self.remove(*rel, row.clone(), key);
                 }
                 Ok(())
@@ -351,22 +354,19 @@ impl Tx<'_> {
             }
             Update::Clear(rel) => {
                 let table = self.table(*rel)?;
-                // Present: the rows held and not deleted by this transaction, and those it
-                // added (not held).
-                let mut present: Vec<(Row, Option<Value>)> = Vec::new();
-                for row in table.iter() {
-                    let key = self.key_of(*rel, row)?;
-                    if self.contains(*rel, row, key.as_ref()) {
-                        present.push((row.clone(), key));
-                    }
-                }
-                for (row, d) in &self.ov.net[*rel] {
-                    let key = self.key_of(*rel, row)?;
-                    if *d > 0 && !table.contains(row, key.as_ref()) {
-                        present.push((row.clone(), key));
-                    }
-                }
-                for (row, key) in present {
+                let mut present: Vec<Row> = table
+                    .iter()
+                    .filter(|r| self.contains(*rel, r))
+                    .cloned()
+                    .collect();
+                present.extend(
+                    self.ov.net[*rel]
+                        .iter()
+                        .filter(|(row, d)| **d > 0 && !self.held(*rel, row))
+                        .map(|(row, _)| row.clone()),
+                );
+                for row in present {
+                    let key = self.key_of(*rel, &row)?;
                     self.remove(*rel, row, key);
                 }
                 Ok(())
