@@ -261,6 +261,27 @@ Out(v) :- Mid(_, v).
         lean.dump("Mid")
 
 
+def test_a_counted_output_gives_counts_of_derivations_and_cannot_be_dumped() -> None:
+    source = """
+input relation Kv(k: bit<8>, v: string)
+output relation Out(v: string)
+Out(v) :- Kv(_, v).
+"""
+    program = Program.compile(source, "counted.dl", internal=False, counted=["Out"])
+    with program.transaction() as txn:
+        txn.insert("Kv", (1, "a"))
+        txn.insert("Kv", (2, "a"))
+        txn.insert("Kv", (3, "b"))
+        assert txn.commit() == {"Out": [(2, ("a",)), (1, ("b",))]}
+    with program.transaction() as txn:
+        txn.delete("Kv", (1, "a"))
+        assert txn.commit() == {"Out": [(-1, ("a",))]}
+    with pytest.raises(EngineError, match="Out is counted"):
+        program.dump("Out")
+    with pytest.raises(EngineError, match="Kv is not an output"):
+        Program.compile(source, "counted.dl", counted=["Kv"])
+
+
 def test_profile_names_the_relations_a_commit_spent_its_time_on(tmp_path: Path) -> None:
     """`LOOM_ENGINE_PROFILE=1`: each worker prints, after a slow enough commit, its time by
     the relation whose operators spent it."""

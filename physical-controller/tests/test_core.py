@@ -13,10 +13,11 @@ from hypothesis import strategies as st
 
 from loom_common.group_feed import GroupFeed
 from loom_common.realized import node_realized
-from loom_ddlog import Program
+from loom_ddlog import EngineError, Program
 from loom_physical import status
 from loom_physical.controller import NodeState
 from loom_physical.core import Localizer, NodeFacts, liveness
+from loom_physical import rules
 from loom_physical.rules import main_file
 from loom_physical.zones import ZONES, NodeZones
 
@@ -65,8 +66,10 @@ def _settle(core: Localizer) -> int:
             return rounds
 
 
-def _core(*nodes: str) -> Localizer:
-    core = Localizer(_program())
+def _core(*nodes: str, program: Program | None = None) -> Localizer:
+    """A core computing `nodes`, on `program` (by default the rules as a controller runs
+    them: the flows counted, not kept in the engine)."""
+    core = Localizer(program or rules.load())
     core.universal(_universal())
     vifs = {"hv1": {"vif-1": 5}, "hv2": {"vif-2": 7}}
     for node in nodes:
@@ -334,7 +337,7 @@ def test_a_rebuilt_core_keeps_a_standbys_zones_and_not_its_waiting_owners() -> N
 def test_the_engine_rows_feed_a_fresh_engine_to_the_same_tables() -> None:
     """The baseline: every input row the core fed, into a new engine, gives the same
     outputs."""
-    core = _core("hv1", "hv2")
+    core = _core("hv1", "hv2", program=_program())
     fresh = _program()
     with fresh.transaction() as txn:
         for relation, rows in core.engine_rows().items():
@@ -343,6 +346,20 @@ def test_the_engine_rows_feed_a_fresh_engine_to_the_same_tables() -> None:
         txn.commit()
     for relation in ("NodeFlow", "DpFlow", "NodeDatapath", "Bound", "Located"):
         assert sorted(fresh.dump(relation)) == sorted(core.program.dump(relation)), relation
+
+
+def test_flows_counted_by_the_engine_are_the_flows_it_would_keep() -> None:
+    """`rules.COUNTED`: the engine gives the flows as counts of derivations and keeps no
+    copy; the nodes' tables are those of an engine that keeps them, also after a change."""
+    counted, kept = _core("hv1", "hv2"), _core("hv1", "hv2", program=_program())
+    with pytest.raises(EngineError, match="NodeFlow is counted"):
+        counted.program.dump("NodeFlow")
+    for core in (counted, kept):
+        core.node("hv2", NodeFacts(vifs={}, tunnels={"loom-geneve": 20}))
+        _settle(core)
+    for node in ("hv1", "hv2"):
+        assert counted.desired_parts(node) == kept.desired_parts(node)
+        assert sorted(counted.flows(node)) == sorted(kept.flows(node)), node
 
 
 LIVENESS = st.tuples(

@@ -46,7 +46,11 @@ class Engine:
     """A running program."""
 
     def __new__(
-        cls, program: CompiledProgram, workers: int = 1, internal: bool = True
+        cls,
+        program: CompiledProgram,
+        workers: int = 1,
+        internal: bool = True,
+        counted: Sequence[str] = ...,
     ) -> Engine: ...
     def apply(self, updates: Iterable[tuple[Any, ...]]) -> dict[str, list[tuple[int, _Row]]]:
         """Apply updates atomically; return the output deltas (a list given is emptied)."""

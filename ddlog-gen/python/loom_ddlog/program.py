@@ -81,18 +81,27 @@ class Program:
     """
 
     def __init__(
-        self, compiled: _native.CompiledProgram, *, workers: int = 1, internal: bool = True
+        self,
+        compiled: _native.CompiledProgram,
+        *,
+        workers: int = 1,
+        internal: bool = True,
+        counted: Iterable[str] = (),
     ) -> None:
         """Start an engine for `compiled` with `workers` worker threads.
 
         With `internal=False` the engine keeps only output relations: less memory and
         work when internal relations are large, and :meth:`dump` of one raises
-        :class:`EngineError`.
+        :class:`EngineError`. The output relations named in `counted` are not kept
+        either (their reader keeps them, with counts): a commit's delta gives, for each of
+        their rows that changed, the net change of its number of derivations (any non-zero
+        integer, not just +1 or -1), and :meth:`dump` of one raises :class:`EngineError`.
 
         Raises:
             ValueError: `workers` is less than 1.
+            EngineError: `counted` names a relation that is not an output.
         """
-        self._engine = _native.Engine(compiled, workers, internal)
+        self._engine = _native.Engine(compiled, workers, internal, list(counted))
         self._relations: Mapping[str, Relation] = MappingProxyType(
             {
                 name: Relation(name, cast(Role, role), tuple(cols), key)
@@ -104,7 +113,12 @@ class Program:
 
     @classmethod
     def load(
-        cls, paths: StrPath | Iterable[StrPath], *, workers: int = 1, internal: bool = True
+        cls,
+        paths: StrPath | Iterable[StrPath],
+        *,
+        workers: int = 1,
+        internal: bool = True,
+        counted: Iterable[str] = (),
     ) -> Program:
         """Compile rule files and start them.
 
@@ -112,6 +126,7 @@ class Program:
             paths: One `.dl` file or several; imports resolve relative to each file.
             workers: Engine worker threads (1 is best on small machines).
             internal: Keep internal relations for :meth:`dump` (see :meth:`__init__`).
+            counted: Output relations given as counts and not kept (see :meth:`__init__`).
 
         Raises:
             CompileError: With `file`, `line`, `col` and `message` set.
@@ -119,18 +134,26 @@ class Program:
         if isinstance(paths, str | os.PathLike):
             paths = [paths]
         compiled = _native.compile_files([os.fspath(p) for p in paths])
-        return cls(compiled, workers=workers, internal=internal)
+        return cls(compiled, workers=workers, internal=internal, counted=counted)
 
     @classmethod
     def compile(
-        cls, source: str, name: str = "<string>", *, workers: int = 1, internal: bool = True
+        cls,
+        source: str,
+        name: str = "<string>",
+        *,
+        workers: int = 1,
+        internal: bool = True,
+        counted: Iterable[str] = (),
     ) -> Program:
-        """Compile a program given as text and start it; `name` appears in errors.
+        """Compile a program given as text and start it; `name` appears in errors. The
+        options are :meth:`load`'s.
 
         Raises:
             CompileError: With `file`, `line`, `col` and `message` set.
         """
-        return cls(_native.compile_source(source, name), workers=workers, internal=internal)
+        compiled = _native.compile_source(source, name)
+        return cls(compiled, workers=workers, internal=internal, counted=counted)
 
     @property
     def relations(self) -> Mapping[str, Relation]:

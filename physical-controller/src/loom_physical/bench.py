@@ -642,12 +642,11 @@ def _cold_stages(s: Site, began: float, installed: float) -> dict[str, Any]:
 
 def _verify(s: Site, the_plan: Plan) -> dict[str, Any]:
     """Every node's table against a from-scratch computation (the baseline, timed)."""
-    from loom_ddlog import Program
     from loom_ovs.manager import NODE_TABLES, NodeSession
     from loom_ovs.standin import expected_digest
+    from loom_physical import rules
     from loom_physical.controller import NodeState
     from loom_physical.core import Localizer, liveness
-    from loom_physical.rules import main_file
     from loom_physical.universal import TABLES
 
     read_began = time.perf_counter()
@@ -666,7 +665,7 @@ def _verify(s: Site, the_plan: Plan) -> dict[str, Any]:
     read_s = time.perf_counter() - read_began
 
     began = time.perf_counter()
-    core = Localizer(Program.load([main_file()], workers=1, internal=False))
+    core = Localizer(rules.load())
     core.universal(
         ("Flow" if table == "Universal_Flow" else table, r["_uuid"][1], _monitor_row(table, r))
         for table, found in rows.items()

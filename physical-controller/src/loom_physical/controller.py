@@ -53,11 +53,12 @@ from loom_common.liveness import Heartbeat
 from loom_common.ovsdb import OvsdbError, RawConnection, Replica, TransactError, readable
 from loom_common.pki import Credentials, names_node, server_context
 from loom_common.reconnect import CONNECTION_ERRORS, Link
-from loom_ddlog import Program, allocator_memory, gc_paused
+from loom_ddlog import allocator_memory, gc_paused
 from loom_ovs import packets
 from loom_ovs.manager import Manager, NodeSession, TunnelSpec, omap
 from loom_ovs.openflow import Flow, Key, OpenFlowError, Switch
 from loom_physical import flowsview, status, trace
+from loom_physical import rules as physical_rules
 from loom_physical.core import Localizer, NodeFacts, node_liveness, unindex
 from loom_physical.images import PartKey
 from loom_physical.inputs import opt
@@ -266,7 +267,7 @@ class PhysicalController:
         self._retry_delays = retry_delays
         self._rules = rules or main_file()
         self._workers = workers
-        self.core = Localizer(Program.load([self._rules], workers=workers, internal=False))
+        self.core = Localizer(physical_rules.load(self._rules, workers=workers))
         """What the controller decides (`loom_physical.core`)."""
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
@@ -573,7 +574,7 @@ class PhysicalController:
         the physical rules on an engine of its own, or the node's installed one."""
         if "ideal" in got:
             ideal = got["ideal"]
-            program = Program.load([self._rules], workers=1, internal=False)
+            program = physical_rules.load(self._rules)
             flows = [f.text() for f in trace.ideal_flows(program, ideal)]
             return trace.Table(ideal.ports, flows, ideal.in_port)
         return trace.Table(got["ports"], installed, got["in_port"])
@@ -850,7 +851,7 @@ class PhysicalController:
         kept; each node's table is pushed whole once computed again (`Switch.replace`
         changes only what differs)."""
         old = self.core
-        self.core = Localizer(Program.load([self._rules], workers=self._workers, internal=False))
+        self.core = Localizer(physical_rules.load(self._rules, workers=self._workers))
         # The replicas are kept by their links (what failed is the engine's state): every
         # row held is fed again.
         self.core.universal((table, uuid, row) for table, rows in self.universal.rows.items()

@@ -17,7 +17,7 @@ Feeding: the universal tables the rules read are input relations keyed by uuid
 say is fed by node (`loom_common.group_feed`: each time a node changed, its rows anew,
 only the difference reaching the engine); zones as they are given and released.
 
-    core = Localizer(Program.load([main_file()], internal=False))
+    core = Localizer(rules.load())
     core.universal(replica_changes)
     core.node("hv1", NodeFacts(vifs={"vif-1": 5}, tunnels={"loom-geneve": 20}))
     core.set_computed({"hv1"})
@@ -600,13 +600,16 @@ class Localizer:
         """The nodes' own flows and the datapaths' `DpFlow`s into their parts; the values
         of the universal flows' identifiers."""
         images = self.images
+        # (weights are counts of derivations where the engine counts them, `rules.COUNTED`)
         for weight, (node, table, priority, match, actions) in delta.get("NodeFlow", []):
             flow = Flow(table, priority, match, actions, MARK)
-            (images.add if weight > 0 else images.remove)(("node", node), flow)
+            for _ in range(abs(weight)):
+                (images.add if weight > 0 else images.remove)(("node", node), flow)
         for weight, (dp, table, priority, match, actions) in delta.get("DpFlow", []):
             head = f"metadata={dp:#x}"
             flow = Flow(table, priority, f"{head},{match}" if match else head, actions, MARK)
-            (images.add if weight > 0 else images.remove)(("dp", dp), flow)
+            for _ in range(abs(weight)):
+                (images.add if weight > 0 else images.remove)(("dp", dp), flow)
         for weight, (ident, text) in sorted(delta.get("GlobalBind", []), key=lambda d: d[0]):
             images.set_binding(ident, text if weight > 0 else None)
 

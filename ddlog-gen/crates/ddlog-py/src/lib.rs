@@ -341,14 +341,17 @@ impl PendingDelta {
 #[pymethods]
 impl Engine {
     /// Build the dataflow for `program` and start `workers` worker threads; with
-    /// `internal=False` only output relations are kept (dumping an internal one fails).
+    /// `internal=False` only output relations are kept (dumping an internal one fails);
+    /// the outputs named in `counted` are not kept either, and their changes are counts of
+    /// derivations (`engine::Options::counted`).
     #[new]
-    #[pyo3(signature = (program, workers = 1, internal = true))]
+    #[pyo3(signature = (program, workers = 1, internal = true, counted = Vec::new()))]
     fn new(
         py: Python<'_>,
         program: &CompiledProgram,
         workers: usize,
         internal: bool,
+        counted: Vec<String>,
     ) -> Result<Self> {
         if workers == 0 {
             return Err(PyValueError::new_err("workers must be at least 1").into());
@@ -360,7 +363,11 @@ impl Engine {
             .enumerate()
             .map(|(i, r)| (r.name.clone(), i))
             .collect();
-        let options = engine::Options { workers, internal };
+        let options = engine::Options {
+            workers,
+            internal,
+            counted,
+        };
         let engine = py.detach(|| engine::Engine::new(prog, &options))?;
         Ok(Engine {
             engine: Arc::new(engine),

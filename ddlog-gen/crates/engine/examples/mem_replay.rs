@@ -20,13 +20,17 @@ fn rss() -> String {
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
     let (Some(dl), Some(dat)) = (args.get(1), args.get(2)) else {
-        return Err("usage: mem_replay PROGRAM.dl SCRIPT.dat [workers]".into());
+        return Err(
+            "usage: mem_replay PROGRAM.dl SCRIPT.dat [workers [COUNTED_RELATION...]]".into(),
+        );
     };
     let workers = args.get(3).map_or(Ok(2), |w| w.parse())?;
     let prog = rulec::compile_files(&[dl])?;
+    // (the last arguments: output relations to count, as the physical controller does)
     let opts = Options {
         workers,
         internal: false,
+        counted: args.get(4..).map(<[String]>::to_vec).unwrap_or_default(),
     };
     let eng = Engine::new(Arc::new(prog), &opts)?;
     let text = std::fs::read_to_string(dat)?;

@@ -44,6 +44,13 @@ pub enum Error {
     /// ([`crate::Options::internal`] is off).
     #[error("relation {0} is internal, and this engine keeps only output relations (Options::internal is off)")]
     NotMaterialized(String),
+    /// `dump` of an output relation the engine counts but does not keep
+    /// ([`crate::Options::counted`]).
+    #[error("relation {0} is counted: this engine gives its changes but does not keep its rows (Options::counted)")]
+    Counted(String),
+    /// [`crate::Options::counted`] names a relation that is not an output.
+    #[error("relation {0} is not an output relation: only outputs can be counted")]
+    CountedNotOutput(String),
     /// A row of the wrong arity for its relation.
     #[error("relation {relation} has {expected} columns, got {got}")]
     Arity {

@@ -47,7 +47,9 @@ use rustc_hash::FxHashMap;
 use std::collections::hash_map::Entry;
 
 /// The changes of one commit: for each relation that changed, its rows with `+1`
-/// (inserted) or `-1` (deleted), sorted by row. A row appears at most once.
+/// (inserted) or `-1` (deleted), sorted by row. A row appears at most once. A relation the
+/// engine counts rather than keeps ([`Options::counted`]) gives each row's net change in
+/// its number of derivations instead, any non-zero integer.
 pub type Delta = BTreeMap<RelId, Vec<(Row, isize)>>;
 
 /// Engine options.
@@ -60,6 +62,12 @@ pub struct Options {
     /// captures and stores only output relations (the logical controller's largest
     /// internal relations are as big as its flows).
     pub internal: bool,
+    /// Output relations whose reader keeps them, with counts: the engine does not keep a
+    /// copy of their rows (nor can [`Engine::dump`] show them), and their changes in a
+    /// [`Delta`] are the net changes of each row's count of derivations, not set changes.
+    /// A copy costs a hash map entry and a row per row: ~65 MB in each of Loom's physical
+    /// controllers at full scale, whose flow tables count their flows anyway.
+    pub counted: Vec<String>,
 }
 
 impl Default for Options {
@@ -67,6 +75,7 @@ impl Default for Options {
         Options {
             workers: 1,
             internal: true,
+            counted: Vec::new(),
         }
     }
 }
@@ -88,6 +97,9 @@ pub struct Engine {
     output: Vec<bool>,
     /// Per relation: are its changes captured and its contents kept (in `State::derived`)?
     materialized: Vec<bool>,
+    /// Per relation: is it an output whose changes go out as counts, its contents not kept
+    /// ([`Options::counted`])?
+    counted: Vec<bool>,
     state: Mutex<State>,
 }
 
@@ -107,6 +119,16 @@ impl Engine {
     /// Build the dataflow for `program` and start its workers.
     pub fn new(program: Arc<Program>, options: &Options) -> Result<Engine, Error> {
         let errors = Arc::new(AtomicU64::new(0));
+        let mut counted = vec![false; program.relations.len()];
+        for name in &options.counted {
+            let rel = program
+                .relation_id(name)
+                .ok_or_else(|| Error::UnknownRelation(name.clone()))?;
+            if program.relations[rel].role != Role::Output {
+                return Err(Error::CountedNotOutput(name.clone()));
+            }
+            counted[rel] = true;
+        }
         let materialized: Vec<bool> = program
             .relations
             .iter()
@@ -134,6 +156,7 @@ impl Engine {
             errors,
             output,
             materialized,
+            counted,
             state: Mutex::new(state),
         })
     }
@@ -175,7 +198,8 @@ impl Engine {
     /// Fold one commit's derived changes into the materialized relations and return the
     /// output delta.
     ///
-    /// Every change adds its weight to its row's count, in arrival order and in one pass: a
+    /// A counted relation's changes are only summed per row. Every other change adds its
+    /// weight to its row's count, in arrival order and in one pass: a
     /// row is in its relation while its count is positive. The changes of one commit are
     /// not consolidated — a multiset's are multiplicities, a recursive stratum's come from
     /// several iterations, and any stream may carry a row's `+1` after its `-1` — so a
@@ -188,7 +212,7 @@ impl Engine {
         // Size every map once: growing a map of rows re-hashes every row in it.
         let mut added = vec![0usize; n];
         for (rel, _, d) in &changes {
-            if *d > 0 {
+            if *d > 0 && !self.counted[*rel] {
                 added[*rel] += 1;
             }
         }
@@ -197,6 +221,10 @@ impl Engine {
         }
         let mut out: Vec<Vec<(Row, isize)>> = vec![Vec::new(); n];
         for (rel, row, d) in changes {
+            if self.counted[rel] {
+                out[rel].push((row, d));
+                continue;
+            }
             let output = self.output[rel];
             match st.derived[rel].entry(row) {
                 Entry::Vacant(e) => {
@@ -226,8 +254,9 @@ impl Engine {
         }
         let mut delta = Delta::new();
         for (rel, mut rows) in out.into_iter().enumerate() {
-            // Bring each row's crossings together and sum them. Most rows cross once, and
-            // an unstable sort is the cheaper one; the sums don't depend on the order.
+            // Bring each row's crossings (or counted changes) together and sum them. Most
+            // rows cross once, and an unstable sort is the cheaper one; the sums don't
+            // depend on the order.
             rows.sort_unstable();
             let mut net: Vec<(Row, isize)> = Vec::with_capacity(rows.len());
             for (row, d) in rows {
@@ -237,7 +266,10 @@ impl Engine {
                 }
             }
             net.retain(|(_, d)| *d != 0);
-            debug_assert!(net.iter().all(|(_, d)| d.abs() == 1), "crossings alternate");
+            debug_assert!(
+                self.counted[rel] || net.iter().all(|(_, d)| d.abs() == 1),
+                "crossings alternate"
+            );
             if !net.is_empty() {
                 delta.insert(rel, net);
             }
@@ -252,6 +284,9 @@ impl Engine {
         };
         if r.role == Role::Internal && !self.materialized[rel] {
             return Err(Error::NotMaterialized(r.name.clone()));
+        }
+        if self.counted[rel] {
+            return Err(Error::Counted(r.name.clone()));
         }
         let st = self.lock();
         let mut rows: Vec<Row> = if r.role == Role::Input {

@@ -222,3 +222,76 @@ Out(v) :- Mid(_, v).
         "{err}"
     );
 }
+
+#[test]
+fn a_counted_output_gives_its_derivation_counts_and_is_not_kept() {
+    // `Out` is derived twice from `a` (two `Kv` rows), once from `b`; a counted engine
+    // gives those counts as they change, a keeping one the set changes.
+    const SRC: &str = r"
+input relation Kv(k: bit<8>, v: string)
+output relation Out(v: string)
+Out(v) :- Kv(_, v).
+output relation Keys(k: bit<8>)
+Keys(k) :- Kv(k, _).
+";
+    let prog = Arc::new(rulec::compile_source("counted.dl", SRC).unwrap_or_else(|e| panic!("{e}")));
+    let id = |n: &str| prog.relation_id(n).unwrap();
+    let (kv_rel, out, keys) = (id("Kv"), id("Out"), id("Keys"));
+    let counted = Options {
+        counted: vec!["Out".to_string()],
+        ..Options::default()
+    };
+    let engines = [
+        Engine::new(prog.clone(), &Options::default()).unwrap(),
+        Engine::new(prog.clone(), &counted).unwrap(),
+    ];
+    let apply = |e: &Engine, updates: Vec<Update>| e.apply(updates).unwrap();
+    let first = |e: &Engine| {
+        apply(
+            e,
+            vec![
+                Update::Insert(kv_rel, kv(1, "a")),
+                Update::Insert(kv_rel, kv(2, "a")),
+                Update::Insert(kv_rel, kv(3, "b")),
+            ],
+        )
+    };
+    let (kept, count) = (first(&engines[0]), first(&engines[1]));
+    let a = vec![Value::str("a")];
+    let b = vec![Value::str("b")];
+    assert_eq!(kept[&out], vec![(a.clone(), 1), (b.clone(), 1)]);
+    assert_eq!(count[&out], vec![(a.clone(), 2), (b.clone(), 1)]);
+    assert_eq!(
+        kept[&keys], count[&keys],
+        "other outputs are kept as before"
+    );
+    // One derivation of `a` goes: no set change, a count of -1.
+    let less = vec![Update::Delete(kv_rel, kv(1, "a"))];
+    assert!(!apply(&engines[0], less.clone()).contains_key(&out));
+    assert_eq!(apply(&engines[1], less)[&out], vec![(a.clone(), -1)]);
+    // A change that nets out within one commit is no change.
+    let both = vec![
+        Update::Insert(kv_rel, kv(4, "c")),
+        Update::Delete(kv_rel, kv(4, "c")),
+    ];
+    assert!(!apply(&engines[1], both).contains_key(&out));
+    assert_eq!(engines[0].dump(out).unwrap(), vec![a.clone(), b]);
+    let err = engines[1].dump(out).unwrap_err();
+    assert!(
+        matches!(err, Error::Counted(ref name) if name == "Out"),
+        "{err}"
+    );
+    assert_eq!(
+        engines[1].dump(keys).unwrap(),
+        engines[0].dump(keys).unwrap()
+    );
+    // Only an output relation can be counted, and only one that exists.
+    for (name, want) in [("Kv", "not an output"), ("Nope", "unknown relation")] {
+        let options = Options {
+            counted: vec![name.to_string()],
+            ..Options::default()
+        };
+        let err = Engine::new(prog.clone(), &options).err().expect("refused");
+        assert!(err.to_string().contains(want), "{err}");
+    }
+}
