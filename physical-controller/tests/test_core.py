@@ -14,10 +14,9 @@ from hypothesis import strategies as st
 from loom_common.group_feed import GroupFeed
 from loom_common.realized import node_realized
 from loom_ddlog import EngineError, Program
-from loom_physical import status
+from loom_physical import rules, status
 from loom_physical.controller import NodeState
 from loom_physical.core import Localizer, NodeFacts, liveness
-from loom_physical import rules
 from loom_physical.rules import main_file
 from loom_physical.zones import ZONES, NodeZones
 
