@@ -13,7 +13,14 @@ from hypothesis import strategies as st
 from loom_common.ovsdb import OvsdbServer, RawConnection
 from loom_common.testing import wait_for
 from loom_physical import universal
-from loom_physical.universal import DB, TABLES, UniversalReplica, pack, unpack
+from loom_physical.universal import (
+    DB,
+    DEFLATED_FROM,
+    TABLES,
+    UniversalReplica,
+    pack,
+    unpack,
+)
 
 WAIT = 10.0
 
@@ -127,6 +134,25 @@ def test_packed_texts_unpack_to_the_same_set(texts: set[str]) -> None:
     assert packed == pack(sorted(texts, reverse=True))
     if texts and not any("\n" in t for t in texts):
         assert isinstance(packed, str)  # (the one-object form whenever it can be)
+
+
+@given(st.sets(st.text(alphabet="ab\t\n=,${}", max_size=80), max_size=40))
+def test_deflated_texts_unpack_to_the_same_set(texts: set[str]) -> None:
+    """`pack(deflate=True)` (a port's local flows): a long text naming no identifier is kept
+    compressed, smaller; any set comes back whole."""
+    packed = pack(texts, deflate=True)
+    assert sorted(unpack(packed)) == sorted(texts)
+    joined = "\n".join(sorted(texts))
+    one_text = bool(texts) and not any("\n" in t for t in texts)
+    deflated = one_text and len(joined) >= DEFLATED_FROM and "${" not in joined
+    assert isinstance(packed, bytes) == deflated
+    if deflated:
+        assert packed != joined.encode()
+    flows = "\n".join(
+        f"table=40,priority=90,reg14={key:#x},metadata=0x1 actions=resubmit(,41)"
+        for key in range(40)
+    )
+    assert len(pack(flows.split("\n"), deflate=True)) < len(flows) / 4
 
 
 def test_flow_rows_are_kept_packed_through_their_diffs(universal_db: OvsdbServer) -> None:

@@ -134,9 +134,9 @@ class Localizer:
         self._feed = GroupFeed()
         self._pending: list[Change] = []
         """Universal rows changed since they were fed."""
-        self._flows_changed: set[str] = set()
-        """Universal_Flow uuids changed since they were placed."""
-        self._flow_rows: dict[str, Mapping[str, Any]] = {}
+        self._flow_rows: dict[str, Mapping[str, Any] | None] = {}
+        """The Universal_Flow rows changed since they were placed, as read (None: deleted);
+        once placed, `images` keeps them (translated, texts packed)."""
         self._by_node: dict[str, dict[str, set[str]]] = {t: {} for t in BY_NODE}
         """Table -> node -> its rows' uuids."""
         self._row_node: dict[str, str] = {}
@@ -189,11 +189,7 @@ class Localizer:
         """Take in universal DB changes (the replica's, `UniversalReplica.poll`)."""
         for table, uuid, row in changes:
             if table == FLOWS:
-                self._flows_changed.add(uuid)
-                if row is None:
-                    self._flow_rows.pop(uuid, None)
-                else:
-                    self._flow_rows[uuid] = row
+                self._flow_rows[uuid] = row
                 continue
             if table == "Port_Binding":
                 if self._binding_read(uuid, row):
@@ -353,7 +349,7 @@ class Localizer:
         """The last computation asks for another round before a push: zones to give (flows
         wait for them), universal rows to feed (a newly needed datapath's), or a port's
         `VifChassis` row to feed again (`_feed_chassis`)."""
-        return (bool(self._pending or self._flows_changed) or self._feed.pending()
+        return (bool(self._pending or self._flow_rows) or self._feed.pending()
                 or self._zones_given())  # fmt: skip
 
     def needed_datapaths(self) -> set[int]:
@@ -425,7 +421,7 @@ class Localizer:
 
     def has_pending(self) -> bool:
         """Something taken in is not computed yet."""
-        return bool(self._pending or self._flows_changed or self._dirty or self._feed.pending())
+        return bool(self._pending or self._flow_rows or self._dirty or self._feed.pending())
 
     def engine_rows(self) -> dict[str, list[tuple[Any, ...]]]:
         """Every input row the engine holds, by relation (a from-scratch engine is fed
@@ -558,10 +554,9 @@ class Localizer:
     def _place_flows(self) -> None:
         """Put the universal flows of the rows that changed into their parts (translated
         once, whatever the nodes that have them)."""
-        for uuid in self._flows_changed:
-            row = self._flow_rows.get(uuid)
+        rows, self._flow_rows = self._flow_rows, {}
+        for uuid, row in rows.items():
             self.images.set_row(uuid, to_row(row) if row is not None else None)
-        self._flows_changed = set()
 
     def _speculate_zones(self) -> None:
         """Give the ports of new VIFs (a VIF plugged, or the port of a VIF that waited for

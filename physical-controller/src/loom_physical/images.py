@@ -416,8 +416,8 @@ class Images:
 
     def _wait_for(self, uuid: str, texts: FlowTexts | AbstractSet[str]) -> None:
         """Row `uuid` is translated again when an identifier its `texts` name changes."""
-        if isinstance(texts, str) and "${" not in texts:
-            return  # (nearly every row)
+        if isinstance(texts, bytes) or (isinstance(texts, str) and "${" not in texts):
+            return  # (nearly every row; `pack` deflates only texts that name none)
         for text in unpack(texts):
             if "${" in text:
                 try:
@@ -488,6 +488,6 @@ def to_row(row: Mapping[str, Any]) -> Row:
 def _texts(value: Any) -> FlowTexts | AbstractSet[str]:
     """A `flows` column as the replica holds it (packed), or a set as it is; else (None,
     a list) as a frozenset."""
-    if isinstance(value, (str, tuple, set, frozenset)):
+    if isinstance(value, (str, bytes, tuple, set, frozenset)):
         return value
     return frozenset(value or ())
