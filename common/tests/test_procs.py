@@ -77,6 +77,21 @@ def test_never_ready_times_out_and_is_stopped(tmp_path: Path) -> None:
     assert not daemon.running
 
 
+def test_a_wait_for_ready_interrupted_stops_the_daemon(tmp_path: Path) -> None:
+    """SIGTERM or Ctrl-C while a daemon gets ready (a benchmark stopped at that moment)
+    leaves no process behind."""
+    daemon = Daemon("sleeper", SLEEPER, tmp_path)
+
+    def interrupted() -> bool:
+        if _says_up(daemon.log_path):
+            raise KeyboardInterrupt
+        return False
+
+    with pytest.raises(KeyboardInterrupt):
+        daemon.start(ready=interrupted, timeout=10)
+    assert not daemon.running
+
+
 def test_timeout_follows_the_injected_clock(tmp_path: Path) -> None:
     """A fake clock and sleep: 30 s of polling pass without waiting 30 s."""
     now = [0.0]

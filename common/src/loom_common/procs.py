@@ -124,13 +124,14 @@ class Daemon:
         """Wait until the readiness `start()` was given holds (at once without one).
 
         Raises:
-            DaemonError: it exited or was not ready in time (it is stopped then).
+            DaemonError: it exited or was not ready in time (it is stopped then, as when
+                the wait is interrupted: SIGTERM, Ctrl-C).
         """
         if self._ready is None:
             return
         try:
             self.wait_until(self._ready, self._ready_timeout, what="ready")
-        except DaemonError:
+        except BaseException:  # not ready, or the wait interrupted (SIGTERM, Ctrl-C)
             self.stop()
             raise
 
