@@ -24,6 +24,7 @@ benchmark). The writer is the only writer of its shards' rows (the `Shard` fenci
 from __future__ import annotations
 
 import logging
+import uuid as uuidlib
 from collections import defaultdict, deque
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from itertools import islice
@@ -51,6 +52,9 @@ cold start (write phase / the universal server's CPU): 50,000 operations 12.9-13
 varied with the machine's load)."""
 
 Delta = Mapping[str, Sequence[tuple[int, tuple[Any, ...]]]]
+Uuids = tuple[bytes, ...]
+"""The uuids of an identity's rows in the database, each packed as 16 bytes (`pack_uuid`):
+one object a row rather than the reply's parsed string (~300k rows at S=1.0)."""
 Op = tuple[str, str, Identity, dict[str, Any], Columns | None]
 """An operation tagged for `Writer._record`: (kind, table, identity, OVSDB operation, the
 desired columns it writes)."""
@@ -82,9 +86,11 @@ class Writer:
         self.owns = owns
         self.reread = reread
         self.desired: dict[str, dict[Identity, tuple[str, Columns | None]]] = defaultdict(dict)
-        """Table -> identity -> (shard, columns; None: as the engine has them, written)."""
-        self.actual: dict[str, dict[Identity, tuple[str, list[str]]]] = defaultdict(dict)
+        """Table -> identity -> (shard, columns; None: as the engine has them, written --
+        one `(shard, None)` a shard, shared: `_unkept`)."""
+        self.actual: dict[str, dict[Identity, tuple[str, Uuids]]] = defaultdict(dict)
         """Table -> identity -> (shard, uuids of its rows)."""
+        self._unkept_marks: dict[str, tuple[str, None]] = {}
         self.dirty: dict[str, dict[str, set[Identity]]] = defaultdict(lambda: defaultdict(set))
         """Shard -> table -> identities to compare at the next flush."""
         self.changed: dict[str, dict[str, set[Identity]]] = defaultdict(lambda: defaultdict(set))
@@ -112,9 +118,17 @@ class Writer:
                     desired.pop(ident, None)
                 else:
                     keep = not self._lean(out.table) or self.owns(shard)
-                    desired[ident] = (shard, columns if keep else None)
+                    desired[ident] = (shard, columns) if keep else self._unkept(shard)
                     self.changed[shard][out.table].add(ident)
         return marked
+
+    def _unkept(self, shard: str) -> tuple[str, None]:
+        """Desired's entry for a row of `shard` whose columns it does not keep (one tuple a
+        shard: the flows' ~230k entries at S=1.0 were a tuple each)."""
+        mark = self._unkept_marks.get(shard)
+        if mark is None:
+            mark = self._unkept_marks[shard] = (shard, None)
+        return mark
 
     def _lean(self, table: str) -> bool:
         """Table `table`'s written rows are kept as None (see the module docstring)."""
@@ -126,7 +140,7 @@ class Writer:
         desired = self.desired[table]
         want = desired.get(ident)
         if want is not None and want[1] is columns:
-            desired[ident] = (want[0], None)
+            desired[ident] = self._unkept(want[0])
 
     def _refill(self, table: str, missing: set[Identity]) -> None:
         """Read back from the engine the columns of `table`'s rows `missing` (desired holds
@@ -172,7 +186,8 @@ class Writer:
                 if wanted is not None and shard not in wanted:
                     continue
                 ident = tuple(row[c] for c in out.identity_columns)
-                actual.setdefault(ident, (shard, []))[1].append(row["_uuid"][1])
+                held = actual.get(ident, (shard, ()))[1]
+                actual[ident] = (shard, (*held, pack_uuid(row["_uuid"][1])))
             self.actual[table] = actual
             if self._lean(table):
                 self._refill(table, self._unread(table, wanted))
@@ -352,16 +367,11 @@ class Writer:
     def _ops(self, table: str, shard: str, ident: Identity) -> Iterable[Op]:
         """The operations that make `ident`'s rows what desired says, tagged for `_record`."""
         want = self.desired[table].get(ident)
-        _, uuids = self.actual[table].get(ident, (shard, []))
-        keep = uuids[:1] if want is not None else []
-        for uuid in uuids[len(keep) :]:
-            yield (
-                "delete",
-                table,
-                ident,
-                {"op": "delete", "table": table, "where": [["_uuid", "==", ["uuid", uuid]]]},
-                None,
-            )
+        _, uuids = self.actual[table].get(ident, (shard, ()))
+        keep = [unpack_uuid(uuids[0])] if want is not None and uuids else []
+        for packed in uuids[len(keep) :]:
+            where = [["_uuid", "==", ["uuid", unpack_uuid(packed)]]]
+            yield "delete", table, ident, {"op": "delete", "table": table, "where": where}, None
         if want is None:
             return
         assert want[1] is not None, f"{table} {ident}: columns not read back (load_actual)"
@@ -390,15 +400,26 @@ class Writer:
             actual = self.actual[table]
             if kind == "insert":
                 shard = self._shard(table, ident) or ""
-                actual[ident] = (shard, [*actual.get(ident, (shard, []))[1], result["uuid"][1]])
+                held = actual.get(ident, (shard, ()))[1]
+                actual[ident] = (shard, (*held, pack_uuid(result["uuid"][1])))
             elif kind == "delete":
-                uuid = op["where"][0][2][1]
-                shard, uuids = actual.get(ident, ("", []))
-                rest = [u for u in uuids if u != uuid]
+                gone = pack_uuid(op["where"][0][2][1])
+                shard, uuids = actual.get(ident, ("", ()))
+                rest = tuple(u for u in uuids if u != gone)
                 if rest:
                     actual[ident] = (shard, rest)
                 else:
                     actual.pop(ident, None)
+
+
+def pack_uuid(text: str) -> bytes:
+    """A uuid's text as its 16 bytes (`Writer.actual`)."""
+    return uuidlib.UUID(text).bytes
+
+
+def unpack_uuid(packed: bytes) -> str:
+    """`pack_uuid`'s inverse."""
+    return str(uuidlib.UUID(bytes=packed))
 
 
 def _chunked(items: Iterable[Op], size: int) -> Iterator[list[Op]]:
