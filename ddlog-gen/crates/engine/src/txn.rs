@@ -354,14 +354,16 @@ impl Tx<'_> {
             }
             Update::Clear(rel) => {
                 let table = self.table(*rel)?;
+                // Present: the rows held and not deleted by this transaction (no key to
+                // compute: a held row is its key's), and those it added (not held).
+                let net = &self.ov.net[*rel];
                 let mut present: Vec<Row> = table
                     .iter()
-                    .filter(|r| self.contains(*rel, r))
+                    .filter(|r| !matches!(net.get(*r), Some(d) if *d < 0))
                     .cloned()
                     .collect();
                 present.extend(
-                    self.ov.net[*rel]
-                        .iter()
+                    net.iter()
                         .filter(|(row, d)| **d > 0 && !self.held(*rel, row))
                         .map(|(row, _)| row.clone()),
                 );
