@@ -1142,7 +1142,7 @@ class Replica:
         changes: list[Change] = []
         for table, uuids in old_uuids.items():
             gone = uuids - self.uuids[table]
-            changes += [(table, str(uuidlib.UUID(bytes=uuid)), None) for uuid in gone]
+            changes += [(table, unpack_uuid(uuid), None) for uuid in gone]
         changes += passed
         for table in self.rows:
             for uuid in old[table].keys() - self.rows[table].keys():
@@ -1195,7 +1195,7 @@ class Replica:
             for uuid, update in rows.items():
                 held[uuid] = compact(update["new"])
             return []
-        self.uuids[table] = {_packed(uuid) for uuid in rows}
+        self.uuids[table] = {pack_uuid(uuid) for uuid in rows}
         return [(table, uuid, compact(update["new"])) for uuid, update in rows.items()]
 
     def _empty_rows(self) -> dict[str, dict[str, dict[str, Any]]]:
@@ -1222,9 +1222,9 @@ class Replica:
                         new = compact(new)
                     if uuids is not None:
                         if new is None:
-                            uuids.discard(_packed(uuid))
+                            uuids.discard(pack_uuid(uuid))
                         else:
-                            uuids.add(_packed(uuid))
+                            uuids.add(pack_uuid(uuid))
                     elif new is None:
                         self.rows[table].pop(uuid, None)
                     else:
@@ -1248,9 +1248,15 @@ class Replica:
             self.conn = None
 
 
-def _packed(uuid: str) -> bytes:
-    """`uuid`'s 16 bytes (a new object: not the parsed string)."""
+def pack_uuid(uuid: str) -> bytes:
+    """`uuid`'s 16 bytes (a new object: not the parsed string, which kept pins the arena of
+    the message it was parsed from)."""
     return bytes.fromhex(uuid.replace("-", ""))
+
+
+def unpack_uuid(packed: bytes) -> str:
+    """`pack_uuid`'s inverse: the uuid as OVSDB writes it."""
+    return str(uuidlib.UUID(bytes=packed))
 
 
 _IN = select.POLLIN | select.POLLPRI | select.POLLHUP | select.POLLERR

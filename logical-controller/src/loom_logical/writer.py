@@ -24,13 +24,12 @@ benchmark). The writer is the only writer of its shards' rows (the `Shard` fenci
 from __future__ import annotations
 
 import logging
-import uuid as uuidlib
 from collections import defaultdict, deque
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from itertools import islice
 from typing import Any
 
-from loom_common.ovsdb import RawConnection, TransactError
+from loom_common.ovsdb import RawConnection, TransactError, pack_uuid, unpack_uuid
 from loom_logical.outputs import (
     OUTPUTS,
     TABLE_OUTPUT,
@@ -410,16 +409,6 @@ class Writer:
                     actual[ident] = (shard, rest)
                 else:
                     actual.pop(ident, None)
-
-
-def pack_uuid(text: str) -> bytes:
-    """A uuid's text as its 16 bytes (`Writer.actual`)."""
-    return uuidlib.UUID(text).bytes
-
-
-def unpack_uuid(packed: bytes) -> str:
-    """`pack_uuid`'s inverse."""
-    return str(uuidlib.UUID(bytes=packed))
 
 
 def _chunked(items: Iterable[Op], size: int) -> Iterator[list[Op]]:

@@ -88,8 +88,13 @@ FLOW_DEFAULTS: dict[str, Any] = {"datapath": 0, "source": "", "cookie": 0}
 def _flow_row(columns: dict[str, Any]) -> dict[str, Any]:
     row = {**FLOW_DEFAULTS, **columns}
     for column in FLOW_SETS:
-        row[column] = pack(_flows(columns.get(column)), deflate=column == "local_flows")
+        row[column] = _pack_column(column, _flows(columns.get(column)))
     return row
+
+
+def _pack_column(column: str, texts: Iterable[str]) -> FlowTexts:
+    """`pack` for `Universal_Flow` column `column`: a port's own flows deflated."""
+    return pack(texts, deflate=column == "local_flows")
 
 
 def _column_kind(ctype: Any) -> str:
@@ -342,8 +347,7 @@ class UniversalReplica:
         row = dict(rows.get(uuid, {}))
         for column, value in update["modify"].items():
             if column in FLOW_SETS:  # a set's diff: the elements added or removed
-                row[column] = pack(set(unpack(row.get(column, ()))) ^ _flows(value),
-                                   deflate=column == "local_flows")  # fmt: skip
+                row[column] = _pack_column(column, set(unpack(row.get(column, ()))) ^ _flows(value))
             else:
                 row[column] = value
         rows[uuid] = row
