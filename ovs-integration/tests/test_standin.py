@@ -954,3 +954,33 @@ def test_json_rpc_messages_are_cut_out_of_the_stream() -> None:
     assert [m["id"] for m in got] == [1, 2, 1]
     assert got[0]["params"][1] == {"a": "{{{"}  # (braces inside a string)
     assert framer.feed(two + two) == [json.loads(two)] * 2
+
+
+def test_await_commit_answers_when_the_node_commits(tmp_path: Path) -> None:
+    """`await_commit` answers a commit already made at once, a later one when the node
+    makes it (not before), none after its timeout; an unknown node is an error."""
+    from loom_common.ovsdb import readable
+
+    nodes = [NodeSpec("hv1", "172.31.0.2", ())]
+    with Fleet(tmp_path / "fleet", nodes) as fleet:
+        switch = Switch(fleet.openflow("hv1"))
+        try:
+            switch.ensure_tlv_map()
+            switch.apply([("add", FLOW)])
+            ((first, mods),) = fleet.commits(0.0)["hv1"]
+            with fleet.await_commit("hv1", 0.0, 60.0) as past:
+                assert past.result() == [(first, mods)]
+            with fleet.await_commit("hv1", first + 0.001, 60.0) as later:
+                # not answered while the node commits nothing (the fleet answers pings)
+                assert fleet.request({"ping": True})["ok"]
+                assert readable([later.fileno()], 0.0) == set()
+                switch.apply([("add", OTHER)])
+                got = later.result()
+            assert [n for _, n in got] == [1]
+            assert got[0][0] > first
+            with fleet.await_commit("hv1", got[0][0] + 1.0, 0.05) as none:
+                assert none.result() == []
+        finally:
+            switch.close()
+        with pytest.raises(StandinError, match="no node"), fleet.await_commit("hv-x", 0, 1) as bad:
+            bad.result()

@@ -48,6 +48,16 @@ def test_a_small_workload_end_to_end(tmp_path: Path) -> None:
     node, every = changes["port_node_ms"], changes["every_affected_node_ms"]
     assert 0 < node["median"] <= every["median"]
     assert changes["affected_nodes_median"] >= 1
+    # where a change's time went: the API's answer, the universal DB written (never after
+    # the node's commit, which comes of it)...
+    assert changes["api_request_median_ms"] > 0
+    assert 0 < changes["universal_db_written_median_ms"] <= node["median"]
+    # ... the logical controller's passes that wrote the changes, by phase (its pass log)
+    logical = changes["logical_pass_phase_median_ms"]
+    assert {"engine", "write"} <= set(logical)
+    assert logical["engine"] > 0
+    # ... and the physical controllers' (theirs)
+    assert changes["controller_pass_phase_median_ms"]["engine"] > 0
     processes = figures["processes_at_end"]
     assert {"logical", "physical_1", "physical_2", "config_db", "universal_db"} <= set(
         processes["loom"]

@@ -1,13 +1,14 @@
 """`loom-logical-controller`: run one logical controller until SIGINT or SIGTERM.
 
     loom-logical-controller --config-db tcp:127.0.0.1:6641 --universal-db tcp:127.0.0.1:6642
-        [--name NAME] [--zookeeper HOSTS [--session-timeout SECONDS]]
+        [--name NAME] [--zookeeper HOSTS [--session-timeout SECONDS]] [--pass-log FILE]
         [--db-private-key FILE --db-certificate FILE --db-ca-cert FILE]
 
 The databases' remotes may be `unix:`, `tcp:` or `ssl:` (with the `--db-*` credentials).
 
 Without `--zookeeper` it is the only logical controller and writes every shard; with it,
 it joins the cluster of logical controllers there (see `loom_logical.controller`).
+`--pass-log` appends one JSON line per pass that wrote (`loom_common.passlog`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import logging
 import socket
+from pathlib import Path
 
 from loom_common import logs, metrics
 from loom_common.ovsdb import add_tls_arguments, tls_from_arguments
@@ -31,6 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--zookeeper", help="ZooKeeper hosts (host:port,...) for a cluster")
     parser.add_argument("--session-timeout", type=float, default=10.0)
     parser.add_argument("--workers", type=int, default=2, help="engine worker threads")
+    parser.add_argument("--pass-log", type=Path, help="append a JSON line per pass here")
     logs.add_arguments(parser)
     metrics.add_arguments(parser)
     add_tls_arguments(parser)
@@ -50,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
             zookeeper=args.zookeeper,
             session_timeout=args.session_timeout,
             workers=args.workers,
+            pass_log=args.pass_log,
         ).start()
         log.info("logical controller %s running", args.name)
         return controller

@@ -34,6 +34,7 @@ from typing import Any
 from loom_common import heap, metrics, procstat, runner
 from loom_common.cluster import membership
 from loom_common.ovsdb import Change, RawConnection, Replica, TransactError, readable
+from loom_common.passlog import PassLog
 from loom_common.reconnect import LOST, Link
 from loom_ddlog import PendingDelta, Program, Transaction, allocator_memory, gc_paused
 from loom_logical.inputs import InputTable, input_tables
@@ -77,6 +78,7 @@ class LogicalController:
         workers: int = 2,
         stream_from: int = STREAM_FROM,
         retry_delays: tuple[float, ...] = RETRY_DELAYS,
+        pass_log: Path | None = None,
     ) -> None:
         """Describe the controller; `start()` connects and runs it in a thread.
 
@@ -93,8 +95,14 @@ class LogicalController:
             stream_from: input changes from which a transaction's output is streamed to
                 the universal DB (see `STREAM_FROM`).
             retry_delays: the waits after failed passes in a row (see `RETRY_DELAYS`).
+            pass_log: a file to append one JSON line to per pass that wrote
+                (`loom_common.passlog.PassLog`: when, how long by phase — replicas (the
+                databases' updates read), inputs (the engine's input made), engine (its
+                transaction), apply (its output folded into the writer), write (the
+                universal DB's transaction) —, the config generation written).
         """
         self.name = name
+        self._pass_log = PassLog(pass_log) if pass_log is not None else None
         self._retry_delays = retry_delays
         self.rules_path = rules or main_file()
         self.program = Program.load([self.rules_path], workers=workers, internal=False)
@@ -491,20 +499,7 @@ class LogicalController:
                     self._reconcile_needed = True  # learn what is there before a retry
                     return
                 self._written_generation = max(self._written_generation, generation)
-                written = time.perf_counter()
-                self.timings.append((computed - began, written - computed))
-                self._phases["write"] = written - computed
-                self._phases["total"] = written - synced
-                self.passes.append((generation, dict(self._phases)))
-                metrics.observe_pass("logical", self.name, self._phases, generation)
-                if written - synced > SLOW_PASS:
-                    phases = ", ".join(f"{k} {v:.2f}s" for k, v in self._phases.items())
-                    log.info(
-                        "slow pass (generation %d): %s; %s",
-                        generation,
-                        phases,
-                        procstat.memory_text(allocator_memory()),
-                    )
+                self._record_pass(generation, synced, began, computed)
         except (OSError, TransactError) as exc:
             # The outcome of a write in flight is unknown: read what is there before the next.
             self._reconcile_needed = True
@@ -513,6 +508,25 @@ class LogicalController:
             else:
                 log.warning("universal DB write failed: %s", exc)
             return
+
+    def _record_pass(self, generation: int, synced: float, began: float, computed: float) -> None:
+        """A pass wrote `generation`: its phases (`perf_counter` times: replicas synced,
+        computation begun and done, written now) to `timings`, `passes`, the metrics and
+        the pass log; a slow one to the log."""
+        written = time.perf_counter()
+        self.timings.append((computed - began, written - computed))
+        self._phases["write"] = written - computed
+        self._phases["total"] = written - synced
+        self.passes.append((generation, dict(self._phases)))
+        metrics.observe_pass("logical", self.name, self._phases, generation)
+        if self._pass_log is not None:
+            phases = {k: v for k, v in self._phases.items() if k != "total"}
+            self._pass_log.write(time.time() - (written - synced), written - synced, phases,
+                                 generation=generation)  # fmt: skip
+        if written - synced > SLOW_PASS:
+            phases_text = ", ".join(f"{k} {v:.2f}s" for k, v in self._phases.items())
+            log.info("slow pass (generation %d): %s; %s", generation, phases_text,
+                     procstat.memory_text(allocator_memory()))  # fmt: skip
 
     def _sync_replicas(self) -> bool:
         """(Re)connect the replicas that need it and apply their updates; False if one is

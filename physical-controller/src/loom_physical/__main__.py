@@ -12,7 +12,7 @@ their OVSDB connections and on OpenFlow connections to `ssl:` addresses. The dat
 remotes may be `unix:`, `tcp:` or `ssl:` (with the `--db-*` credentials). Without
 `--zookeeper` it masters every node that connects; with it, it joins the physical
 controllers' cluster there. `--pass-log` appends one JSON line per pass that computed or
-pushed something (`PassLog`).
+pushed something (`loom_common.passlog`).
 """
 
 from __future__ import annotations

@@ -35,7 +35,6 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import contextlib
-import json
 import logging
 import os
 import select
@@ -51,6 +50,7 @@ from loom_common import heap, httpd, metrics, procstat, runner
 from loom_common.cluster import membership
 from loom_common.liveness import Heartbeat
 from loom_common.ovsdb import OvsdbError, RawConnection, Replica, TransactError, readable
+from loom_common.passlog import PassLog
 from loom_common.pki import Credentials, names_node, server_context
 from loom_common.reconnect import CONNECTION_ERRORS, Link
 from loom_ddlog import allocator_memory, gc_paused
@@ -248,7 +248,10 @@ class PhysicalController:
             workers: the engine's worker threads.
             retry_delays: the waits after failed passes in a row (see `RETRY_DELAYS`).
             pass_log: a file to append one JSON line to per pass that computed or pushed
-                something (`PassLog`: when, how long by phase, how many nodes pushed).
+                something (`loom_common.passlog.PassLog`: when, how long by phase — poll,
+                engine, push, report (the status sent to the databases), push_others (the
+                second push phase), report_wait (the databases' answers), settle —, how
+                many nodes pushed, how many connected and mastered, the generation).
             tls: with a `pssl:` `listen`, the controller's key and certificate and the
                 authority nodes' certificates must be signed by (`loom_common.pki`): a node
                 is taken only for the node its certificate names, and its OpenFlow, when
@@ -807,9 +810,9 @@ class PhysicalController:
         if self._pass_log is not None and (self._pushed_now or self._computed_now
                                            or took >= LOGGED_PASS):  # fmt: skip
             masters_now = masters if masters is not None else set()
-            self._pass_log.write(wall, took, self._this_pass,
-                                 self._pushed_now, len(self.nodes), len(masters_now),
-                                 self.core.generation)  # fmt: skip
+            self._pass_log.write(wall, took, self._this_pass, pushed=self._pushed_now,
+                                 nodes=len(self.nodes), masters=len(masters_now),
+                                 generation=self.core.generation)  # fmt: skip
         self._wait()
 
     def _timed(self, phase: str, do: Callable[..., T], *args: Any) -> T:
@@ -1679,38 +1682,6 @@ class _Sent:
                 lost(exc)
             else:
                 done()
-
-
-class PassLog:
-    """One JSON line per pass that computed or pushed something or took `LOGGED_PASS` or
-    more, appended to a file: an operator's (and the benchmark's) view of where a
-    controller's time goes (phases: poll, engine, push, report — the status sent to the
-    databases —, push_others — the second push phase —, report_wait — the databases'
-    answers —, settle).
-
-        {"time": 1764000000.1, "seconds": 0.84, "phases": {"poll": 0.01, "engine": 0.5,
-         "push": 0.3}, "pushed": 120, "nodes": 1500, "masters": 750, "generation": 4,
-         "rss_mib": 812.5}
-    """
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def write(self, began: float, seconds: float, phases: dict[str, float], pushed: int,
-              nodes: int, masters: int, generation: int) -> None:  # fmt: skip
-        """Append one pass's line (wall-clock start, duration, phases, nodes sent
-        something, nodes connected and mastered, the universal generation computed)."""
-        record = {
-            "time": round(began, 4), "seconds": round(seconds, 4),
-            "phases": {k: round(v, 4) for k, v in phases.items()}, "pushed": pushed,
-            "nodes": nodes, "masters": masters, "generation": generation,
-            "rss_mib": round(procstat.rss_mib(), 1),
-        }  # fmt: skip
-        try:
-            with self.path.open("a") as out:
-                out.write(json.dumps(record) + "\n")
-        except OSError as exc:
-            log.warning("cannot write the pass log %s: %s", self.path, exc)
 
 
 def _log_slow_push(node: str, took: float, steps: dict[str, float], whole: bool) -> None:

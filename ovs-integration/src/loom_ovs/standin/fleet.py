@@ -37,6 +37,11 @@ The control socket `D/control.sock` takes one JSON object a line and answers one
 - `{"commits": T, "nodes": [ID, ...]?}` -> `{"commits": {ID: [[time, flow mods], ...]}}`:
   every node's (or the nodes named's) bundle commits at or after wall-clock time T (the
   latest `switch.COMMIT_LOG` of each);
+- `{"await_commit": T, "node": ID, "timeout": S}` -> as `{"commits": T, "nodes": [ID]}`, but
+  answered once node ID has a bundle commit at or after T (`{"commits": {}}` after S
+  seconds without one): a benchmark waits for a change to reach a node on its socket
+  rather than asking a thousand times a second (CPU taken from the processes it measures).
+  The connection answers nothing else until then;
 - `{"select": ID}` -> `{"select": {TABLE: [row, ...]}}`: the rows of the tables a
   controller reads (`loom_ovs.manager.NODE_TABLES`) as an OVSDB `select` returns them.
 
@@ -51,6 +56,7 @@ import argparse
 import asyncio
 import contextlib
 import cProfile
+import functools
 import json
 import logging
 import os
@@ -524,6 +530,10 @@ class FleetServer:
     stalls: int = 0
     """Times the loop was more than a second late (`_probe`)."""
     _ticked: float = 0.0
+    _awaiting: dict[str, list[tuple[float, Callable[[dict[str, Any]], None]]]] = field(
+        default_factory=dict
+    )
+    """Node -> the `await_commit`s waiting for its next commit: (since, answer)."""
     cpu: dict[str, float] = field(default_factory=lambda: {"ovsdb": 0.0, "openflow": 0.0})
     """CPU seconds spent serving the managers (vswitchd's writes included) and OpenFlow; the
     rest of the process's is the event loop's (reading sockets) and the control socket's."""
@@ -532,6 +542,7 @@ class FleetServer:
         """Start every node; probe idle manager connections from now on."""
         for i, spec in enumerate(specs):
             node = Node(self, spec)
+            node.bridge.on_commit = functools.partial(self._committed, spec.system_id)
             self.nodes[spec.system_id] = node
             await node.start(self.managers, self._dial_delay(i))
         self._ticked = time.monotonic()
@@ -613,6 +624,37 @@ class FleetServer:
                 found[system_id] = recent
         return {"commits": found}
 
+    def await_commit(
+        self, request: dict[str, Any], answer: Callable[[dict[str, Any]], None]
+    ) -> None:
+        """`answer` an `await_commit` request once it is due (module docstring)."""
+        system_id, since = request["node"], float(request["await_commit"])
+        found = self._commits({"commits": since, "nodes": [system_id]})
+        if found["commits"]:
+            answer(found)
+            return
+        waiting = self._awaiting.setdefault(system_id, [])
+        entry = (since, answer)
+        waiting.append(entry)
+
+        def expire() -> None:
+            if entry in waiting:
+                waiting.remove(entry)
+                answer({"commits": {}})
+
+        asyncio.get_running_loop().call_later(float(request["timeout"]), expire)
+
+    def _committed(self, system_id: str) -> None:
+        """Node `system_id` committed a bundle: answer the `await_commit`s it satisfies."""
+        waiting = self._awaiting.get(system_id)
+        if not waiting:
+            return
+        for entry in list(waiting):
+            found = self._commits({"commits": entry[0], "nodes": [system_id]})
+            if found["commits"]:
+                waiting.remove(entry)
+                entry[1](found)
+
     def _select(self, request: dict[str, Any]) -> dict[str, Any]:
         node = self._node(request["select"])
         tables = list(NODE_TABLES)
@@ -659,6 +701,8 @@ class ControlSession(asyncio.Protocol):
         self.fleet = fleet
         self.transport: asyncio.Transport | None = None
         self._buf = b""
+        self._waiting = False
+        """An `await_commit` is not answered yet: the lines after it wait."""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         """A client connected."""
@@ -666,9 +710,12 @@ class ControlSession(asyncio.Protocol):
         self.transport = transport
 
     def data_received(self, data: bytes) -> None:
-        """Answer each complete line."""
+        """Answer each complete line, in order."""
         self._buf += data
-        while b"\n" in self._buf:
+        self._answer_lines()
+
+    def _answer_lines(self) -> None:
+        while b"\n" in self._buf and not self._waiting:
             line, self._buf = self._buf.split(b"\n", 1)
             if not line.strip():
                 continue
@@ -676,10 +723,23 @@ class ControlSession(asyncio.Protocol):
                 request = orjson.loads(line)
                 if not isinstance(request, dict):
                     raise ValueError("a request is a JSON object")
+                if "await_commit" in request:
+                    self._waiting = True
+                    self.fleet.await_commit(request, self._answer_awaited)
+                    continue
                 answer = self.fleet.control(request)
             except (KeyError, ValueError, TypeError, OvsdbFailure) as exc:
+                self._waiting = False
                 answer = {"error": f"{type(exc).__name__}: {exc}"}
-            assert self.transport is not None
+            self._send(answer)
+
+    def _answer_awaited(self, answer: dict[str, Any]) -> None:
+        self._waiting = False
+        self._send(answer)
+        self._answer_lines()
+
+    def _send(self, answer: dict[str, Any]) -> None:
+        if self.transport is not None and not self.transport.is_closing():
             self.transport.write(orjson.dumps(answer) + b"\n")
 
 

@@ -193,6 +193,16 @@ class Fleet:
         found = self.request(request)["commits"]
         return {node: [(float(t), int(n)) for t, n in entries] for node, entries in found.items()}
 
+    def await_commit(self, node: str, since: float, timeout: float) -> CommitWait:
+        """Ask to be told of node `node`'s first bundle commit at or after wall-clock time
+        `since` (or that none came within `timeout` seconds), on a connection of its own:
+        the caller waits on `CommitWait.fileno()` with whatever else it waits for.
+
+        Raises:
+            StandinError: the control socket cannot be reached.
+        """
+        return CommitWait(self.control_path, node, since, timeout)
+
     def select(self, node: str) -> dict[str, list[dict[str, Any]]]:
         """Node `node`'s rows of the tables a controller reads, as OVSDB `select`s give
         them (`NodeSession.snapshot` reads them as a controller does)."""
@@ -373,6 +383,10 @@ class FleetGroup:
             found.update(self.fleets[index].commits(since, names))
         return found
 
+    def await_commit(self, node: str, since: float, timeout: float) -> CommitWait:
+        """As `Fleet.await_commit`, of the process serving `node`."""
+        return self.fleet(node).await_commit(node, since, timeout)
+
     def set_managers(self, managers: Iterable[str]) -> None:
         """As `Fleet.set_managers`, on every process."""
         targets = list(managers)
@@ -397,3 +411,55 @@ class FleetGroup:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+class CommitWait:
+    """An `await_commit` request sent on a connection of its own (`Fleet.await_commit`):
+    readable (`fileno`) once its answer came."""
+
+    def __init__(self, control_path: Path, node: str, since: float, timeout: float) -> None:
+        """Connect and send the request."""
+        self.node = node
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            self._sock.settimeout(timeout + 10.0)  # (the fleet answers at `timeout`)
+            self._sock.connect(str(control_path))
+            request = {"await_commit": since, "node": node, "timeout": timeout}
+            self._sock.sendall(json.dumps(request).encode() + b"\n")
+        except OSError as exc:
+            self._sock.close()
+            raise StandinError(detail=f"control socket: {exc}") from exc
+        self._reader = self._sock.makefile("rb")
+
+    def fileno(self) -> int:
+        """The connection's descriptor: readable once the answer came."""
+        return self._sock.fileno()
+
+    def result(self) -> list[tuple[float, int]]:
+        """The node's commits at or after `since` (empty: none within the timeout); blocks
+        until the answer comes.
+
+        Raises:
+            StandinError: the fleet answered an error, or the connection failed.
+        """
+        try:
+            line = self._reader.readline()
+        except OSError as exc:
+            raise StandinError(detail=f"control socket: {exc}") from exc
+        if not line:
+            raise StandinError(detail="the control socket closed")
+        answer: dict[str, Any] = json.loads(line)
+        if "error" in answer:
+            raise StandinError(detail=str(answer["error"]))
+        return [(float(t), int(n)) for t, n in answer["commits"].get(self.node, [])]
+
+    def close(self) -> None:
+        """Close the connection."""
+        self._reader.close()
+        self._sock.close()
+
+    def __enter__(self) -> CommitWait:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

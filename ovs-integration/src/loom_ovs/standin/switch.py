@@ -124,6 +124,8 @@ class Bridge:
     )
     """The latest bundle commits: (wall-clock time, flow mods in it). A benchmark times a
     change from outside the controllers by them."""
+    on_commit: Callable[[], None] | None = None
+    """Called after each bundle commit is logged in `commits`."""
 
 
 @dataclass
@@ -431,6 +433,8 @@ class Connection:
                 self._apply(bundle.messages)
                 self.bridge.counters.bundles += 1
                 self.bridge.commits.append((time.time(), len(bundle.messages)))
+                if self.bridge.on_commit is not None:
+                    self.bridge.on_commit()
         elif ctl == ofp.OFPBCT_DISCARD_REQUEST:
             if bundle is None:
                 self._reply_error(failed, ofp.OFPBFC_BAD_ID, xid, message)
