@@ -1,13 +1,14 @@
 """A JSON client of Loom's API that never raises on an answer (urllib: no dependency).
 
 `Http.request` returns every answer as a `Reply` — its status (0 when nobody answered: the
-API server is down), its decoded body and its headers — so a caller under faults (the
-fault matrix's writer) counts refusals, and a caller that wants failures loud (the demo)
-says so itself.
+API server is down, or went while it answered), its decoded body and its headers — so a
+caller under faults (the fault matrix's writer) counts refusals, and a caller that wants
+failures loud (the demo) says so itself.
 """
 
 from __future__ import annotations
 
+import http.client
 import json
 import urllib.error
 import urllib.request
@@ -51,8 +52,10 @@ class Http:
         except urllib.error.HTTPError as exc:
             with exc:
                 return Reply(exc.code, _json(exc.read()), dict(exc.headers))
-        except OSError as exc:  # refused, reset, timed out: the API server is down
-            return Reply(0, str(exc), {})
+        except (OSError, http.client.HTTPException) as exc:
+            # refused, reset, timed out, or the answer cut short (a server killed while it
+            # answered): nobody answered, and a write's outcome is unknown
+            return Reply(0, f"{type(exc).__name__}: {exc}", {})
 
     def create(self, path: str, body: Any) -> str:
         """Create an object; return its id (raise `AssertionError` on a refusal)."""
