@@ -294,17 +294,17 @@ class Site:
 
     def logical_passes(self) -> list[dict[str, Any]]:
         """The logical controller's pass log lines."""
-        path = self.logical_pass_log
-        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+        return _json_lines(self.logical_pass_log)
 
     def passes(self) -> list[dict[str, Any]]:
         """Every physical controller's pass log lines, each with its controller's index."""
-        found = []
-        for i, path in enumerate(self.pass_logs):
-            if path.exists():
-                for line in path.read_text().splitlines():
-                    found.append({**json.loads(line), "controller": i})
-        return found
+        return [{**record, "controller": i} for i, path in enumerate(self.pass_logs)
+                for record in _json_lines(path)]  # fmt: skip
+
+
+def _json_lines(path: Path) -> list[dict[str, Any]]:
+    """The JSON lines of `path` (none if it is not there)."""
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
 class Watch:
@@ -366,14 +366,13 @@ class Watch:
         from loom_common.ovsdb import readable
 
         deadline = time.monotonic() + timeout
-        conns = [self.config, self.universal]
         self.poll()
         while not predicate(self):
             left = deadline - time.monotonic()
             if left <= 0:
                 raise TimeoutError(f"{what}: not within {timeout:.0f} s")
-            if not any(c.has_pending() for c in conns):
-                readable([c.fileno() for c in conns], min(left, 1.0))
+            if fds := self.filenos():
+                readable(fds, min(left, 1.0))
             self.poll()
         return time.time()
 
@@ -828,14 +827,9 @@ def _port_changes(s: Site, the_plan: Plan, timeout: float) -> dict[str, Any]:
                     figures["universal"].append(stamped - began)
                     figures["affected"].append(len(commits))
                     (adds if adding else deletes).append(took)
-                    for p in s.passes():
-                        if began <= p["time"] <= every:
-                            for stage, seconds in p["phases"].items():
-                                stages.setdefault(stage, []).append(seconds)
-                    for p in s.logical_passes():
-                        if began <= p["time"] <= every and p["generation"] >= generation:
-                            for stage, seconds in p["phases"].items():
-                                logical_stages.setdefault(stage, []).append(seconds)
+                    _add_phases(stages, s.passes(), began, every)
+                    written = [p for p in s.logical_passes() if p["generation"] >= generation]
+                    _add_phases(logical_stages, written, began, every)
         finally:
             api.close()
     node_ms, every_ms = figures["node"], figures["every"]
@@ -856,6 +850,17 @@ def _port_changes(s: Site, the_plan: Plan, timeout: float) -> dict[str, Any]:
                                          for k, v in sorted(logical_stages.items())},
         "warm_up_pair_ms": [_ms(t) for t in warm_up],
     }  # fmt: skip
+
+
+def _add_phases(
+    stages: dict[str, list[float]], passes: list[dict[str, Any]], began: float, until: float
+) -> None:
+    """Add to `stages` (phase -> seconds) the phases of the `passes` begun in
+    [`began`, `until`]."""
+    for p in passes:
+        if began <= p["time"] <= until:
+            for stage, seconds in p["phases"].items():
+                stages.setdefault(stage, []).append(seconds)
 
 
 def _realized(generation: int) -> Callable[[Watch], bool]:
