@@ -309,6 +309,7 @@ impl<'s, T: Grouping> Ctx<'s, T> {
                     self.mark(&format!("{source}: group_by"));
                     stage!(self, following, post, |f| T::group(keyed).flat_map(
                         move |(mut k, g): (Row, Value)| {
+                            k.reserve_exact(1);
                             k.push(g);
                             f(k)
                         }
