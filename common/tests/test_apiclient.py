@@ -9,6 +9,29 @@ import threading
 from loom_common.apiclient import Http
 
 
+def _read_request(conn: socket.socket) -> None:
+    """Read one request whole (its headers, then the body its Content-Length gives): a
+    server that closes with a request's bytes unread makes the kernel reset the
+    connection, and the client sees that instead of the answer."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = conn.recv(65536)
+        if not chunk:
+            return
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value)
+    while len(body) < length:
+        chunk = conn.recv(65536)
+        if not chunk:
+            return
+        body += chunk
+
+
 def _serve_once(answer: bytes) -> tuple[str, threading.Thread]:
     """A server on 127.0.0.1 that reads one request, sends `answer` and closes."""
     listener = socket.create_server(("127.0.0.1", 0))
@@ -18,7 +41,7 @@ def _serve_once(answer: bytes) -> tuple[str, threading.Thread]:
         with listener:
             conn, _ = listener.accept()
             with conn:
-                conn.recv(65536)
+                _read_request(conn)
                 conn.sendall(answer)
 
     thread = threading.Thread(target=serve, daemon=True)

@@ -11,8 +11,8 @@ def test_memory_text_gives_the_process_and_the_native_allocator() -> None:
     """`memory_text` (the controllers' long-pass log line): this process's resident memory
     now and at its peak, as `ProcessUsage` reads it, and the native allocator's figures
     given, in MiB."""
-    text = memory_text((300 * 2**20, 512 * 2**20))
-    line = r"RSS (\d+) MiB \(peak (\d+)\), native allocator 300 MiB \(peak 512\)"
+    text = memory_text((512 * 2**20, 300 * 2**20))
+    line = r"RSS (\d+) MiB \(peak (\d+)\), native allocator 512 MiB \(300 in use\)"
     found = re.fullmatch(line, text)
     assert found, text
     rss, peak = map(int, found.groups())

@@ -97,12 +97,12 @@ STATES = ("joining", "acquired", "suspended", "lost", "closed")
 """The ZooKeeper membership states (`loom_common.cluster.membership.Ownership`)."""
 
 
-def native_memory_samples(component: str, controller: str, committed: int) -> list[Sample]:
+def native_memory_samples(component: str, controller: str, held: int) -> list[Sample]:
     """The bytes the process's native allocator holds (`loom_ddlog.allocator_memory`)."""
     return [
         ("loom_native_memory_bytes",
          "Bytes the native allocator holds: the rule engine's rows and arrangements",
-         ("component", "controller"), [((component, controller), committed)]),
+         ("component", "controller"), [((component, controller), held)]),
     ]  # fmt: skip
 
 

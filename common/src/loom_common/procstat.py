@@ -57,9 +57,10 @@ def rss_mib() -> float:
 
 def memory_text(native: tuple[int, int]) -> str:
     """This process's resident memory (now and at its peak) and the native allocator's
-    share of it (`native`: bytes now and at the peak, `loom_ddlog.allocator_memory` -- the
-    rule engines' rows and arrangements), for a log line."""
+    share of it (`native`: the bytes it holds and the bytes of them in use,
+    `loom_ddlog.allocator_memory` -- the rule engines' rows and arrangements), for a log
+    line."""
     usage = ProcessUsage.of()
-    committed, peak = native
+    held, used = native
     return (f"RSS {usage.rss_mib:.0f} MiB (peak {usage.peak_mib:.0f}), "
-            f"native allocator {committed / 2**20:.0f} MiB (peak {peak / 2**20:.0f})")  # fmt: skip
+            f"native allocator {held / 2**20:.0f} MiB ({used / 2**20:.0f} in use)")  # fmt: skip
