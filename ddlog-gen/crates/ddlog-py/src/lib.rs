@@ -21,6 +21,19 @@ mod ofp;
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
+/// jemalloc's options, read when it starts (its prefixed `malloc_conf`).
+///
+/// `narenas:1`: one arena for every thread (jemalloc's default is four a CPU). A row is
+/// made on one thread and kept or freed on another (the engine's workers, the thread that
+/// converts Python's rows, a physical controller's sixteen pushing threads), and each
+/// arena keeps pages of its own: with one, the rows kept share their pages. The S=1.0
+/// replays: logical peak RSS 2.57 -> 2.41 GB, physical 0.82 -> 0.74 GB, in the same time.
+#[allow(non_upper_case_globals, reason = "the C library's name for it")]
+#[export_name = "_rjem_malloc_conf"]
+pub static malloc_conf: Option<&'static std::ffi::c_char> =
+    // SAFETY: a C string literal is a valid, NUL-terminated, 'static array of c_char.
+    Some(unsafe { &*c"narenas:1".as_ptr() });
+
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -493,4 +506,13 @@ mod _native {
     use crate::ofp::{
         bulk_adds, encode_actions, flow_mod, standin_apply_adds, standin_bundle_adds,
     };
+}
+
+#[cfg(test)]
+mod tests {
+    /// jemalloc read `malloc_conf`.
+    #[test]
+    fn the_allocator_runs_one_arena() {
+        assert_eq!(tikv_jemalloc_ctl::opt::narenas::read(), Ok(1));
+    }
 }
