@@ -6,6 +6,7 @@ and the real clients (`NodeSession`, `Switch`, `ovs-ofctl`) against a fleet proc
 from __future__ import annotations
 
 import json
+import math
 import socket
 import struct
 import subprocess
@@ -970,7 +971,9 @@ def test_await_commit_answers_when_the_node_commits(tmp_path: Path) -> None:
             ((first, mods),) = fleet.commits(0.0)["hv1"]
             with fleet.await_commit("hv1", 0.0, 60.0) as past:
                 assert past.result() == [(first, mods)]
-            with fleet.await_commit("hv1", first + 0.001, 60.0) as later:
+            # (the next instant after the first commit: the second can come within a
+            # millisecond of it, sooner than any fixed margin)
+            with fleet.await_commit("hv1", math.nextafter(first, math.inf), 60.0) as later:
                 # not answered while the node commits nothing (the fleet answers pings)
                 assert fleet.request({"ping": True})["ok"]
                 assert readable([later.fileno()], 0.0) == set()

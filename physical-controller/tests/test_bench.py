@@ -71,6 +71,14 @@ def test_a_small_workload_end_to_end(tmp_path: Path) -> None:
     doc = growth([figures, {**figures, "scale": 0.008}])
     assert doc["scale"] == [0.004, 0.008]
     assert doc["change_cost_ratio_to_smallest"] == [1.0, 1.0]
+    # the smallest scale run again after the others: the ratio is to the mean of its two
+    median = changes["port_node_ms"]["median"]
+    slower = {**figures, "port_changes": {**changes, "port_node_ms": {
+        **node, "median": 3 * median}}}  # fmt: skip
+    bracketed = growth([figures, {**slower, "scale": 0.008}], again=slower)
+    assert bracketed["smallest_scale_port_node_median_ms"] == [median, 3 * median]
+    assert bracketed["port_node_median_ms"] == [median, 3 * median]
+    assert bracketed["change_cost_ratio_to_smallest"] == [0.5, 1.5]
     plot(doc, tmp_path / "plot.png")
     assert (tmp_path / "plot.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     json.dumps(figures)  # one JSON document
