@@ -314,13 +314,7 @@ mod tests {
     use super::*;
 
     fn prog() -> Program {
-        Program {
-            types: vec![],
-            relations: vec![],
-            functions: vec![],
-            rules: vec![],
-            strata: vec![],
-        }
+        Program::default()
     }
 
     fn row(n: u128) -> Row {

@@ -447,13 +447,7 @@ mod tests {
     use super::*;
 
     fn prog() -> Program {
-        Program {
-            types: vec![],
-            relations: vec![],
-            functions: vec![],
-            rules: vec![],
-            strata: vec![],
-        }
+        Program::default()
     }
 
     #[allow(clippy::needless_pass_by_value, reason = "terser call sites")]

@@ -493,13 +493,7 @@ mod tests {
     use super::*;
 
     fn prog() -> Program {
-        Program {
-            types: vec![],
-            relations: vec![],
-            functions: vec![],
-            rules: vec![],
-            strata: vec![],
-        }
+        Program::default()
     }
 
     fn bin(op: BinOp, ty: Type, a: Value, b: Value) -> EvalResult<Value> {

@@ -33,8 +33,8 @@ pub type RelId = usize;
 /// Index into [`Program::functions`].
 pub type FuncId = usize;
 
-/// A compiled program.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// A compiled program (`Default`: the empty one, no types, relations or rules).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Program {
     /// Named structs and unions, referenced by [`Type::Named`].
     pub types: Vec<TypeDef>,
