@@ -3,6 +3,7 @@ answer cut short (a server killed while it answered) are status 0."""
 
 from __future__ import annotations
 
+import http.client
 import socket
 import threading
 
@@ -10,26 +11,13 @@ from loom_common.apiclient import Http
 
 
 def _read_request(conn: socket.socket) -> None:
-    """Read one request whole (its headers, then the body its Content-Length gives): a
-    server that closes with a request's bytes unread makes the kernel reset the
+    """Read one request whole (its request line, headers, and the body its Content-Length
+    gives): a server that closes with a request's bytes unread makes the kernel reset the
     connection, and the client sees that instead of the answer."""
-    data = b""
-    while b"\r\n\r\n" not in data:
-        chunk = conn.recv(65536)
-        if not chunk:
-            return
-        data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    length = 0
-    for line in head.split(b"\r\n")[1:]:
-        name, _, value = line.partition(b":")
-        if name.strip().lower() == b"content-length":
-            length = int(value)
-    while len(body) < length:
-        chunk = conn.recv(65536)
-        if not chunk:
-            return
-        body += chunk
+    with conn.makefile("rb") as request:
+        request.readline()
+        headers = http.client.parse_headers(request)
+        request.read(int(headers.get("Content-Length", 0)))
 
 
 def _serve_once(answer: bytes) -> tuple[str, threading.Thread]:
