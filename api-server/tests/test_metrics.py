@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.client
 import logging
 
 import pytest
@@ -10,6 +11,31 @@ from prometheus_client.parser import text_string_to_metric_families
 from loom_api.testing import ApiClient
 
 pytestmark = pytest.mark.ovs
+
+#: What Prometheus's text format (0.0.4 and 1.0.0) is served as.
+PROMETHEUS_TEXT = "text/plain"
+
+
+def media_type(value: str) -> tuple[str, dict[str, str]]:
+    """Parse a Content-Type strictly (RFC 9110 §8.3.1): the type and its parameters; a
+    parameter given twice, an empty one or one without a value is refused, as strict
+    parsers (Prometheus 3's, Go's `mime.ParseMediaType`) refuse it.
+
+    Raises:
+        AssertionError: a malformed or repeated parameter.
+    """
+    kind, *params = (part.strip() for part in value.split(";"))
+    assert "/" in kind.strip("/"), value
+    found: dict[str, str] = {}
+    for param in params:
+        name, sep, val = param.partition("=")
+        assert sep, f"parameter {param!r} without a value in {value!r}"
+        assert name.strip(), f"parameter {param!r} without a name in {value!r}"
+        assert val.strip(), f"parameter {param!r} with an empty value in {value!r}"
+        key = name.strip().lower()
+        assert key not in found, f"parameter {key!r} repeated in {value!r}"
+        found[key] = val.strip().strip('"')
+    return kind.lower(), found
 
 
 def _samples(client: ApiClient) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -66,3 +92,22 @@ def test_every_acknowledged_write_is_audited_once(
     assert len(lines) == 2, lines
     assert lines[0].startswith("tenant tenant-a POST /api/v1/logical-switches -> 201, generation ")
     assert lines[1].startswith(f"admin PATCH /api/v1/logical-switches/{switch['id']} -> 200")
+
+
+def test_metrics_over_http_have_one_standard_content_type(live_api: str) -> None:
+    port = int(live_api.rsplit(":", 1)[1])
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        conn.request("GET", "/metrics")
+        response = conn.getresponse()
+        body = response.read().decode()
+        values = response.headers.get_all("Content-Type")
+    finally:
+        conn.close()
+    assert response.status == 200
+    assert values is not None
+    assert len(values) == 1, values
+    kind, params = media_type(values[0])
+    assert (kind, params) == (PROMETHEUS_TEXT, {"version": "1.0.0", "charset": "utf-8"})
+    names = {family.name for family in text_string_to_metric_families(body)}
+    assert {"loom_api_requests", "loom_api_generation"} <= names

@@ -71,7 +71,8 @@ def install(app: Flask) -> None:
             GENERATION.labels("config").set(config)
             GENERATION.labels("logical").set(logical)
             GENERATION.labels("realized").set(realized)
-        return Response(generate_latest(), mimetype=CONTENT_TYPE_LATEST)
+        # (content_type, not mimetype: Flask would add its own charset to the one it has.)
+        return Response(generate_latest(), content_type=CONTENT_TYPE_LATEST)
 
 
 def _audit(response: Response) -> None:
