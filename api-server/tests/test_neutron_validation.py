@@ -9,6 +9,8 @@ them, with `loom:status_reason` saying why not.
 
 from __future__ import annotations
 
+import http.client
+import json
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -463,4 +465,35 @@ def test_control_characters_are_refused_everywhere(
     body = {"project_id": PROJECT, **changes}
     response = neutron.send("POST", f"{V2}/{collection}", {member: body})
     assert "control character" in neutron_error(response, 400, "HTTPBadRequest")
+    assert {t: count(store, t) for t in before} == before
+
+
+@pytest.mark.parametrize(
+    ("collection", "member", "field", "char"),
+    [
+        ("networks", "network", "name", "\u202e"),
+        ("networks", "network", "description", "\u2067"),
+        ("routers", "router", "name", "\u202a"),
+        ("security-groups", "security_group", "name", "\u2069"),
+        ("networks", "network", "name", "\u200f"),  # a mark: invisible in a name
+    ],
+)
+def test_bidi_formatting_characters_are_refused_over_http(
+    live_api: str, store: Store, collection: str, member: str, field: str, char: str
+) -> None:
+    before = {t: count(store, t) for t in ("Logical_Switch", "Logical_Router")}
+    body = {member: {"project_id": PROJECT, field: f"admin{char}nimda"}}
+    conn = http.client.HTTPConnection("127.0.0.1", int(live_api.rsplit(":", 1)[1]), timeout=30)
+    try:
+        conn.request("POST", f"{V2}/{collection}", json.dumps(body),
+                     {"Content-Type": "application/json"})  # fmt: skip
+        response = conn.getresponse()
+        answer = json.loads(response.read())
+    finally:
+        conn.close()
+    assert response.status == 400, answer
+    assert answer["NeutronError"]["type"] == "HTTPBadRequest", answer
+    message = answer["NeutronError"]["message"]
+    assert field in message, message
+    assert f"bidirectional formatting character U+{ord(char):04X}" in message, message
     assert {t: count(store, t) for t in before} == before

@@ -8,6 +8,7 @@ same checks is in test_neutron_validation.py.
 
 from __future__ import annotations
 
+import http.client
 import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -463,6 +464,58 @@ def test_control_characters_in_names_descriptions_and_tags_are_400(
         message = error(admin.post(path, {**body, field: value}), 400, where)
         assert f"control character U+{ord(bad):04X}" in message
     assert admin.get(path).get_json()["items"] == []
+
+
+#: Unicode's explicit bidirectional formatting characters: embeddings, overrides, isolates.
+BIDI_FORMATTING = [chr(c) for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))]
+#: The invisible direction marks (LRM, RLM, ALM).
+BIDI_MARKS = ["\u200e", "\u200f", "\u061c"]
+
+
+def send(base: str, method: str, path: str, body: Any) -> tuple[int, Any]:
+    """Send one JSON request to the live server as the admin; return (status, JSON body)."""
+    conn = http.client.HTTPConnection("127.0.0.1", int(base.rsplit(":", 1)[1]), timeout=30)
+    try:
+        headers = {"Authorization": "Bearer admin-secret", "Content-Type": "application/json"}
+        conn.request(method, path, json.dumps(body), headers)
+        response = conn.getresponse()
+        return response.status, json.loads(response.read())
+    finally:
+        conn.close()
+
+
+def test_bidi_formatting_characters_are_400_over_http(live_api: str, store: Store) -> None:
+    for char in BIDI_FORMATTING:
+        name = f"invoice{char}fdp.exe"  # shows as "invoiceexe.pdf" with U+202E
+        for field, body in (
+            ("name", {"name": name}),
+            ("description", {"description": name}),
+            ("tags.1", {"tags": ["ok", name]}),
+        ):
+            status, answer = send(live_api, "POST", SWITCHES, body)
+            assert (status, answer["field"]) == (400, field), answer
+            assert f"bidirectional formatting character U+{ord(char):04X}" in answer["message"]
+    node = {"name": "hv1", "node_type": "hypervisor", "system_id": "hv\u202e1"}
+    status, answer = send(live_api, "POST", NODES, node)
+    assert (status, answer["field"]) == (400, "system_id"), answer
+    assert count(store, "Logical_Switch") == 0
+    assert count(store, "Transport_Node") == 0
+
+
+def test_direction_marks_are_refused_in_names_and_kept_in_descriptions(
+    live_api: str, store: Store
+) -> None:
+    for char in BIDI_MARKS:
+        status, answer = send(live_api, "POST", SWITCHES, {"name": f"web{char}"})
+        assert (status, answer["field"]) == (400, "name"), answer
+        assert f"U+{ord(char):04X}" in answer["message"]
+        status, answer = send(live_api, "POST", SWITCHES, {"tags": [f"t{char}"]})
+        assert (status, answer["field"]) == (400, "tags.0"), answer
+    text = "\u05e9\u05dc\u05d5\u05dd 42\u200f!"  # Hebrew prose placing its punctuation
+    status, answer = send(live_api, "POST", SWITCHES, {"name": "web", "description": text})
+    assert status == 201, answer
+    assert answer["description"] == text
+    assert count(store, "Logical_Switch") == 1
 
 
 def test_line_breaks_are_text_in_descriptions_only(admin: ApiClient) -> None:

@@ -32,12 +32,22 @@ Text may not hold control characters: C0 (U+0000-U+001F), DEL (U+007F) and C1
 (U+0080-U+009F), ESC and the one-character CSI among them, which a terminal reading a log or
 a CLI's table would obey. Descriptions may hold tab, newline and carriage return (free text
 has lines); names, tags and ids may not.
+
+Nor may it hold Unicode's explicit bidirectional formatting characters — the embeddings and
+overrides U+202A-U+202E and the isolates U+2066-U+2069 — which make text display in
+another order than it is stored (the "Trojan Source" characters): a name shown in a list,
+a log or a terminal would read as something else. Names, tags and ids also may not hold
+the invisible direction marks (U+200E LRM, U+200F RLM, U+061C ALM): a mark changes how
+the neutral characters around it are laid out and is invisible, so two names differing by
+one look alike. Descriptions keep the marks, which right-to-left prose uses to place
+punctuation and numbers.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import re
+import unicodedata
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BeforeValidator, Field, StringConstraints
@@ -57,13 +67,22 @@ DNS_NAMESERVERS_MAX = 5
 ADDRESS_MAX = 64
 
 _MAC = re.compile(r"^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$")
-#: Characters no name, tag or id may hold: C0 controls, DEL, C1 controls.
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-#: ... and what a description may not hold: the same but tab, newline, carriage return.
-_TEXT_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+#: Bidirectional embeddings, overrides and isolates (regex class ranges; the escapes mean
+#: the same to Python's `re`, pydantic's Rust regex and JSON Schema's ECMA-262).
+_BIDI_FORMATTING = r"\u202a-\u202e\u2066-\u2069"
+#: The invisible direction marks: ALM, LRM, RLM.
+_BIDI_MARKS = r"\u061c\u200e\u200f"
+#: Characters no name, tag or id may hold: C0 controls, DEL, C1 controls, bidi formatting.
+_NAME_REFUSED = rf"\x00-\x1f\x7f-\x9f{_BIDI_FORMATTING}{_BIDI_MARKS}"
+#: ... and what a description may not hold: the same but tab, newline, carriage return and
+#: the direction marks.
+_TEXT_REFUSED = rf"\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f{_BIDI_FORMATTING}"
+_CONTROL = re.compile(f"[{_NAME_REFUSED}]")
+_TEXT_CONTROL = re.compile(f"[{_TEXT_REFUSED}]")
+_BIDI = re.compile(f"[{_BIDI_FORMATTING}{_BIDI_MARKS}]")
 #: The same two sets as JSON Schema patterns (documented, and checked by pydantic too).
-PRINTABLE_PATTERN = r"^[^\x00-\x1f\x7f-\x9f]*$"
-TEXT_PATTERN = r"^[^\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]*$"
+PRINTABLE_PATTERN = f"^[^{_NAME_REFUSED}]*$"
+TEXT_PATTERN = f"^[^{_TEXT_REFUSED}]*$"
 
 
 def shown(value: str, limit: int = 64) -> str:
@@ -74,16 +93,25 @@ def shown(value: str, limit: int = 64) -> str:
 
 
 def control_character(value: str, *, text: bool = False) -> str | None:
-    """Return a description of the first control character in `value`, or None.
+    """Return a description of the first character `value` may not hold, or None.
+
+    Those are control characters and bidirectional formatting characters (module docstring).
 
     Args:
         value: the string to check.
-        text: free text (a description): tab, newline and carriage return are allowed.
+        text: free text (a description): tab, newline, carriage return and the direction
+            marks are allowed.
     """
     found = (_TEXT_CONTROL if text else _CONTROL).search(value)
     if found is None:
         return None
-    return f"control character U+{ord(found.group()):04X} at position {found.start()}"
+    char = found.group()
+    if _BIDI.match(char):
+        return (
+            f"bidirectional formatting character U+{ord(char):04X} "
+            f"({unicodedata.name(char)}) at position {found.start()}"
+        )
+    return f"control character U+{ord(char):04X} at position {found.start()}"
 
 
 def _printable(value: Any) -> Any:
@@ -198,7 +226,8 @@ Name = Annotated[
     StringConstraints(max_length=NAME_MAX, pattern=PRINTABLE_PATTERN),
     BeforeValidator(_printable),
 ]
-"""A display name: at most 255 characters, no control characters."""
+"""A display name: at most 255 characters, no control or bidirectional formatting
+characters."""
 
 Identifier = Annotated[
     str,
