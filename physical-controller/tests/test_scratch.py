@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from loom_common.testing import wait_for
+from loom_physical import trace
 from loom_physical.scratch import PREFIX, Scratch, ScratchDown, ScratchError, Tracer
 from loom_physical.trace import ScratchPort, Table
 
@@ -90,3 +91,28 @@ def test_the_tracer_runs_one_lets_one_wait_and_refuses_more() -> None:
     assert not roots[0].exists()
     with pytest.raises(ScratchDown):
         tracer.run(lambda s: "after", 1)
+
+
+@pytest.mark.ovs
+def test_a_verdict_names_the_tunnel_port_the_flow_output_to(tmp_path: Path) -> None:
+    """A node's flow-based tunnel port and its BFD port to one peer are both Geneve: on OVS's
+    userspace datapath they would share one datapath port, and the datapath actions could
+    not tell which one the flow chose. The scratch switch gives each its own."""
+    flow_based = ScratchPort("loom-geneve", 1, "geneve", {"remote_ip": "flow", "key": "flow"},
+                             role="tunnel")  # fmt: skip
+    bfd = ScratchPort("lt0001", 2, "geneve", {"remote_ip": "192.168.0.9", "key": "flow"},
+                      role="tunnel")  # fmt: skip
+    ports = [flow_based, bfd, ScratchPort("vm", 7)]
+    scratch = Scratch(tmp_path / "scratch")
+    via = {}
+    try:
+        for out in (1, 2):
+            table = Table(ports, [f"table=0,priority=10,in_port=7 actions=set_field:5->tun_id,"
+                                  f"set_field:192.168.0.9->tun_dst,output:{out}"], 7)  # fmt: skip
+            text, dp_ports = scratch.trace(table, "in_port=7,ip")
+            verdict = trace.verdict(trace.parse(text, {}), dp_ports, {"192.168.0.9": "gw1"}, {})
+            assert verdict["outcome"] == "tunneled", text
+            via[out] = [(t["node"], t["via"]) for t in verdict["tunneled"]]
+    finally:
+        scratch.stop()
+    assert via == {1: [("gw1", "loom-geneve")], 2: [("gw1", "lt0001")]}

@@ -37,6 +37,8 @@ log = logging.getLogger(__name__)
 
 TIMEOUT_S = 30.0
 """The longest one OVS command of a trace may take."""
+TUNNEL_UDP_FROM = 10000
+"""The scratch switch's tunnel ports' UDP ports, one each from this one on (`_ports`)."""
 
 
 class ScratchError(Exception):
@@ -114,10 +116,18 @@ class Scratch:
         """`br-int` anew with exactly `ports`, in one transaction."""
         args = ["--if-exists", "del-br", "br-int", "--", "add-br", "br-int", "--", "set",
                 "Bridge", "br-int", "fail_mode=secure", "protocols=OpenFlow15"]  # fmt: skip
+        # OVS's userspace datapath has one port per tunnel type and UDP port, which every
+        # tunnel port of that type shares (a node's flow-based port and its BFD ports alike):
+        # each gets a UDP port of its own here, so the datapath actions say which one the
+        # flow output to.
+        udp = iter(range(TUNNEL_UDP_FROM, TUNNEL_UDP_FROM + len(ports)))
         for p in ports:
             args += ["--", "add-port", "br-int", p.name, "--", "set", "Interface", p.name,
                      f"type={p.type}", f"ofport_request={p.ofport}"]  # fmt: skip
-            args += [f"options:{k}={v}" for k, v in sorted(p.options.items())]
+            options = dict(p.options)
+            if p.role == "tunnel":
+                options["dst_port"] = str(next(udp))
+            args += [f"options:{k}={v}" for k, v in sorted(options.items())]
         try:
             node.vsctl(*args)
         except SandboxError as exc:  # (what ovs-vsctl said)
