@@ -616,7 +616,8 @@ def test_the_web_page_draws_each_tenants_topology_and_the_generations(tmp_path: 
     state = tmp_path / "s"
     args = ["--api-port", str(port), "--admin-token", "t", "--state-dir", str(state)]
     with _loom_up(*args):
-        switch = _loom(state, "create", "switch", "name=web", "tenant=acme").strip()
+        switch = _loom(state, "create", "switch", "name=web", "tenant=acme",
+                       "replication_mode=service-node").strip()  # fmt: skip
         _loom(state, "create", "port", "--parent", "web", "name=p1", "mac=50:54:00:00:00:01",
               'ips=["10.0.0.5"]', "attachment.type=vif", "attachment.vif_id=vif-1")  # fmt: skip
         _loom(state, "create", "router", "name=edge", "tenant=acme")

@@ -45,7 +45,7 @@ def test_switch_created_with_defaults(admin: ApiClient) -> None:
         "tags": [],
         "description": "",
         "transport_zone_id": None,
-        "replication_mode": "service-node",
+        "replication_mode": None,  # (the default: the logical controllers decide)
         "admin_state_up": True,
         "tunnel_key": body["tunnel_key"],
     }
@@ -80,6 +80,24 @@ def test_switch_round_trip_and_location(admin: ApiClient) -> None:
     assert created["transport_zone_id"] == zone["id"]
     assert created["replication_mode"] == "source"
     assert created["tags"] == ["blue", "prod"]
+
+
+def test_switch_replication_mode_set_and_back_to_the_default(admin: ApiClient) -> None:
+    """A switch names its replication mode or leaves it to the default (null): stored as
+    given, so the rules decide the default where the switch is, as service nodes come and
+    go; null given again returns it to the default; another word is refused, by name."""
+    url = f"{SWITCHES}/{admin.create(SWITCHES, {'name': 'sw'})['id']}"
+    assert admin.get(url).get_json()["replication_mode"] is None
+    patched = admin.patch(url, {"replication_mode": "service-node"})
+    assert patched.status_code == 200, patched.get_json()
+    assert admin.get(url).get_json()["replication_mode"] == "service-node"
+    patched = admin.patch(url, {"replication_mode": None})
+    assert patched.status_code == 200, patched.get_json()
+    assert admin.get(url).get_json()["replication_mode"] is None
+    refused = admin.patch(url, {"replication_mode": "default"})
+    assert refused.status_code == 400
+    assert refused.get_json()["field"] == "replication_mode"
+    assert admin.get(url).get_json()["replication_mode"] is None
 
 
 def test_switch_tunnel_keys_are_distinct(admin: ApiClient) -> None:

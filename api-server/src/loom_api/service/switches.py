@@ -20,7 +20,10 @@ class LogicalSwitchBody(Owned):
 
     description: Description = ""
     transport_zone_id: Uuid | None = None
-    replication_mode: Literal["service-node", "source"] = "service-node"
+    replication_mode: Literal["service-node", "source"] | None = None
+    """None: the default, decided by the logical controllers (service nodes where the
+    switch's transport zone has some, else source replication), so it follows service nodes
+    added or removed later."""
     admin_state_up: bool = True
 
 
@@ -38,7 +41,7 @@ class LogicalSwitches(Resource):
             **owned_api(row),
             "description": row.description,
             "transport_zone_id": ref_id(row.transport_zone),
-            "replication_mode": row.replication_mode,
+            "replication_mode": first(row.replication_mode),
             "admin_state_up": row.admin_state_up,
             "tunnel_key": row.tunnel_key,
         }
@@ -52,7 +55,7 @@ class LogicalSwitches(Resource):
             **owned_columns(caller, body, row),
             "description": body.description,
             "transport_zone": optional(zone),
-            "replication_mode": body.replication_mode,
+            "replication_mode": optional(body.replication_mode),
             "admin_state_up": body.admin_state_up,
         }
 
