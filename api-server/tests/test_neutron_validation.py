@@ -2,9 +2,10 @@
 
 The same checks as the native API's (test_validation.py), in Neutron's error form: each case
 asserts the status, the Neutron error type, and that nothing was written. Floating IPs are
-associated only through a router whose gateway network has an L3 gateway service (as a
-native NAT rule needs one), and their `status` is ACTIVE only while something translates
-them, with `loom:status_reason` saying why not.
+associated whenever a router joins the port's subnet to the floating network (as Neutron
+has them); an external network that names no L3 gateway service is served by the
+deployment's default one, and a floating IP's `status` is ACTIVE only while something
+translates it, with `loom:status_reason` saying why not.
 """
 
 from __future__ import annotations
@@ -137,29 +138,125 @@ def routed_port(
     return router, neutron.create("ports", "port", {"network_id": net["id"]})
 
 
-# ---- floating IPs: refused without a gateway service, and an honest status --------------
+# ---- floating IPs: served by the default gateway service, and an honest status ----------
 
 
-def test_a_floating_ip_without_a_gateway_service_is_refused(
-    neutron: Neutron, net: dict[str, Any], subnet: dict[str, Any], store: Store
+def l3_service(admin: ApiClient, name: str, uplink: str) -> dict[str, Any]:
+    """Another L3 service on gateway node gw1 (made here if missing), uplink `uplink`/24."""
+    nodes = admin.get(f"{API}/transport-nodes?name=gw1").get_json()["items"]
+    node = nodes[0] if nodes else admin.create(
+        f"{API}/transport-nodes", {"name": "gw1", "node_type": "gateway", "system_id": "gw1"}
+    )  # fmt: skip
+    prefix = uplink.rsplit(".", 1)[0]
+    body = {"name": name, "type": "l3", "gateway_node_ids": [node["id"]],
+            "uplink_ip": f"{uplink}/24", "uplink_next_hop": f"{prefix}.1"}  # fmt: skip
+    return admin.create(f"{API}/gateway-services", body)
+
+
+def test_a_floating_ip_follows_the_default_gateway_service(
+    neutron: Neutron, net: dict[str, Any], subnet: dict[str, Any], admin: ApiClient
 ) -> None:
+    """An external network without provider attributes: the floating IP is associated
+    whatever the deployment has, and translated by its default L3 service while it has
+    one (the only L3 service, or the one marked default), as it comes and goes."""
     public = external_network(neutron, None)
     router, port = routed_port(neutron, net, subnet, public)
     body = {"floating_network_id": public["id"], "port_id": port["id"], "project_id": PROJECT}
-    response = neutron.send("POST", f"{V2}/floatingips", {"floatingip": body})
-    message = neutron_error(response, 404, "ExternalGatewayForFloatingIPNotFound")
-    assert router["id"] in message
-    assert "no L3 gateway service" in message
-    assert count(store, "NAT_Rule") == 1  # the router's SNAT rule only: no floating IP
-    # Unassociated, it may exist (Neutron's DOWN); associating it is refused the same way.
-    fip = neutron.create(
-        "floatingips", "floatingip", {"floating_network_id": public["id"], "project_id": PROJECT}
+    fip = neutron.create("floatingips", "floatingip", body)
+    assert (fip["router_id"], fip["port_id"]) == (router["id"], port["id"])
+    assert fip["fixed_ip_address"] == port["fixed_ips"][0]["ip_address"]
+    assert fip["status"] == "DOWN"
+    assert "the deployment has no default one" in fip[REASON]
+
+    def native_router() -> dict[str, Any]:
+        result: dict[str, Any] = admin.get(f"{API}/logical-routers/{router['id']}").get_json()
+        return result
+
+    assert native_router()["gateway_service_id"] is None
+    # The only L3 service is the default: the router is on it, the floating IP translated.
+    first = l3_service(admin, "first", "198.51.100.254")
+    assert first["default"] is False
+    assert native_router()["gateway_service_id"] == first["id"]
+    assert (neutron.get("floatingips", fip["id"])["status"], neutron.get(
+        "floatingips", fip["id"])[REASON]) == ("ACTIVE", None)  # fmt: skip
+    # Two L3 services, none marked: no default, so nothing translates it.
+    second = l3_service(admin, "second", "192.0.2.254")
+    assert native_router()["gateway_service_id"] is None
+    shown = neutron.get("floatingips", fip["id"])
+    assert shown["status"] == "DOWN"
+    assert "the deployment has no default one" in shown[REASON]
+    # The one marked default serves it; one default at most.
+    response = admin.patch(f"{API}/gateway-services/{second['id']}", {"default": True})
+    assert response.status_code == 200, response.get_json()
+    assert response.get_json()["default"] is True
+    assert native_router()["gateway_service_id"] == second["id"]
+    assert neutron.get("floatingips", fip["id"])["status"] == "ACTIVE"
+    response = admin.patch(f"{API}/gateway-services/{first['id']}", {"default": True})
+    assert response.status_code == 409, response.get_json()
+    assert response.get_json()["field"] == "default"
+    assert second["id"] in response.get_json()["message"]
+    # The default in use cannot go; the other can, and the default stays.
+    response = admin.delete(f"{API}/gateway-services/{second['id']}")
+    assert response.status_code == 409, response.get_json()
+    assert router["id"] in response.get_json()["message"]
+    assert admin.delete(f"{API}/gateway-services/{first['id']}").status_code == 204
+    assert native_router()["gateway_service_id"] == second["id"]
+    # Without its gateway the router follows nothing, and the default can go.
+    response = neutron.send(
+        "PUT", f"{V2}/floatingips/{fip['id']}", {"floatingip": {"port_id": None}}
     )
-    assert (fip["status"], fip[REASON]) == ("DOWN", "not associated with a port")
-    url = f"{V2}/floatingips/{fip['id']}"
-    response = neutron.send("PUT", url, {"floatingip": {"port_id": port["id"]}})
-    neutron_error(response, 404, "ExternalGatewayForFloatingIPNotFound")
-    assert neutron.get("floatingips", fip["id"])["port_id"] is None
+    assert response.status_code == 200, response.get_json()
+    update: dict[str, Any] = {"router": {"external_gateway_info": {}}}
+    response = neutron.send("PUT", f"{V2}/routers/{router['id']}", update)
+    assert response.status_code == 200, response.get_json()
+    assert native_router()["gateway_service_id"] is None
+    assert admin.delete(f"{API}/gateway-services/{second['id']}").status_code == 204
+
+
+def test_a_router_gateway_on_the_default_service_snats(
+    neutron: Neutron, net: dict[str, Any], subnet: dict[str, Any], admin: ApiClient, store: Store
+) -> None:
+    """The router of an external network without provider attributes gets the default
+    service when its gateway is set, so its SNAT rule translates (no warning for it)."""
+    service = l3_service(admin, "only", "198.51.100.254")
+    public = external_network(neutron, None)
+    router, _ = routed_port(neutron, net, subnet, public)
+    native = admin.get(f"{API}/logical-routers/{router['id']}").get_json()
+    assert native["gateway_service_id"] == service["id"]
+    rules = admin.get(f"{API}/logical-routers/{router['id']}/nat-rules").get_json()["items"]
+    address = router["external_gateway_info"]["external_fixed_ips"][0]["ip_address"]
+    assert [(r["type"], r["external_ip"], r["internal_ip"]) for r in rules] == [
+        ("snat", address, "10.0.0.0/24")]  # fmt: skip
+
+
+def test_the_uplinks_own_address_is_no_nat_address(
+    neutron: Neutron,
+    net: dict[str, Any],
+    subnet: dict[str, Any],
+    service: dict[str, Any],
+    admin: ApiClient,
+    store: Store,
+) -> None:
+    """The gateway service's uplink address (198.51.100.254) is the service's: a floating
+    IP, a DNAT or an SNAT rule on it is refused (409), and no address is allocated there."""
+    public = external_network(neutron, service)
+    router, port = routed_port(neutron, net, subnet, public)
+    before = count(store, "NAT_Rule")
+    body = {"floating_network_id": public["id"], "floating_ip_address": "198.51.100.254",
+            "port_id": port["id"], "project_id": PROJECT}  # fmt: skip
+    message = neutron_error(neutron.send("POST", f"{V2}/floatingips", {"floatingip": body}),
+                            409, "IpAddressInUse")  # fmt: skip
+    assert "198.51.100.254" in message
+    assert count(store, "NAT_Rule") == before
+    for kind, internal in (("dnat", "10.0.0.5"), ("floating-ip", "10.0.0.6"),
+                           ("snat", "10.1.0.0/24")):  # fmt: skip
+        response = admin.post(f"{API}/logical-routers/{router['id']}/nat-rules",
+                              {"type": kind, "external_ip": "198.51.100.254",
+                               "internal_ip": internal})  # fmt: skip
+        assert response.status_code == 409, response.get_json()
+        assert response.get_json()["field"] == "external_ip"
+        assert "address of gateway service" in response.get_json()["message"]
+    assert count(store, "NAT_Rule") == before
 
 
 def test_a_floating_ip_is_active_only_while_something_translates_it(

@@ -701,3 +701,85 @@ def test_nat_rules_and_routes_are_tenant_scoped(
     assert admin.get(
         f"{API}/logical-routers/{nat_router['id']}/nat-rules?tenant=tenant-a"
     ).get_json()["items"] == [rule]
+
+
+def test_tenants_read_gateway_services_without_their_uplinks(
+    admin: ApiClient, tenant_a: ApiClient, l3_gateway: dict[str, Any]
+) -> None:
+    """A tenant names a gateway service (its id, name, type) but is not told where it is:
+    no uplink address, next hop, VLAN, nodes or active node; the admin sees them all.
+    Transport zones carry no address: tenants read them (a switch names its zone)."""
+    hidden = {"uplink_ip", "uplink_next_hop", "uplink_vlan", "gateway_node_ids", "status"}
+    url = f"{API}/gateway-services/{l3_gateway['id']}"
+    (listed,) = tenant_a.get(f"{API}/gateway-services").get_json()["items"]
+    shown = tenant_a.get(url).get_json()
+    assert listed == shown
+    assert not hidden & set(shown), shown
+    assert (shown["id"], shown["name"], shown["type"], shown["default"]) == (
+        l3_gateway["id"], "uplink", "l3", False)  # fmt: skip
+    assert admin.get(url).get_json()["uplink_ip"] == "198.51.100.2/24"
+    assert hidden <= set(admin.get(url).get_json())
+    zone = admin.create(f"{API}/transport-zones", {"name": "tz"})
+    assert tenant_a.get(f"{API}/transport-zones/{zone['id']}").get_json() == zone
+    # Tenants still name the service (a router on it).
+    router = tenant_a.create(ROUTERS, {"name": "r", "gateway_service_id": l3_gateway["id"]})
+    assert router["gateway_service_id"] == l3_gateway["id"]
+
+
+def test_a_taken_public_address_names_another_tenants_rule_to_the_admin_only(
+    admin: ApiClient, tenant_a: ApiClient, tenant_b: ApiClient, l3_gateway: dict[str, Any]
+) -> None:
+    """Tenant b's DNAT has 198.51.100.50 on the uplink network. Tenant a's rule on it is
+    refused (409) saying it is taken, without b's rule or router; the admin's names them.
+    The same through Neutron (floating IP), and a rule on the uplink's own address."""
+    theirs = tenant_b.create(ROUTERS, {"name": "b", "gateway_service_id": l3_gateway["id"]})
+    taken = tenant_b.create(nat_url(theirs), {
+        "type": "dnat", "external_ip": "198.51.100.50", "internal_ip": "10.9.0.5"})  # fmt: skip
+    mine = tenant_a.create(ROUTERS, {"name": "a", "gateway_service_id": l3_gateway["id"]})
+    body = {"type": "dnat", "external_ip": "198.51.100.50", "internal_ip": "10.0.0.5"}
+    message = error(tenant_a.post(nat_url(mine), body), 409, "external_ip")["message"]
+    assert "198.51.100.50 is taken" in message
+    assert taken["id"] not in message, message
+    assert theirs["id"] not in message, message
+    message = error(admin.post(nat_url(mine), body), 409, "external_ip")["message"]
+    assert taken["id"] in message, message
+    assert theirs["id"] in message, message
+    # Neutron: an external network on the service, tenant a's router and floating IP.
+    net = admin.post("/v2.0/networks", {"network": {
+        "name": "public", "router:external": True, "provider:network_type": "l3_ext",
+        "provider:physical_network": l3_gateway["id"]}}).get_json()["network"]  # fmt: skip
+    response = admin.post("/v2.0/subnets", {"subnet": {
+        "network_id": net["id"], "ip_version": 4, "cidr": "198.51.100.0/24"}})  # fmt: skip
+    assert response.status_code == 201, response.get_json()
+    inside = tenant_a.post("/v2.0/networks", {"network": {"name": "in"}}).get_json()["network"]
+    subnet = tenant_a.post(
+        "/v2.0/subnets",
+        {"subnet": {"network_id": inside["id"], "ip_version": 4, "cidr": "10.0.0.0/24"}},
+    ).get_json()["subnet"]
+    router = tenant_a.post(
+        "/v2.0/routers",
+        {"router": {"name": "r", "external_gateway_info": {"network_id": net["id"]}}},
+    ).get_json()["router"]
+    response = tenant_a.put(f"/v2.0/routers/{router['id']}/add_router_interface",
+                            {"subnet_id": subnet["id"]})  # fmt: skip
+    assert response.status_code == 200, response.get_json()
+    port = tenant_a.post("/v2.0/ports", {"port": {"network_id": inside["id"]}}).get_json()["port"]
+    fip = {"floating_network_id": net["id"], "floating_ip_address": "198.51.100.50",
+           "port_id": port["id"]}  # fmt: skip
+    response = tenant_a.post("/v2.0/floatingips", {"floatingip": fip})
+    assert response.status_code == 409, response.get_json()
+    message = response.get_json()["NeutronError"]["message"]
+    assert "198.51.100.50 is taken" in message
+    assert taken["id"] not in message, message
+    assert theirs["id"] not in message, message
+    response = admin.post("/v2.0/floatingips", {"floatingip": {**fip, "project_id": "tenant-a"}})
+    assert response.status_code == 409, response.get_json()
+    assert taken["id"] in response.get_json()["NeutronError"]["message"]
+    # The uplink's own address (198.51.100.2) is the service's, in both APIs.
+    own = {**body, "external_ip": "198.51.100.2"}
+    assert "address of gateway service" in error(
+        tenant_a.post(nat_url(mine), own), 409, "external_ip")["message"]  # fmt: skip
+    response = tenant_a.post("/v2.0/floatingips", {"floatingip": {
+        **fip, "floating_ip_address": "198.51.100.2"}})  # fmt: skip
+    assert response.status_code == 409, response.get_json()
+    assert tenant_a.get("/v2.0/floatingips").get_json()["floatingips"] == []

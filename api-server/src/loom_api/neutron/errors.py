@@ -176,20 +176,6 @@ class ExternalGatewayForFloatingIPNotFound(NotFound):
     )
 
 
-class ExternalGatewayWithoutUplink(ExternalGatewayForFloatingIPNotFound):
-    """A floating IP for a port whose router's gateway network has no L3 gateway service:
-    a route to the network exists, but nothing there would translate the address (404, as
-    Neutron answers when no router reaches the floating network)."""
-
-    neutron_type = "ExternalGatewayForFloatingIPNotFound"
-    message = (
-        "External network %(net_id)s is not reachable for NAT from subnet %(subnet_id)s: the "
-        "gateway of router %(router_id)s on it has no L3 gateway service (the network is not "
-        "a provider:network_type l3_ext network), so nothing would translate the floating "
-        "IP. Therefore, cannot associate Port %(port_id)s with a Floating IP."
-    )
-
-
 class ResourceNotFound(NotFound):
     """A URL that names no collection or action (404)."""
 

@@ -7,16 +7,19 @@ internal address and no port. Associating it with a port finds, as Neutron does,
 that has an interface on the port's subnet and its gateway on the floating IP's network,
 and sets the rule's router, internal address (the port's fixed IP) and logical port.
 
-As a native NAT rule needs its router's L3 gateway service, association needs one: a
-router whose gateway network has no gateway service (not an `l3_ext` network) does not
-reach the floating network for NAT, and the association is refused with Neutron's
-`ExternalGatewayForFloatingIPNotFound` (404). The floating IP's address must also be free on
-the uplink network behind the service (no other router's NAT rule has it; 409).
+As in Neutron, association needs only such a router (else
+`ExternalGatewayForFloatingIPNotFound`, 404). What translates the address is the router's
+L3 gateway service: the external network's (`l3_ext`), or the deployment's default one for
+an external network that names none (`service.gateways.follow_default` keeps the router on
+whichever is the default). While the router has a service, the floating IP's address must
+be free on the uplink network behind it (no other router's NAT rule has it, and it is not
+the uplink's own address or next hop; 409).
 
 `status` says whether the address is translated: ACTIVE only when the floating IP has a
 router whose gateway service has an IPv4 uplink, its addresses are IPv4 (the rules
 translate IPv4), and the logical controllers report no warning about it; otherwise DOWN,
-with the reason in the extension attribute `loom:status_reason` (null when ACTIVE).
+with the reason in the extension attribute `loom:status_reason` (null when ACTIVE). The
+status is computed when read, so it follows the router's service as defaults come and go.
 """
 
 from __future__ import annotations
@@ -50,7 +53,7 @@ from loom_api.neutron.ports import PORTS, FixedIp, assign_addresses
 from loom_api.neutron.routers import GATEWAY_OWNER, gateway_port, router_fips
 from loom_api.neutron.subnets import subnet_of
 from loom_api.service.crud import first
-from loom_api.service.gateways import Uplink, check_public_address
+from loom_api.service.gateways import Uplink, check_public_address, follows_default
 from loom_api.service.types import Uuid
 from loom_api.store import ReadView, WriteView
 
@@ -100,11 +103,14 @@ def fip_status(row: Any, warnings: list[str]) -> tuple[str, str | None]:
     if router is None:
         return "DOWN", "not associated with a port"
     service = first(router.gateway_service)
-    if service is None:
+    if service is None and follows_default(router):
         return "DOWN", (
-            f"router {router.uuid} has no L3 gateway service (its external network is not an "
-            "l3_ext network), so nothing translates the address"
+            f"router {router.uuid} has no L3 gateway service: its external network names "
+            "none, and the deployment has no default one (exactly one L3 gateway service, "
+            "or one marked default), so nothing translates the address"
         )
+    if service is None:
+        return "DOWN", f"router {router.uuid} has no L3 gateway service to translate it"
     uplink = Uplink.of(service)
     if service.type != "l3" or uplink.network is None or uplink.network.version != 4:
         return "DOWN", f"gateway service {service.uuid} of router {router.uuid} has no IPv4 uplink"
@@ -164,12 +170,11 @@ def associate(
     Raises:
         errors.PortNotFound: no such port visible to the caller.
         errors.BadRequest: a port of another project, a router's own port, no such fixed IP.
-        errors.ExternalGatewayForFloatingIPNotFound: no router connects the two, or the
-            router's gateway network has no L3 gateway service (`ExternalGatewayWithoutUplink`).
+        errors.ExternalGatewayForFloatingIPNotFound: no router connects the two.
         errors.FloatingIPPortAlreadyAssociated: the fixed IP has a floating IP already.
         loom_api.errors.Conflict: another router's NAT rule has the floating IP's address on
-            the uplink network behind the router's gateway service (rendered as Neutron's
-            Conflict, 409).
+            the uplink network behind the router's gateway service, or it is the uplink's
+            own address or next hop (rendered as Neutron's Conflict, 409).
     """
     port = lookup(view, PORTS, ctx, port_id)
     if port.tenant != fip.tenant:
@@ -191,15 +196,6 @@ def associate(
         raise errors.ExternalGatewayForFloatingIPNotFound(
             field="port_id", net_id=str(network.uuid), subnet_id=subnet_id, port_id=port_id
         )
-    service = first(router.gateway_service)
-    if service is None:
-        raise errors.ExternalGatewayWithoutUplink(
-            field="port_id",
-            net_id=str(network.uuid),
-            subnet_id=subnet_id,
-            router_id=str(router.uuid),
-            port_id=port_id,
-        )
     for other in router_fips(view, router):
         if other.uuid != fip.uuid and fixed_ip in other.internal_ip:
             raise errors.FloatingIPPortAlreadyAssociated(
@@ -209,10 +205,12 @@ def associate(
                 fixed_ip=fixed_ip,
                 net_id=str(network.uuid),
             )
-    check_public_address(
-        view, Uplink.of(service), fip.external_ip, router=router, field="floating_ip_address",
-        rule=fip,
-    )  # fmt: skip
+    service = first(router.gateway_service)
+    if service is not None:
+        check_public_address(
+            view, Uplink.of(service), fip.external_ip, router=router,
+            field="floating_ip_address", rule=fip, admin=ctx.is_admin,
+        )  # fmt: skip
     view.update(fip, logical_router=[router], internal_ip=[fixed_ip], logical_port=[port])
 
 

@@ -80,7 +80,7 @@ def add_interface(store: Store, ctx: Context, router_id: str, data: Any) -> Resu
         else:
             assert body.port_id is not None
             subnet, peer = _adopt_port(view, ctx, router, body.port_id)
-        sync_snat(view, router)
+        sync_snat(view, router, admin=ctx.is_admin)
         bump(view, router)
         return _info(router, subnet), peer
 
@@ -157,7 +157,7 @@ def remove_interface(store: Store, ctx: Context, router_id: str, data: Any) -> R
             **tenant_api(router.tenant),
         }
         remove_router_port(view, router_port)
-        sync_snat(view, router)
+        sync_snat(view, router, admin=ctx.is_admin)
         bump(view, router)
         return info
 

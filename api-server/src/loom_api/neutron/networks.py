@@ -4,7 +4,9 @@ A network IS a logical switch (same id); `name`, `description`, `admin_state_up`
 and the project are the switch's columns. `shared`, `router:external`, `mtu`,
 `port_security_enabled` (the default of new ports) and an external network's L3 gateway
 service (`provider:network_type` `l3_ext` with `provider:physical_network` = its id, as the
-NVP plugin had it) live in `external_ids` under `neutron:`. A switch made through the native
+NVP plugin had it) live in `external_ids` under `neutron:`. An external network created
+without provider attributes is served by the deployment's default L3 gateway service
+(`service.gateways.default_service`), whichever it is at the time. A switch made through the native
 API is a network with Neutron's defaults, and a network is a switch to the native API.
 """
 
@@ -36,6 +38,7 @@ from loom_api.neutron.common import (
 )
 from loom_api.neutron.security_groups import ensure_default_group
 from loom_api.service import crud
+from loom_api.service.gateways import Uplink, default_service
 from loom_api.service.switches import LogicalSwitches
 from loom_api.service.types import Uuid
 from loom_api.store import ReadView, WriteView
@@ -91,8 +94,21 @@ def floating_network(view: ReadView, fip: Any) -> Any | None:
     return None
 
 
+def network_service(view: ReadView, network: Any) -> Any | None:
+    """Return the L3 gateway service behind external network `network`: the one it names
+    (`l3_ext`), else the deployment's default; None for other networks."""
+    if not is_external(network):
+        return None
+    ident = ext(network, "gateway_service")
+    if ident:
+        return view.get("Gateway_Service", uuidlib.UUID(ident))
+    return default_service(view)
+
+
 def used_addresses(view: ReadView, switch: Any, *, skip: Any = None) -> set[str]:
-    """Return the addresses taken on `switch`: its ports' and its floating IPs'.
+    """Return the addresses taken on `switch`: its ports', its floating IPs', and on an
+    external network its gateway service's uplink address and next hop (no NAT rule may
+    have them).
 
     Args:
         view: the replica (with the current transaction's changes).
@@ -106,6 +122,10 @@ def used_addresses(view: ReadView, switch: Any, *, skip: Any = None) -> set[str]
     used.update(
         f.external_ip for f in fip_rows(view) if ext(f, "floating_network_id") == str(switch.uuid)
     )
+    service = network_service(view, switch)
+    if service is not None:
+        uplink = Uplink.of(service)
+        used.update(a for a in (uplink.address, uplink.next_hop) if a is not None)
     return used
 
 

@@ -7,7 +7,9 @@ port says `network:router_gateway` or `network:router_interface`.
 `external_gateway_info` maps to a router port on the external network's switch, with an
 address from that network's subnets (or the one `external_fixed_ips` names); the router's
 L3 gateway service becomes the external network's (`provider:physical_network` of an
-`l3_ext` network) when it has one. With `enable_snat` (Neutron's default), each IPv4
+`l3_ext` network), or, on an external network that names none, the router follows the
+deployment's default L3 service (`service.gateways.follow_default`: re-pointed as the
+default changes, none while there is none). With `enable_snat` (Neutron's default), each IPv4
 interface subnet gets an SNAT rule to the gateway address (`NAT_Rule` type snat, flagged
 `neutron:snat=true`), kept in step as interfaces and gateways come and go. `routes` are the
 router's static routes. Interfaces are added and removed in `neutron.interfaces`.
@@ -17,7 +19,6 @@ from __future__ import annotations
 
 import ipaddress
 import random
-import uuid as uuidlib
 from typing import Annotated, Any
 
 from pydantic import Field
@@ -44,12 +45,24 @@ from loom_api.neutron.common import (
     owner,
     tenant_api,
 )
-from loom_api.neutron.networks import NETWORKS, fip_rows, is_external, used_addresses
+from loom_api.neutron.networks import (
+    NETWORKS,
+    fip_rows,
+    is_external,
+    network_service,
+    used_addresses,
+)
 from loom_api.neutron.ports import FixedIp, assign_addresses
 from loom_api.neutron.subnets import subnet_of
 from loom_api.service import crud, keys
 from loom_api.service.crud import first
-from loom_api.service.gateways import Uplink, check_public_address, check_router_addresses
+from loom_api.service.gateways import (
+    FOLLOWS_DEFAULT,
+    Uplink,
+    check_public_address,
+    check_router_addresses,
+    follows_default,
+)
 from loom_api.service.ports import PORT_KEYS, random_mac
 from loom_api.service.router_ports import LogicalRouterPorts
 from loom_api.service.routers import LogicalRouters, router_nat_rules
@@ -207,8 +220,10 @@ def remove_router_port(view: WriteView, router_port: Any) -> None:
     view.delete(router_port)
 
 
-def sync_snat(view: WriteView, router: Any) -> None:
+def sync_snat(view: WriteView, router: Any, *, admin: bool = False) -> None:
     """Make the router's Neutron SNAT rules match its gateway and IPv4 interfaces.
+
+    `admin`: the caller is the admin (a 409 names another tenant's rule in the way).
 
     Raises:
         loom_api.errors.Conflict: a new rule's address (the gateway's) is another router's
@@ -234,7 +249,12 @@ def sync_snat(view: WriteView, router: Any) -> None:
     for external, internal in sorted(wanted):
         if service is not None:
             check_public_address(
-                view, Uplink.of(service), external, router=router, field="external_gateway_info"
+                view,
+                Uplink.of(service),
+                external,
+                router=router,
+                field="external_gateway_info",
+                admin=admin,
             )
         view.insert(
             "NAT_Rule",
@@ -292,7 +312,10 @@ def _remove_gateway(view: WriteView, router: Any, port: Any) -> None:
             router_id=str(router.uuid), net_id=str(port.logical_switch.uuid)
         )
     service = ext(port.logical_switch, "gateway_service")
-    if router.gateway_service and str(router.gateway_service[0].uuid) == service:
+    if follows_default(router):
+        ids = {k: v for k, v in router.external_ids.items() if k != FOLLOWS_DEFAULT}
+        view.update(router, gateway_service=[], external_ids=ids)
+    elif router.gateway_service and str(router.gateway_service[0].uuid) == service:
         view.update(router, gateway_service=[])
     remove_router_port(view, port)
 
@@ -331,8 +354,9 @@ def set_gateway(view: WriteView, ctx: Context, router: Any, info: GatewayInfo | 
             _remove_gateway(view, router, current)
         address, prefixlen = _gateway_address(view, network, info.external_fixed_ips)
         add_router_port(view, router, network, address, prefixlen, GATEWAY_OWNER)
-        service = ext(network, "gateway_service")
-        row = view.get("Gateway_Service", uuidlib.UUID(service)) if service else None
+        if not ext(network, "gateway_service"):
+            view.update(router, external_ids={**router.external_ids, FOLLOWS_DEFAULT: "default"})
+        row = network_service(view, network)
         if row is not None and row not in router.gateway_service:
             view.update(router, gateway_service=[row])
             check_router_addresses(
@@ -341,10 +365,11 @@ def set_gateway(view: WriteView, ctx: Context, router: Any, info: GatewayInfo | 
                 router_nat_rules(view, router),
                 Uplink.of(row),
                 "external_gateway_info",
+                admin=ctx.is_admin,
             )
     snat = info.enable_snat is not False
     view.update(router, external_ids=merged_ids(router, enable_snat=None if snat else False))
-    sync_snat(view, router)
+    sync_snat(view, router, admin=ctx.is_admin)
 
 
 def gateway_api(view: ReadView, router: Any) -> dict[str, Any] | None:

@@ -86,6 +86,8 @@ class Resource:
     admin_writes_only: ClassVar[bool] = False
     #: Tenants may list and read these objects.
     tenant_readable: ClassVar[bool] = True
+    #: Fields left out of what tenants read (where the admin's infrastructure is).
+    redacted: ClassVar[frozenset[str]] = frozenset()
 
     # ---- hooks ---------------------------------------------------------------------------
 
@@ -140,6 +142,13 @@ def visible(resource: type[Resource] | Resource, caller: Caller, row: Any) -> bo
     if not resource.tenant_readable:
         return False
     return not resource.tenant_owned or row.tenant == caller.tenant
+
+
+def shown(resource: Resource, caller: Caller, item: dict[str, Any]) -> dict[str, Any]:
+    """Return representation `item` as `caller` may read it (without `redacted` fields)."""
+    if caller.is_admin or not resource.redacted:
+        return item
+    return {k: v for k, v in item.items() if k not in resource.redacted}
 
 
 def lookup(view: ReadView, resource: type[Resource] | Resource, caller: Caller, ident: str) -> Any:
@@ -316,7 +325,7 @@ def list_page(
         chosen = rows[start : start + limit]
         more = start + limit < len(rows)
         return Page(
-            items=[resource.to_api(view, row) for _, row in chosen],
+            items=[shown(resource, caller, resource.to_api(view, row)) for _, row in chosen],
             next_cursor=chosen[-1][0] if more and chosen else None,
         )
 
@@ -333,7 +342,7 @@ def get_one(
         row = lookup(view, resource, caller, ident)
         if not _in_parent(resource, row, parent):
             raise errors.NotFound(kind=resource.kind, id=ident)
-        return resource.to_api(view, row)
+        return shown(resource, caller, resource.to_api(view, row))
 
     return store.read(read)
 

@@ -7,7 +7,19 @@ external address belongs to one router per uplink network: two routers claiming 
 service or on two services whose uplinks are one network (the same VLAN, overlapping
 prefixes), would both answer for it. `check_public_address` refuses that (409, naming the
 rule in the way), and an external address that is the uplink's next hop. Within one router,
-`service.nat` decides which rules may share an address.
+`service.nat` decides which rules may share an address. Nor may an external address be
+the uplink's own address or its next hop (the service answers for the one, the router sends
+to the other).
+
+The deployment's default L3 service (`default_service`) is the one marked `default`, else the
+only L3 service: it serves routers that follow it (`FOLLOWS_DEFAULT`; the Neutron layer marks
+a router whose gateway is on an external network that names no service), re-pointed by
+`follow_default` whenever the services change, so what such a router translates is always
+what the current default's uplink carries.
+
+A tenant token reads services (to name them), not where they are: `to_api` leaves the
+uplink, the nodes and the status out for tenants (`redacted`), and a 409 for an address
+another tenant's rule has says it is taken without naming that rule or router.
 """
 
 from __future__ import annotations
@@ -47,7 +59,15 @@ class GatewayServiceBody(Body):
     uplink_ip: HostInterface | None = None
     uplink_next_hop: HostAddress | None = None
     uplink_vlan: Vlan | None = None
+    default: bool = False
     tags: Tags = Field(default_factory=list)
+
+
+#: `Gateway_Service.external_ids` key marking the deployment's default L3 service ("true").
+DEFAULT_KEY = "loom:default"
+#: `Logical_Router.external_ids` key of a router that follows the default L3 service
+#: (value "default").
+FOLLOWS_DEFAULT = "loom:gateway_service"
 
 
 IpNet = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -61,16 +81,30 @@ class Uplink:
     network: IpNet | None
     vlan: int | None
     next_hop: str | None
+    address: str | None = None
 
     @classmethod
     def of(cls, service: Any) -> Uplink:
         """Return the uplink of a `Gateway_Service` row (no network for an L2 service)."""
-        uplink_ip = first(service.uplink_ip)
+        return cls.parse(
+            service.uuid,
+            first(service.uplink_ip),
+            first(service.uplink_vlan),
+            first(service.uplink_next_hop),
+        )
+
+    @classmethod
+    def parse(
+        cls, service: uuidlib.UUID, uplink_ip: str | None, vlan: int | None, next_hop: str | None
+    ) -> Uplink:
+        """Return the uplink of service `service` with `uplink_ip` (address/prefix)."""
+        interface = ipaddress.ip_interface(uplink_ip) if uplink_ip else None
         return cls(
-            service=service.uuid,
-            network=ipaddress.ip_interface(uplink_ip).network if uplink_ip else None,
-            vlan=first(service.uplink_vlan),
-            next_hop=first(service.uplink_next_hop),
+            service=service,
+            network=interface.network if interface is not None else None,
+            vlan=vlan,
+            next_hop=next_hop,
+            address=str(interface.ip) if interface is not None else None,
         )
 
     def shares(self, other: Uplink) -> bool:
@@ -110,6 +144,7 @@ def check_public_address(
     field: str,
     rule: Any | None = None,
     index: PublicIndex | None = None,
+    admin: bool = False,
 ) -> None:
     """Refuse (409) external address `address` for a NAT rule of `router` on `uplink`.
 
@@ -121,12 +156,19 @@ def check_public_address(
         field: the request field to name.
         rule: the rule being replaced (it does not clash with itself), or None.
         index: `public_index(view)`, when many addresses are checked in one transaction.
+        admin: the caller is the admin, who is told which rule of another tenant has it.
 
     Raises:
-        errors.Conflict: the address is the uplink's next hop, or the external address of
-            another router's rule on the same uplink network (naming the rule, its router
-            and its gateway service).
+        errors.Conflict: the address is the uplink's own address or its next hop, or the
+            external address of another router's rule on the same uplink network (naming
+            the rule, its router and its gateway service when they are the router's
+            tenant's or the caller is the admin).
     """
+    if address == uplink.address:
+        raise errors.Conflict(
+            field=field,
+            detail=f"{address} is the address of gateway service {uplink.service}'s uplink",
+        )
     if address == uplink.next_hop:
         raise errors.Conflict(
             field=field,
@@ -138,6 +180,12 @@ def check_public_address(
             continue
         if not uplink.shares(Uplink.of(service)):
             continue
+        if not admin and other_router.tenant != router.tenant:
+            raise errors.Conflict(
+                field=field,
+                detail=f"external address {address} is taken on the uplink network of "
+                f"gateway service {uplink.service}",
+            )
         where = (
             "on the same gateway service"
             if service.uuid == uplink.service
@@ -151,15 +199,76 @@ def check_public_address(
 
 
 def check_router_addresses(
-    view: ReadView, router: Any, rules: Iterable[Any], uplink: Uplink, field: str
+    view: ReadView,
+    router: Any,
+    rules: Iterable[Any],
+    uplink: Uplink,
+    field: str,
+    *,
+    admin: bool = False,
 ) -> None:
     """Refuse (409 on `field`) putting `router`'s NAT `rules` on `uplink` (a new or changed
-    gateway service) when one of their external addresses is taken there."""
+    gateway service) when one of their external addresses is taken there (`admin`: as
+    `check_public_address`)."""
     index = public_index(view)
     for rule in rules:
         check_public_address(
-            view, uplink, rule.external_ip, router=router, field=field, rule=rule, index=index
+            view,
+            uplink,
+            rule.external_ip,
+            router=router,
+            field=field,
+            rule=rule,
+            index=index,
+            admin=admin,
         )
+
+
+def is_default(service: Any) -> bool:
+    """Return whether `service` is marked the deployment's default L3 service."""
+    return bool(service.external_ids.get(DEFAULT_KEY) == "true")
+
+
+def default_service(view: ReadView, *, without: Any | None = None) -> Any | None:
+    """Return the deployment's default L3 gateway service: the one marked default, else
+    the only L3 service; None when there is none, or several and none marked.
+
+    Args:
+        view: the replica.
+        without: a service being deleted (it counts as gone).
+    """
+    services = [
+        s
+        for s in view.rows("Gateway_Service")
+        if s.type == "l3" and (without is None or s.uuid != without.uuid)
+    ]
+    marked = [s for s in services if is_default(s)]
+    if marked:
+        return marked[0]  # (columns() lets one service at most be marked)
+    return services[0] if len(services) == 1 else None
+
+
+def follows_default(router: Any) -> bool:
+    """Return whether `router` is served by whichever L3 service is the default."""
+    return bool(router.external_ids.get(FOLLOWS_DEFAULT) == "default")
+
+
+def follow_default(view: WriteView, field: str = "default", *, without: Any = None) -> None:
+    """Point every router that follows the default L3 service at the current one (none
+    when there is no default; `without`: as `default_service`).
+
+    Raises:
+        errors.Conflict: the NAT addresses of such a router are taken on the new default's
+            uplink (on `field`; the admin changes services, so the rule is named).
+    """
+    service = default_service(view, without=without)
+    for router in view.rows("Logical_Router"):
+        if not follows_default(router) or router.gateway_service == optional(service):
+            continue
+        if service is not None:
+            rules = [n for n in view.rows("NAT_Rule") if router in n.logical_router]
+            check_router_addresses(view, router, rules, Uplink.of(service), field, admin=True)
+        view.update(router, gateway_service=optional(service))
 
 
 class GatewayServices(Resource):
@@ -172,6 +281,9 @@ class GatewayServices(Resource):
     read_only = frozenset({"id", "revision", "status"})
     tenant_owned = False
     admin_writes_only = True
+    redacted = frozenset(
+        {"gateway_node_ids", "uplink_ip", "uplink_next_hop", "uplink_vlan", "status"}
+    )
 
     def to_api(self, view: ReadView, row: Any) -> dict[str, Any]:
         """Return the service's representation."""
@@ -182,6 +294,7 @@ class GatewayServices(Resource):
             "uplink_ip": first(row.uplink_ip),
             "uplink_next_hop": first(row.uplink_next_hop),
             "uplink_vlan": first(row.uplink_vlan),
+            "default": is_default(row),
             "status": {"active_node": row.status.get("active_node")},
         }
 
@@ -194,11 +307,12 @@ class GatewayServices(Resource):
             errors.ValidationFailed: no node, a node that is not a gateway, an incomplete
                 L3 uplink or an uplink on an L2 service.
             errors.MissingReference: no such node.
-            errors.Conflict: the name is taken, or a changed uplink would put an external
-                address of the service's routers where another router has it, or on the
-                next hop.
+            errors.Conflict: the name is taken, another service is the default, or a changed
+                uplink or default would put an external address of the service's routers
+                where another router has it, or on the uplink's address or next hop.
         """
         require_unique_name(view, self.table, self.kind, body.name, row)
+        self._check_default(view, body, row)
         if not body.gateway_node_ids:
             raise errors.ValidationFailed(
                 field="gateway_node_ids", detail="a gateway service needs at least one node"
@@ -221,6 +335,14 @@ class GatewayServices(Resource):
             raise errors.ValidationFailed(
                 field="uplink_ip", detail="only L3 gateway services have an uplink"
             )
+        ids = dict(row.external_ids) if row is not None else {}
+        ids.pop(DEFAULT_KEY, None)
+        if body.default:
+            ids[DEFAULT_KEY] = "true"
+        if row is not None and ids != row.external_ids:
+            # (written now, so the routers follow the default as it will be)
+            view.update(row, external_ids=ids)
+            follow_default(view)
         return {
             "name": body.name,
             "description": body.description,
@@ -230,7 +352,31 @@ class GatewayServices(Resource):
             "uplink_next_hop": optional(body.uplink_next_hop),
             "uplink_vlan": optional(body.uplink_vlan),
             "tags": list(body.tags),
+            "external_ids": ids,
         }
+
+    @staticmethod
+    def _check_default(view: ReadView, body: Any, row: Any | None) -> None:
+        if not body.default:
+            return
+        if body.type != "l3":
+            raise errors.ValidationFailed(
+                field="default", detail="only an L3 gateway service can be the default"
+            )
+        for other in view.rows("Gateway_Service"):
+            if is_default(other) and (row is None or other.uuid != row.uuid):
+                raise errors.Conflict(
+                    field="default",
+                    detail=f"gateway service {other.uuid} is the default already",
+                )
+
+    def on_create(self, view: WriteView, row: Any, parent: Any) -> None:
+        """Routers that follow the default get it if this service is the default now."""
+        follow_default(view)
+
+    def on_delete(self, view: WriteView, row: Any) -> None:
+        """With it gone, routers that follow the default get the one left (if any)."""
+        follow_default(view, without=row)
 
     @staticmethod
     def _check_uplink(body: Any) -> None:
@@ -250,12 +396,7 @@ class GatewayServices(Resource):
     @staticmethod
     def _check_routers(view: ReadView, row: Any, body: Any) -> None:
         """Check the NAT rules of the routers on `row` against the uplink `body` gives it."""
-        uplink = Uplink(
-            service=row.uuid,
-            network=ipaddress.ip_interface(body.uplink_ip).network,
-            vlan=body.uplink_vlan,
-            next_hop=body.uplink_next_hop,
-        )
+        uplink = Uplink.parse(row.uuid, body.uplink_ip, body.uplink_vlan, body.uplink_next_hop)
         if uplink == Uplink.of(row):
             return
         index = public_index(view)
@@ -265,7 +406,14 @@ class GatewayServices(Resource):
                 continue
             field = "uplink_next_hop" if rule.external_ip == uplink.next_hop else "uplink_ip"
             check_public_address(
-                view, uplink, rule.external_ip, router=router, field=field, rule=rule, index=index
+                view,
+                uplink,
+                rule.external_ip,
+                router=router,
+                field=field,
+                rule=rule,
+                index=index,
+                admin=True,
             )
 
     def users(self, view: ReadView, row: Any) -> list[str]:

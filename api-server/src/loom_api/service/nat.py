@@ -111,7 +111,7 @@ class NatRules(Resource):
             errors.MissingReference: the logical port does not exist in the router's tenant.
             errors.Conflict: the external (DNAT, floating IP) or internal address is taken on
                 this router, or the external address by another router on the same uplink
-                network (any tenant's), or it is the uplink's next hop.
+                network (any tenant's), or it is the uplink's own address or next hop.
         """
         if not parent.gateway_service:
             raise errors.ValidationFailed(
@@ -135,6 +135,7 @@ class NatRules(Resource):
             router=parent,
             field="external_ip",
             rule=row,
+            admin=caller.is_admin,
         )
         cols = child_columns(caller, body, parent, row)
         return {

@@ -130,7 +130,12 @@ class LogicalRouters(Resource):
                 )
         if gateway is not None and row is not None and gateway not in row.gateway_service:
             check_router_addresses(
-                view, row, router_nat_rules(view, row), Uplink.of(gateway), "gateway_service_id"
+                view,
+                row,
+                router_nat_rules(view, row),
+                Uplink.of(gateway),
+                "gateway_service_id",
+                admin=caller.is_admin,
             )
         return {
             **owned_columns(caller, body, row),
