@@ -79,7 +79,7 @@ def _loom_up(*args: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
         lines = []
         for line in proc.stdout:
             lines.append(line)
-            if line.startswith("Ctrl-C"):
+            if "Ctrl-C stops everything." in line:  # (a JSON object's message with --log-format)
                 break
         yield proc, "".join(lines)
     finally:
@@ -203,7 +203,9 @@ def test_up_serves_and_ctrl_c_stops_everything(tmp_path: Path) -> None:
     args = ["--api-port", str(port), "--admin-token", "t", "--state-dir", str(tmp_path / "s")]
     with _loom_up(*args) as (proc, banner):
         assert f"API:         http://127.0.0.1:{port}/api/v1" in banner, banner
-        assert "admin token: t\n" in banner
+        token_file = tmp_path / "s" / "admin-token"
+        assert f"admin token: in {token_file} (--admin-token)\n" in banner, banner
+        assert token_file.read_text() == "t\n"
         config, _ = _db_remotes(banner, "config DB")
         universal_tls, universal = _db_remotes(banner, "universal DB")
         assert config.startswith("ssl:127.0.0.1:"), banner  # TLS only, for other hosts
@@ -249,9 +251,11 @@ def test_up_db_cluster_with_tenant_token_and_sigterm(tmp_path: Path) -> None:
         assert [m.partition(":")[0] for m in members.split(",")] == ["ssl"] * 3, banner
         assert len(local.split(",")) == 3, banner
         _only_loom_certificates_reach(members, Pki(tmp_path / "s" / "pki"))
-        (token_line,) = [line for line in banner.splitlines() if "admin token:" in line]
-        admin = token_line.split(":", 1)[1].strip()
+        token_file = (tmp_path / "s" / "admin-token").resolve()
+        assert f"admin token: in {token_file} (random, made for this run)\n" in banner, banner
+        admin = token_file.read_text().strip()
         assert len(admin) >= 20, "a generated token is long and random"
+        assert admin not in banner, "the banner ends up in logs: never the token"
         children = _descendants(proc.pid)
         assert len(children) >= 6, "expected 4 ovsdb-servers, ZooKeeper, API, controller"
 
@@ -290,6 +294,8 @@ def test_up_takes_tokens_from_files_and_a_second_up_is_refused(tmp_path: Path) -
         str(tenants_file),
     ]
     with _loom_up(*args) as (proc, banner):
+        assert "secret-from-a-file" not in banner, "a token printed"
+        assert f"(--admin-token-file {admin_file})" in banner, banner
         url = f"http://127.0.0.1:{port}/api/v1/logical-switches"
         status, body = _get(url, "admin-secret-from-a-file")
         assert status == 200, (body, banner)
@@ -320,7 +326,10 @@ def test_up_neutron_noauth_on_another_address_and_a_fixed_manager_port(tmp_path:
     args = ["--api-port", str(port), "--admin-token", "t", "--state-dir", str(tmp_path / "s"),
             "--neutron-auth", "noauth", "--listen", "127.0.0.2", "--manager-port",
             str(manager), "--log-format", "json"]  # fmt: skip
-    with _loom_up(*args) as (proc, banner):
+    with _loom_up(*args) as (proc, json_banner):
+        own = [json.loads(line) for line in json_banner.splitlines()]  # every line of loom up's
+        assert {line["component"] for line in own} == {"up"}, json_banner
+        banner = "".join(line["message"] + "\n" for line in own)
         assert f"Neutron API: http://127.0.0.2:{port}/v2.0 (noauth)" in banner, banner
         assert f"nodes dial:  ssl:127.0.0.2:{manager} (OVSDB manager)" in banner, banner
         assert _db_remotes(banner, "config DB")[0].startswith("ssl:127.0.0.2:"), banner
@@ -341,6 +350,11 @@ def test_up_neutron_noauth_on_another_address_and_a_fixed_manager_port(tmp_path:
         assert {line["component"] for line in lines} == {"api"}
         messages = [line["message"] for line in lines]
         assert any("connected" in m for m in messages), messages  # python-ovs's, as JSON
+        ovs_lines = [line["message"] for line in lines if line["logger"].startswith("ovs.")]
+        assert ovs_lines, "python-ovs's lines under their module's logger"
+        assert not [m for m in ovs_lines if re.match(r"\d{4}-\d\d-\d\dT.*\|\d{5}\|", m)], (
+            "a python-ovs line formatted twice"
+        )
         assert len(messages) == len(set(messages)), "no line logged twice"
         audits = [line["message"] for line in lines if line["logger"] == "loom.audit"]
         assert len(audits) == 1, audits

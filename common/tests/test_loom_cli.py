@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -127,12 +128,16 @@ def test_the_admin_token_comes_from_a_file_the_environment_or_the_flag(tmp_path:
     path = tmp_path / "admin"
     path.write_text("  from-file\n")
     args = cli.parse_args(["up", "--admin-token-file", str(path)])
-    assert cli.admin_token(args, {cli.TOKEN_ENV: "from-env"}) == "from-file"
+    assert cli.admin_token(args, {cli.TOKEN_ENV: "from-env"}) == (
+        "from-file",
+        f"--admin-token-file {path}",
+    )
     args = cli.parse_args(["up", "--admin-token", "from-flag"])
-    assert cli.admin_token(args, {cli.TOKEN_ENV: "from-env"}) == "from-env"
-    assert cli.admin_token(args, {}) == "from-flag"
-    generated = cli.admin_token(cli.parse_args(["up"]), {})
+    assert cli.admin_token(args, {cli.TOKEN_ENV: "from-env"}) == ("from-env", cli.TOKEN_ENV)
+    assert cli.admin_token(args, {}) == ("from-flag", "--admin-token")
+    generated, source = cli.admin_token(cli.parse_args(["up"]), {})
     assert len(generated) >= 20
+    assert source == "random, made for this run"
     path.write_text("\n")
     with pytest.raises(cli.UsageError, match="is empty"):
         cli.admin_token(cli.parse_args(["up", "--admin-token-file", str(path)]), {})
@@ -213,3 +218,27 @@ def test_watch_restarts_a_dead_daemon_reports_the_demo_once_and_stop_is_newest_f
     deployment.stop()
     assert order == ["api", "db"]
     assert deployment.processes == {}
+
+
+def test_loom_up_s_own_lines_are_json_objects_when_asked(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with cli.own_lines("json"):
+        print("Loom is up. State in run/loom", flush=True)
+        print("  API:", end="")  # a line written in parts is one object
+        print("         http://127.0.0.1:8080/api/v1")
+        print("loom up: api-server: exited", file=sys.stderr)
+    out, err = capsys.readouterr()
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert [(line["component"], line["level"], line["logger"]) for line in lines] == [
+        ("up", "INFO", "loom.up")
+    ] * 2
+    assert [line["message"] for line in lines] == [
+        "Loom is up. State in run/loom",
+        "  API:         http://127.0.0.1:8080/api/v1",
+    ]
+    (problem,) = [json.loads(line) for line in err.splitlines()]
+    assert (problem["level"], problem["message"]) == ("WARNING", "loom up: api-server: exited")
+    with cli.own_lines("text"):
+        print("as written")
+    assert capsys.readouterr().out == "as written\n"

@@ -3,9 +3,11 @@
 `loom up` starts, in order, the configuration database (standalone, or a 3-member RAFT
 cluster with `--db-cluster`), the universal-flow database, ZooKeeper, the API server, a
 logical and a physical controller (and with `--demo`, simulated transport nodes), prints the
-API URL and the admin token, and stays up until Ctrl-C or SIGTERM, restarting a daemon that
-dies (`loom_common.supervise`: bounded backoff, a line each time, left down after repeated
-quick failures); then it stops everything it started (by PID, newest first).
+API URL and where the admin token is (never the token: the banner ends up in logs), and
+stays up until Ctrl-C or SIGTERM, restarting a daemon that dies (`loom_common.supervise`:
+bounded backoff, a line each time, left down after repeated quick failures); then it stops
+everything it started (by PID, newest first). With `--log-format json` its own lines are
+JSON objects too (`own_lines`).
 
 `loom db` starts only the configuration database and prints its remote.
 
@@ -36,7 +38,10 @@ The daemons meet only in the databases and ZooKeeper; this package imports none 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
+import logging
 import os
 import secrets
 import signal
@@ -45,12 +50,12 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import FrameType
-from typing import Protocol
+from typing import Protocol, TextIO
 
-from loom_common import ctl
+from loom_common import ctl, logs
 from loom_common.ctl import CLIENT_FILE
 from loom_common.errors import LoomError
 from loom_common.ovsdb import OvsdbCluster, OvsdbServer, free_port, reachable, tool
@@ -202,9 +207,12 @@ def _read_option_file(path: str | None, option: str) -> str:
         raise UsageError(detail=f"{option}: {exc}") from None
 
 
-def admin_token(args: argparse.Namespace, environ: dict[str, str] | os._Environ[str]) -> str:
-    """The admin token `loom up` was given: `--admin-token-file`, else `LOOM_ADMIN_TOKEN`,
-    else `--admin-token`, else a new random one.
+def admin_token(
+    args: argparse.Namespace, environ: dict[str, str] | os._Environ[str]
+) -> tuple[str, str]:
+    """The admin token `loom up` was given, and where it came from (for the banner, which
+    names the source but never prints the token): `--admin-token-file`, else
+    `LOOM_ADMIN_TOKEN`, else `--admin-token`, else a new random one.
 
     Raises:
         LoomError: the file cannot be read or holds no token.
@@ -213,8 +221,59 @@ def admin_token(args: argparse.Namespace, environ: dict[str, str] | os._Environ[
         token = _read_option_file(args.admin_token_file, "--admin-token-file").strip()
         if not token:
             raise UsageError(detail=f"--admin-token-file: {args.admin_token_file} is empty")
-        return token
-    return environ.get(TOKEN_ENV) or args.admin_token or secrets.token_urlsafe(24)
+        return token, f"--admin-token-file {args.admin_token_file}"
+    if environ.get(TOKEN_ENV):
+        return environ[TOKEN_ENV], TOKEN_ENV
+    if args.admin_token:
+        return args.admin_token, "--admin-token"
+    return secrets.token_urlsafe(24), "random, made for this run"
+
+
+class JsonLines(io.TextIOBase):
+    """A text stream whose every line is written to `target` as one JSON log object
+    (`loom_common.logs.JsonFormatter`): `loom up`'s own lines under `--log-format json`,
+    so a log pipeline reads its banner, steps, supervision and demo lines like the
+    daemons' (`component` "up")."""
+
+    def __init__(self, target: TextIO, level: int) -> None:
+        super().__init__()
+        self.target = target
+        self.level = level
+        self.formatter = logs.JsonFormatter("up")
+        self._partial = ""
+
+    def write(self, text: str) -> int:
+        """Buffer `text`; emit each complete line as a JSON object."""
+        *lines, self._partial = (self._partial + text).split("\n")
+        for line in lines:
+            record = logging.makeLogRecord({
+                "name": "loom.up", "msg": line, "levelno": self.level,
+                "levelname": logging.getLevelName(self.level),
+            })  # fmt: skip
+            self.target.write(self.formatter.format(record) + "\n")
+        if lines:
+            self.target.flush()
+        return len(text)
+
+    def flush(self) -> None:
+        """Flush the target (a partial line waits for its end)."""
+        self.target.flush()
+
+    def isatty(self) -> bool:
+        """Never a terminal: no live status line (`loom_common.progress`)."""
+        return False
+
+
+@contextlib.contextmanager
+def own_lines(log_format: str) -> Iterator[None]:
+    """Within it, what `loom up` prints is in `log_format`: as written (text), or with
+    stdout's lines as INFO and stderr's as WARNING JSON objects (json)."""
+    if log_format != "json":
+        yield
+        return
+    with contextlib.redirect_stdout(JsonLines(sys.stdout, logging.INFO)), \
+            contextlib.redirect_stderr(JsonLines(sys.stderr, logging.WARNING)):  # fmt: skip
+        yield
 
 
 class Deployment:
@@ -527,10 +586,15 @@ def watch(
 
 def cmd_up(args: argparse.Namespace) -> int:
     """Run `loom up`: claim the state directory, start the deployment, print how to reach
-    it, run until a signal."""
+    it, run until a signal (its own lines in `--log-format`)."""
+    with own_lines(args.log_format):
+        return _up(args)
+
+
+def _up(args: argparse.Namespace) -> int:
     stop_on_signals()
     try:
-        token = admin_token(args, os.environ)
+        token, token_source = admin_token(args, os.environ)
         tenant_tokens = _read_option_file(args.tenant_tokens_file, "--tenant-tokens-file")
         lock = claim(Path(args.state_dir))
     except LoomError as exc:
@@ -564,8 +628,9 @@ def cmd_up(args: argparse.Namespace) -> int:
         print(f"  ZooKeeper:   {deployment.zookeeper_hosts}", flush=True)
         print(f"  API:         {deployment.api_url}/api/v1", flush=True)
         print(f"  Neutron API: {deployment.api_url}/v2.0 ({args.neutron_auth})", flush=True)
-        print(f"  admin token: {token}", flush=True)
         client = write_client_file(deployment.state_dir, deployment.api_url, token)
+        # (never the token itself: this output ends up in logs)
+        print(f"  admin token: in {client.parent / 'admin-token'} ({token_source})", flush=True)
         print(f"  CLI:         loom show, loom status, ... (they read {client})", flush=True)
         print(f"  nodes dial:  {deployment.manager_target} (OVSDB manager)", flush=True)
         for name, url in deployment.metrics_urls.items():
@@ -599,7 +664,18 @@ def run_demo(deployment: Deployment, *, check: bool) -> int:
     (demo_dir / "demo.json").unlink(missing_ok=True)
     if check:
         env = {**os.environ, **deployment.demo_env}
-        return subprocess.run(deployment.demo_command(check=True), env=env, check=False).returncode
+        # Its lines go through this process's stdout, so `--log-format json` covers them.
+        command = deployment.demo_command(check=True)
+        with subprocess.Popen(command, env=env, text=True, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT) as demo:  # fmt: skip
+            assert demo.stdout is not None
+            try:
+                for line in demo.stdout:
+                    print(line, end="", flush=True)
+            except BaseException:  # a signal: the demo goes too (as subprocess.run does)
+                demo.kill()
+                raise
+        return demo.returncode
     daemon = Daemon("demo", deployment.demo_command(check=False), demo_dir,
                     env=deployment.demo_env)  # fmt: skip
     deployment.processes["demo nodes"] = daemon
@@ -663,7 +739,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     up = sub.add_parser(
-        "up", help="start the local deployment (databases, ZooKeeper, API, logical controller)"
+        "up",
+        help="start the local deployment: both databases, ZooKeeper, the API server, "
+        "the logical and physical controllers (--demo: simulated nodes and two tenants)",
     )
     up.add_argument("--api-port", type=int, default=DEFAULT_API_PORT, help="default 8080")
     up.add_argument("--listen", default="127.0.0.1", metavar="ADDR",

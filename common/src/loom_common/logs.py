@@ -10,7 +10,10 @@ an exception, `exception` (its traceback).
      "logger": "loom.audit", "message": "admin POST /api/v1/logical-switches -> 201, ..."}
 
 python-ovs mirrors each of its lines to three loggers (`console`, `file`, `syslog`); only
-`console` is kept, so no line is logged twice.
+`console` is kept, so no line is logged twice. It also formats each line itself (its own
+time, sequence number, module and level, `|`-separated) before handing it to `logging`; its
+pattern is cut to the module and the message, which `OvsLines` makes the record's logger
+(`ovs.reconnect`) and message, so its lines are formatted once, as every other line is.
 """
 
 from __future__ import annotations
@@ -53,6 +56,34 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(line, default=str)
 
 
+OVS_PATTERN = "%c|%m"
+"""python-ovs's console pattern here: its module, then the message (see `OvsLines`)."""
+
+
+class OvsLines(logging.Filter):
+    """Make a python-ovs line (`OVS_PATTERN`) an ordinary record: logger `ovs.MODULE`, the
+    message alone."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Rewrite the record in place; keep it."""
+        module, sep, message = record.getMessage().partition("|")
+        if sep:
+            record.name, record.msg, record.args = f"ovs.{module.strip()}", message.strip(), ()
+        return True
+
+
+def _plain_ovs_lines() -> None:
+    """python-ovs's lines as `OvsLines` reads them (nothing to do without python-ovs)."""
+    try:
+        from ovs.vlog import Vlog  # (optional: not every daemon has python-ovs)
+    except ImportError:
+        return
+    Vlog.set_pattern("console", OVS_PATTERN)
+    console = logging.getLogger("console")
+    if not any(isinstance(f, OvsLines) for f in console.filters):
+        console.addFilter(OvsLines())
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """A daemon's `--log-format` and `--verbose`."""
     parser.add_argument("--log-format", choices=FORMATS, default="text",
@@ -74,6 +105,7 @@ def setup(component: str, log_format: str = "text", *, verbose: bool = False) ->
     root.setLevel(logging.DEBUG if verbose else logging.INFO)
     for duplicate in ("file", "syslog"):  # python-ovs's vlog mirrors each line to these
         logging.getLogger(duplicate).disabled = True
+    _plain_ovs_lines()
 
 
 def setup_from_arguments(component: str, args: argparse.Namespace) -> None:
