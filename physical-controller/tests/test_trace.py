@@ -97,6 +97,46 @@ def test_the_ideal_node_has_every_vif_of_the_packets_datapaths_and_no_tunnel() -
     assert not any(IDEAL in t for t in texts)
 
 
+def test_the_flows_a_trace_lacks_are_named_and_taken_in() -> None:
+    """Switch 1 and the router have no flow row here, switch 2 is not followed: a trace
+    from vm1 needs them read (datapath 0 too, which no row holds); what is read replaces
+    what the replica had of those datapaths."""
+    rows = _rows()
+    ideal = trace.ideal_node(rows, "vm1")
+    missing = trace.missing_flows(ideal, rows["Flow"].values(), {0, 1, 3, ROUTER})
+    assert missing == {0, 1, 2, ROUTER}
+    read = {"f9": {"datapath": 2, "source": "vm2", "cookie": 9, "flows": "x", "local_flows": ()}}
+    taken = trace.with_flows(ideal, {2}, read)
+    flows = {uuid: row for table, uuid, row in taken.changes if table == "Flow"}
+    assert flows == read
+    assert (taken.in_port, taken.ports) == (ideal.in_port, ideal.ports)
+
+
+def test_a_trace_from_a_routers_uplink_and_its_next_hop() -> None:
+    """A router's uplink (an L3 gateway port) is a start: the packet enters by the ideal
+    node's uplink, sent to the uplink's MAC. The service's next hop, learned by ARP on
+    its active node, is resolved at the stand-in MAC; a static one at its own."""
+    rows = _rows()
+    rows["Port_Binding"]["u"] = {**_binding("r-uplink", ROUTER, 0xFFFE, "l3-gateway"),
+                                 "gateway_service": "gw"}  # fmt: skip
+    rows["Gateway_Assignment"]["a"] = {
+        "service": "gw", "kind": "l3", "nodes": ["map", [[0, "gw1"]]],
+        "uplink_ip": "172.16.0.2/24", "uplink_next_hop": "172.16.0.1",
+        "uplink_mac": "0a:00:00:00:00:01"}  # fmt: skip
+    ideal = trace.ideal_node(rows, "r-uplink")
+    assert (ideal.in_port, ideal.uplink_mac) == (trace.UPLINK_OFPORT, "0a:00:00:00:00:01")
+    assert ideal.stand_ins == ["172.16.0.1"]
+    assert dict(ideal.facts.neighbours) == {"172.16.0.1": trace.STAND_IN_MAC}
+    static = trace.ideal_node(rows, "vm1", {"172.16.0.1": "00:00:00:00:99:01"})
+    assert static.stand_ins == []
+    assert dict(static.facts.neighbours) == {"172.16.0.1": "00:00:00:00:99:01"}
+    assert (
+        trace.microflow("ip", 90, "0a:00:00:00:00:01") == "in_port=90,ip,dl_dst=0a:00:00:00:00:01"
+    )
+    assert trace.microflow("ip,dl_dst=0a:00:00:00:00:09", 90, "0a:00:00:00:00:01") == (
+        "in_port=90,ip,dl_dst=0a:00:00:00:00:09")  # fmt: skip
+
+
 def test_a_trace_starts_at_a_vif_the_controller_knows() -> None:
     rows = _rows()
     rows["Port_Binding"]["b0"] = _binding("vm0", 1, 3, vif="vif-1")  # (vm1's VIF id too)
@@ -110,6 +150,7 @@ def test_a_trace_starts_at_a_vif_the_controller_knows() -> None:
         trace.ideal_node(_rows(), "rp1")
     assert router.value.status == 400
     assert "router port" in router.value.message
+    assert "a trace starts at a VIF or a router's uplink" in router.value.message
 
 
 def test_the_flow_and_conntrack_answers_are_checked() -> None:

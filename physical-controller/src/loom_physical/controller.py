@@ -65,7 +65,7 @@ from loom_physical.inputs import opt
 from loom_physical.rules import main_file
 from loom_physical.scratch import ScratchDown, ScratchError, Tracer
 from loom_physical.universal import DB as UNIVERSAL_DB
-from loom_physical.universal import UniversalReplica
+from loom_physical.universal import UniversalReplica, read_flows
 
 log = logging.getLogger(__name__)
 
@@ -488,6 +488,10 @@ class PhysicalController:
                 return 503, {"error": "busy", "message": f"{self.name} did not finish its pass"}
             if "refused" in got:
                 raise got["refused"]
+            if got.get("missing"):
+                refused = self._read_missing(got, timeout)
+                if refused is not None:
+                    return refused
             installed: list[str] = []
             if node is not None:
                 switch = Switch(got["remote"], tls=self._tls, peer=node)
@@ -497,7 +501,7 @@ class PhysicalController:
                     return 503, {"error": "node_unreachable", "message": str(exc)}
                 finally:
                     switch.close()
-            microflow = trace.microflow(flow, got["in_port"])
+            microflow = trace.microflow(flow, got["in_port"], got.get("dl_dst", ""))
             text, dp_ports = self._tracer.run(
                 lambda scratch: scratch.trace(self._trace_table(got, installed), microflow,
                                               states), timeout)  # fmt: skip
@@ -514,8 +518,30 @@ class PhysicalController:
         verdict = trace.verdict(passes, dp_ports, got["endpoints"], got["keys"])
         verdict["delivered"] = [{"port": p, "node": got["chassis"].get(p, "")}
                                 for p in verdict["delivered"]]  # fmt: skip
+        ideal = got.get("ideal")
+        stand_ins = ideal.stand_ins if ideal is not None else []
         return 200, {"controller": self.name, "node": node, "port": port, "flow": microflow,
-                     "ct": states, "passes": passes, "verdict": verdict, "trace": text}  # fmt: skip
+                     "ct": states, "passes": passes, "verdict": verdict, "trace": text,
+                     "datapaths_read": sorted(got.get("missing", ())),
+                     "stand_in_next_hops": stand_ins}  # fmt: skip
+
+    def _read_missing(self, got: dict[str, Any], timeout: float) -> tuple[int, Any] | None:
+        """The universal flows of the ideal node's datapaths the replica does not hold
+        (`got["missing"]`), read once from the universal DB into `got` (on the asking
+        thread); a 503 answer if they could not be read."""
+        missing = got["missing"]
+        try:
+            flows = read_flows(self.universal.remote, missing, timeout)
+        except CONNECTION_ERRORS as exc:
+            keys = ", ".join(str(k) for k in sorted(missing))
+            return 503, {"error": "flows_unavailable", "message": f"{self.name} does not "
+                         f"follow the universal flows of datapath(s) {keys} (no node of "
+                         f"its has them) and could not read them from the universal DB: "
+                         f"{exc}"}  # fmt: skip
+        got["ideal"] = ideal = trace.with_flows(got["ideal"], missing, flows)
+        got["cookies"] = trace.sources(row for table, _, row in ideal.changes
+                                       if table == "Flow" and row is not None)  # fmt: skip
+        return None
 
     def _trace_inputs(self, port: str, node: str | None, allowed: frozenset[int] | None,
                       got: dict[str, Any]) -> bool:  # fmt: skip
@@ -535,6 +561,9 @@ class PhysicalController:
                 neighbours = {ip: mac for facts in known for ip, mac in facts.neighbours.items()}
                 ideal = trace.ideal_node(rows, port, neighbours, allowed)
                 got["ideal"], got["in_port"] = ideal, ideal.in_port
+                got["dl_dst"] = ideal.uplink_mac
+                got["missing"] = trace.missing_flows(ideal, rows["Flow"].values(),
+                                                     self.universal.datapaths)  # fmt: skip
                 # (the flow rows it took: its datapaths' and datapath 0's)
                 flow_rows = [row for table, _, row in ideal.changes if table == "Flow"]
             else:

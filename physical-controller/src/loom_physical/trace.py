@@ -7,10 +7,14 @@ can be loaded there:
 - **logical** (`ideal_node`, `ideal_flows`): the universal flows of the datapaths the packet
   can reach from its port (its switch, and through routers every switch and router joined
   to it), localized by the physical rules for an *ideal transport node* (NVP §4) on which
-  every VIF of those datapaths is plugged and every gateway service is active. The packet
-  walks the whole logical pipeline — switch, routers, the other switch, the egress port's
-  ACLs — in one trace, whatever node each port is on; the verdict names the egress port
-  and the node it is bound to.
+  every VIF of those datapaths is plugged and every gateway service is active, its L3
+  next hops resolved (at their static MAC, else at a stand-in for the MAC the active node
+  learns). The packet walks the whole logical pipeline — switch, routers, the other
+  switch, the egress port's ACLs, or a router's NAT out of its uplink — in one trace,
+  whatever node each port is on; the verdict names the egress port and the node it is
+  bound to. A packet enters at a VIF or, from the physical network, at a router's uplink.
+  The flows are the controller's replica's, and for datapaths it does not follow (no
+  node of its has them: `missing_flows`) read once from the universal DB (`with_flows`).
 - **on a node** (`node_layout`): the node's installed table, on a bridge with the node's
   ports at their ofports (its tunnel ports flow-based as on the node): what that node does
   with the packet — deliver it, send it by tunnel to another node (which one, for which
@@ -46,6 +50,9 @@ FIRST_VIF_OFPORT = 100
 """The ideal node's VIFs are dummy ports from this ofport on, in port order."""
 UPLINK_OFPORT = 90
 """The ideal node's uplink (every gateway port of the traced datapaths leaves by it)."""
+STAND_IN_MAC = "00:00:00:00:00:00"
+"""The ideal node's MAC for an L3 next hop the active node learns by ARP (what every other
+node's router flows say for it until then)."""
 MAX_ROUNDS = 8
 """Engine rounds an ideal node's computation may take (zones feed back once)."""
 
@@ -97,6 +104,10 @@ class Ideal:
     ports: list[ScratchPort]
     in_port: int
     datapaths: set[int]
+    stand_ins: list[str] = field(default_factory=list)
+    """The L3 next hops given `STAND_IN_MAC` (no static neighbour: learned by ARP)."""
+    uplink_mac: str = ""
+    """For a packet entering at a router's uplink: the uplink's MAC (its `eth.dst`)."""
 
 
 # ---- what to load --------------------------------------------------------------------
@@ -132,26 +143,30 @@ def ideal_node(rows: Mapping[str, Mapping[str, Mapping[str, Any]]], port: str,
     """The ideal node for a trace from logical port `port`: the universal rows of the
     datapaths its packets can reach (`component`, and datapath 0), with every VIF of them
     plugged here (a dummy port each, `FIRST_VIF_OFPORT` on) and every gateway service
-    active here (its ports leave by one uplink); no other node, so no tunnel.
+    active here (its ports leave by one uplink, its L3 next hop at its static MAC or at
+    `STAND_IN_MAC`); no other node, so no tunnel.
 
     Args:
         rows: the universal replica's rows (`UniversalReplica.rows`: table -> uuid -> row).
-        port: the logical port the packet comes from (a VIF's).
+        port: the logical port the packet comes from: a VIF's, or a router's uplink
+            (`<router uuid>-uplink`: the packet comes from the physical network).
         neighbours: the static next hops of the active gateways (IP -> MAC), which the
             ideal node says as its own.
         allowed: the datapaths the packet may be followed into (`component`).
 
     Raises:
-        TraceRefused: the port is not known here, is not a VIF, or shares its VIF id.
+        TraceRefused: the port is not known here, is neither a VIF nor an L3 uplink, or
+            shares its VIF id.
     """
     bindings = rows["Port_Binding"]
     source = next((b for b in bindings.values() if b["logical_port"] == port), None)
     if source is None:
         raise TraceRefused(404, "not_found", f"port {port} has no binding in this "
                            "controller's universal flows")  # fmt: skip
-    if source["type"] != "vif" or not opt(source["vif_id"]):
+    uplink = source["type"] == "l3-gateway"
+    if not uplink and (source["type"] != "vif" or not opt(source["vif_id"])):
         raise TraceRefused(400, "validation_failed", f"port {port} is a {source['type']} "
-                           "port: a trace starts at a VIF")  # fmt: skip
+                           "port: a trace starts at a VIF or a router's uplink")  # fmt: skip
     dps = component(bindings.values(), int(source["datapath"]), allowed)
     changes, vifs, ports, services = _ideal_ports(bindings, dps)
     changes += _ideal_rows(rows, dps, services)
@@ -159,12 +174,49 @@ def ideal_node(rows: Mapping[str, Mapping[str, Mapping[str, Any]]], port: str,
     if services:
         uplinks = (UPLINK_OFPORT,)
         ports.append(ScratchPort("uplink", UPLINK_OFPORT, role="uplink"))
-    facts = NodeFacts(vifs=vifs, uplinks=uplinks, neighbours=dict(neighbours or {}))
+    hops = dict(neighbours or {})
+    assignments = [g for g in rows["Gateway_Assignment"].values() if g["service"] in services]
+    next_hops = {opt(g["uplink_next_hop"]) for g in assignments if g["kind"] == "l3"}
+    stand_ins = sorted(hop for hop in next_hops if hop and hop not in hops)
+    hops.update(dict.fromkeys(stand_ins, STAND_IN_MAC))
+    facts = NodeFacts(vifs=vifs, uplinks=uplinks, neighbours=hops)
+    if uplink:
+        mac = next((opt(g["uplink_mac"]) for g in assignments
+                    if g["service"] == opt(source["gateway_service"])), "")  # fmt: skip
+        return Ideal(changes, facts, ports, UPLINK_OFPORT, dps, stand_ins, mac)
     in_port = next((p.ofport for p in ports if p.port == port), None)
     if in_port is None:
         raise TraceRefused(409, "conflict", f"port {port}'s VIF id {opt(source['vif_id'])} "
                            "is another port's too")  # fmt: skip
-    return Ideal(changes, facts, ports, in_port, dps)
+    return Ideal(changes, facts, ports, in_port, dps, stand_ins)
+
+
+def missing_flows(ideal: Ideal, flow_rows: Iterable[Mapping[str, Any]],
+                  followed: Set[int]) -> set[int]:  # fmt: skip
+    """The datapaths of `ideal` (datapath 0 too) whose universal flows the replica does not
+    hold: not `followed` (no node of this controller has them), or followed with no row
+    yet (the condition just changed). A table without them would make up a verdict: they
+    are read for the trace (`with_flows`).
+
+    Args:
+        ideal: the ideal node (`ideal_node`).
+        flow_rows: the replica's `Flow` rows.
+        followed: the datapaths the replica follows (`UniversalReplica.datapaths`).
+    """
+    held = {int(f["datapath"]) for f in flow_rows}
+    wanted = ideal.datapaths | {ALL_SWITCHES}
+    return {dp for dp in wanted if dp not in followed or dp not in held}
+
+
+def with_flows(ideal: Ideal, datapaths: Set[int],
+               flows: Mapping[str, Mapping[str, Any]]) -> Ideal:  # fmt: skip
+    """`ideal` with the `Flow` rows of `datapaths` replaced by `flows` (uuid -> row, as
+    `loom_physical.universal.read_flows` reads them)."""
+    kept = [(table, uuid, row) for table, uuid, row in ideal.changes
+            if table != "Flow" or row is None or int(row["datapath"]) not in datapaths]  # fmt: skip
+    added: list[Change] = [("Flow", uuid, dict(row)) for uuid, row in sorted(flows.items())]
+    return Ideal(kept + added, ideal.facts, ideal.ports, ideal.in_port, ideal.datapaths,
+                 ideal.stand_ins, ideal.uplink_mac)  # fmt: skip
 
 
 def _ideal_ports(
@@ -269,8 +321,10 @@ def sources(flow_rows: Iterable[Mapping[str, Any]]) -> dict[int, str]:
     return {int(r["cookie"]): str(r["source"]) for r in flow_rows}
 
 
-def microflow(flow: str, in_port: int) -> str:
-    """`flow` (an `ovs-ofctl` flow description without `in_port`) entering at `in_port`.
+def microflow(flow: str, in_port: int, dl_dst: str = "") -> str:
+    """`flow` (an `ovs-ofctl` flow description without `in_port`) entering at `in_port`;
+    `dl_dst` its Ethernet destination unless it says one (a packet entering at a router's
+    uplink is sent to the uplink's MAC, which the API does not know).
 
     Raises:
         TraceRefused: `flow` names an in_port, or holds characters a flow never has.
@@ -280,6 +334,8 @@ def microflow(flow: str, in_port: int) -> str:
     if re.search(r"(^|,)in_port=", flow):
         raise TraceRefused(400, "validation_failed", "the port says where the packet enters: "
                            "no in_port in the flow")  # fmt: skip
+    if dl_dst and not re.search(r"(^|,)dl_dst=", flow):
+        flow = f"{flow},dl_dst={dl_dst}" if flow else f"dl_dst={dl_dst}"
     return f"in_port={in_port},{flow}" if flow else f"in_port={in_port}"
 
 

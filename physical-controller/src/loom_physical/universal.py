@@ -219,6 +219,32 @@ DEFLATER = Deflater()
 """The process's one `Deflater` (its dictionary is set once, by the first text)."""
 
 
+def read_flows(remote: str, datapaths: Iterable[int],
+               timeout: float = 30.0) -> dict[str, dict[str, Any]]:  # fmt: skip
+    """The `Universal_Flow` rows of `datapaths` as `UniversalReplica` keeps them (uuid ->
+    row), read once, in one transaction, on a connection of their own: what a trace needs
+    of datapaths the replica does not follow (no node here has them).
+
+    Raises:
+        OSError, OvsdbError: the database could not be read.
+    """
+    ops = [{"op": "select", "table": "Universal_Flow", "where": [["datapath", "==", dp]],
+            "columns": ["_uuid", *FLOW_COLUMNS]} for dp in sorted(set(datapaths))]  # fmt: skip
+    if not ops:
+        return {}
+    conn = RawConnection(remote, timeout=timeout, db=DB)
+    try:
+        results = conn.transact(DB, ops)
+    finally:
+        conn.close()
+    rows: dict[str, dict[str, Any]] = {}
+    for result in results:
+        for row in result["rows"]:
+            uuid = row.pop("_uuid")[1]
+            rows[uuid] = _flow_row(row)
+    return rows
+
+
 class UniversalReplica:
     """The universal DB as a physical controller needs it (see the module docstring)."""
 
