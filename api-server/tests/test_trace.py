@@ -55,6 +55,44 @@ def test_a_packet_is_completed_from_its_port_and_switch() -> None:
         "ipv6_src=2001:db8::5,nw_ttl=64")  # fmt: skip
 
 
+def test_a_packet_is_said_as_what_it_is() -> None:
+    """`icmp4` is an echo request; a packet naming no transport is IPv4 protocol 0, which
+    no rule allowing ICMP or TCP lets in (the answer's `described` says so)."""
+
+    def said(text: str) -> str:
+        return trace.summary(*trace.filled(parse_packet(text), "50:54:00:00:00:01",
+                                           ("10.0.0.1",), (VM, ROUTER)))  # fmt: skip
+
+    assert said("ip4.dst == 10.0.0.2") == (
+        "IPv4 protocol 0 (no transport header) from 10.0.0.1 to 10.0.0.2 (TTL 64)")  # fmt: skip
+    assert said("ip4.dst == 8.8.8.8 && icmp4") == (
+        "ICMPv4 echo request (type 8, code 0) from 10.0.0.1 to 8.8.8.8 (TTL 64)")  # fmt: skip
+    assert said("ip4.dst == 10.0.0.2 && tcp.dst == 22") == (
+        "TCP from 10.0.0.1:40000 to 10.0.0.2:22 (TTL 64)")  # fmt: skip
+    assert said("arp && arp.tpa == 10.0.0.2") == "ARP request: who has 10.0.0.2, tell 10.0.0.1"
+    assert said("eth.dst == ff:ff:ff:ff:ff:ff") == "Ethernet to ff:ff:ff:ff:ff:ff (no IP header)"
+
+
+def test_a_packet_from_an_uplink_says_its_source() -> None:
+    """From the physical network there is no port to take defaults from: the source
+    address is said; `eth.dst` is left to the controller (the uplink's MAC)."""
+    ping = parse_packet("ip4.src == 8.8.8.8 && ip4.dst == 172.16.0.102 && icmp4")
+    assert trace.uplink_microflow(ping) == (
+        "icmp,icmp_code=0,icmp_type=8,nw_dst=172.16.0.102,nw_src=8.8.8.8,nw_ttl=64"
+    )
+    who_has = parse_packet("arp && arp.spa == 172.16.0.1 && arp.tpa == 172.16.0.102")
+    assert trace.uplink_microflow(who_has) == (
+        "arp,arp_op=1,arp_spa=172.16.0.1,arp_tpa=172.16.0.102,dl_dst=ff:ff:ff:ff:ff:ff"
+    )
+    for text, missing in (("ip4.dst == 172.16.0.102", "ip4.src: required"),
+                          ("icmp4 && ip4.src == 8.8.8.8", "ip4.dst: required"),
+                          ("eth.dst == ff:ff:ff:ff:ff:ff", "IPv4 or ARP")):  # fmt: skip
+        with pytest.raises(errors.ValidationFailed) as refused:
+            trace.uplink_microflow(parse_packet(text))
+        assert refused.value.field == "packet"
+        assert missing in refused.value.text, refused.value.text
+
+
 @pytest.mark.parametrize(("text", "said"), [
     ("ip4.dst = 10.0.0.2", "column 1: expected FIELD == VALUE"),
     ("ip4.dst == 10.0.0.2 && tcp.dport == 22", "column 24: unknown field 'tcp.dport'"),
@@ -185,6 +223,14 @@ def test_refusals_that_need_no_controller(admin: ApiClient, tenant_a: ApiClient,
     assert (status, body["error"]) == (503, "controller_unavailable"), body
     broadcast = "packet=eth.dst%20%3D%3D%20ff:ff:ff:ff:ff:ff"
     assert asked(admin, f"from={port}&{broadcast}&node=nowhere")[0] == 404
+    # A router starts a trace at its uplink: one without an L3 gateway service has none.
+    router = tenant_a.create(f"{API}/logical-routers", {"name": "r1"})["id"]
+    inbound = "packet=ip4.src%20%3D%3D%208.8.8.8%20%26%26%20ip4.dst%20%3D%3D%201.2.3.4"
+    for ref in ("r1", router):
+        status, body = asked(tenant_a, f"from={ref}&{inbound}")
+        assert (status, body["field"]) == (400, "from"), body
+        assert "has no uplink (no L3 gateway service)" in body["message"]
+    assert asked(tenant_b, f"from={router}&{inbound}")[0] == 404
 
 
 @pytest.mark.ovs

@@ -233,7 +233,8 @@ def trace_lines(body: dict[str, Any]) -> list[str]:
         if body.get("node")
         else ("the universal flows on an ideal node")
     )
-    out = [f"{body['from']}: {body['packet']}",
+    described = f" ({body['described']})" if body.get("described") else ""
+    out = [f"{body['from']}: {body['packet']}{described}",
            f"  through {where} (physical controller {body['controller']})",
            f"  flow: {body['flow']}"]  # fmt: skip
     datapath = None
@@ -247,6 +248,10 @@ def trace_lines(body: dict[str, Any]) -> list[str]:
             datapath = dp or datapath
             out += _step_lines(step)
     out.append(_verdict_line(body["verdict"]))
+    if body["verdict"].get("uplink") and body.get("stand_in_next_hops"):
+        hops = ", ".join(body["stand_in_next_hops"])
+        out.append(f"  (next hop {hops}: at a stand-in MAC; the active gateway node learns "
+                   "its MAC by ARP)")  # fmt: skip
     return out
 
 
@@ -564,7 +569,8 @@ def add_commands(sub: Any, state_dir_default: str) -> None:
     flows.add_argument("--tables", action="store_true", help="print both whole tables")
     trace = add("trace", [common], "where a packet from a port goes, flow by flow")
     trace.add_argument("--from", dest="source", required=True, metavar="PORT",
-                       help="the port the packet leaves (id or name)")  # fmt: skip
+                       help="the port the packet leaves (id or name), or a router with "
+                       "an uplink: a packet from the physical network")  # fmt: skip
     trace.add_argument("packet", metavar="PACKET",
                        help="its fields, as ovn-trace takes them: "
                        "'ip4.dst == 10.0.2.5 && tcp.dst == 22'")  # fmt: skip

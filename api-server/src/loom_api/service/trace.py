@@ -9,10 +9,15 @@ A packet is described as `ovn-trace` takes one, a conjunction of fields and prot
     eth.dst == ff:ff:ff:ff:ff:ff
 
 What it leaves out comes from its port and switch: `eth.src` the port's MAC, `ip4.src` its
-first IPv4 address, `ip.ttl` 64, an ICMP echo request, a TCP/UDP source port of 40000, and
-`eth.dst` the MAC of the port on the same switch that has the destination address — or,
-for an address no port of the switch has, of the router port on the switch (the packet is
-sent to its gateway, as a VM would).
+first IPv4 address, `ip.ttl` 64, for `icmp4` an echo request (type 8, code 0), a TCP/UDP
+source port of 40000, and `eth.dst` the MAC of the port on the same switch that has the
+destination address — or, for an address no port of the switch has, of the router port on
+the switch (the packet is sent to its gateway, as a VM would). A packet that names no
+transport (`ip4.dst == X`) is just that: IPv4 with protocol 0 and no transport header,
+which security profiles that allow ICMP or TCP do not let in (`summary` says so).
+
+A packet from the physical network enters at a router's uplink (`uplink_microflow`): it
+says its own `ip4.src`; `eth.dst` is the uplink's MAC (the physical controller knows it).
 """
 
 from __future__ import annotations
@@ -188,6 +193,53 @@ def microflow(packet: Packet, mac: str, ips: Iterable[str],
     Raises:
         errors.ValidationFailed: `packet`: a field the defaults cannot supply.
     """
+    return _flow(*filled(packet, mac, ips, neighbours))
+
+
+def uplink_microflow(packet: Packet) -> str:
+    """The packet arriving from the physical network at a router's uplink, as an
+    `ovs-ofctl` flow (no `in_port`; no `eth.dst` unless said: the physical controller gives
+    the uplink's MAC).
+
+    Raises:
+        errors.ValidationFailed: `packet`: its source address is not said (nothing here
+            knows one), or it is not IPv4 or ARP.
+    """
+    return _flow(*uplink_filled(packet))
+
+
+def uplink_filled(packet: Packet) -> tuple[str, str, dict[str, str]]:
+    """`uplink_microflow`'s (family, transport, fields by name).
+
+    Raises:
+        errors.ValidationFailed: as `uplink_microflow`.
+    """
+    f = dict(packet.fields)
+    family = packet.family or ("ip4" if packet.transport or "ip.ttl" in f else "")
+    if family == "ip4":
+        for name in ("ip4.src", "ip4.dst"):
+            if name not in f:
+                raise _bad(f"{name}: required for a packet from the uplink")
+        f.setdefault("ip.ttl", "64")
+    elif family == "arp":
+        for name in ("arp.spa", "arp.tpa"):
+            if name not in f:
+                raise _bad(f"{name}: required for a packet from the uplink")
+        f.setdefault("arp.op", "1")
+        f.setdefault("eth.dst", BROADCAST)
+    else:
+        raise _bad("a packet from the uplink is IPv4 or ARP: say ip4.dst, or arp")
+    _transport_defaults(packet, f)
+    return family, packet.transport, f
+
+
+def filled(packet: Packet, mac: str, ips: Iterable[str],
+           neighbours: Iterable[Neighbour]) -> tuple[str, str, dict[str, str]]:  # fmt: skip
+    """`microflow`'s (family, transport, fields by name), the defaults filled in.
+
+    Raises:
+        errors.ValidationFailed: as `microflow`.
+    """
     f = dict(packet.fields)
     f.setdefault("eth.src", mac)
     own = [ipaddress.ip_address(ip.split("/")[0]) for ip in ips]
@@ -205,18 +257,55 @@ def microflow(packet: Packet, mac: str, ips: Iterable[str],
         f.setdefault("arp.sha", f["eth.src"])
         _default_from(f, "arp.spa", own, 4)
         f.setdefault("eth.dst", BROADCAST)
+    _transport_defaults(packet, f)
+    if "eth.dst" not in f:
+        f["eth.dst"] = _gateway(f.get("ip4.dst") or f.get("ip6.dst"), neighbours)
+    return family, packet.transport, f
+
+
+def _transport_defaults(packet: Packet, f: dict[str, str]) -> None:
+    """An ICMP packet is an echo request; a TCP or UDP one comes from port 40000."""
     if packet.transport == "icmp4":
         f.setdefault("icmp4.type", "8")
         f.setdefault("icmp4.code", "0")
     elif packet.transport in ("tcp", "udp"):
         f.setdefault(f"{packet.transport}.src", "40000")
-    if "eth.dst" not in f:
-        f["eth.dst"] = _gateway(f.get("ip4.dst") or f.get("ip6.dst"), neighbours)
-    head = HEADS.get((family, packet.transport))
+
+
+def _flow(family: str, transport: str, f: Mapping[str, str]) -> str:
+    """The fields as an `ovs-ofctl` flow (its protocol word first)."""
+    head = HEADS.get((family, transport))
     parts = [head] if head else []
     names = {n: FIELDS[n].ovs for n in f}
     parts += [f"{names[n]}={v}" for n, v in sorted(f.items(), key=lambda i: names[i[0]])]
     return ",".join(parts)
+
+
+ICMP_TYPES = {"0": "echo reply", "3": "destination unreachable", "8": "echo request",
+              "11": "time exceeded"}  # fmt: skip
+"""The ICMPv4 types `summary` names."""
+
+
+def summary(family: str, transport: str, f: Mapping[str, str]) -> str:
+    """The packet traced in words: what it is (`IPv4 protocol 0` for one that names no
+    transport), its addresses and ports."""
+    if family == "arp":
+        op = {"1": "request", "2": "reply"}.get(f.get("arp.op", ""), f"op {f.get('arp.op')}")
+        return f"ARP {op}: who has {f.get('arp.tpa')}, tell {f.get('arp.spa')}"
+    if not family:
+        return f"Ethernet to {f.get('eth.dst')} (no IP header)"
+    version = "IPv4" if family == "ip4" else "IPv6"
+    src, dst = f.get(f"{family}.src"), f.get(f"{family}.dst")
+    ttl = f" (TTL {f['ip.ttl']})" if "ip.ttl" in f else ""
+    if transport == "icmp4":
+        kind = ICMP_TYPES.get(f.get("icmp4.type", ""), f"type {f.get('icmp4.type')}")
+        what = f"ICMPv4 {kind} (type {f.get('icmp4.type')}, code {f.get('icmp4.code')})"
+        return f"{what} from {src} to {dst}{ttl}"
+    if transport in ("tcp", "udp"):
+        word = transport.upper()
+        return (f"{word} from {src}:{f.get(f'{transport}.src')} to {dst}:"
+                f"{f.get(f'{transport}.dst', 0)}{ttl}")  # fmt: skip
+    return f"{version} protocol 0 (no transport header) from {src} to {dst}{ttl}"
 
 
 def _default_from(f: dict[str, str], name: str, own: list[Any], version: int) -> None:

@@ -10,7 +10,11 @@ controller that masters the port's node, or of any controller that answers (one 
 flows of the datapaths its nodes have). With `node` (admin only: a node's table holds every
 tenant's flows), through that node's installed table, asked of its master.
 
-A tenant traces its own ports; the admin any.
+`from` may also name a router (id or name) with an L3 gateway service: the packet then
+comes from the physical network into the router's uplink (through the universal flows
+only: the ideal node has every gateway service active).
+
+A tenant traces its own ports and routers; the admin any.
 """
 
 from __future__ import annotations
@@ -65,30 +69,44 @@ def trace_view() -> Response:
     packet = described.parse_packet(expression)
     states = described.ct_states(request.args.get("ct"))
 
-    def read(view: ReadView) -> tuple[dict[str, Any], list[tuple[str, str]]]:
-        port = _port(view, caller, port_ref)
+    def read(view: ReadView) -> tuple[dict[str, Any], list[tuple[str, str]], str]:
+        port, router = _source(view, caller, port_ref)
+        if router is not None:
+            if node_ref is not None:
+                raise errors.ValidationFailed(field="node", detail="node: a packet from a "
+                                              "router's uplink is traced through the universal "
+                                              "flows only")  # fmt: skip
+            fields = described.uplink_filled(packet)
+            query: dict[str, Any] = {"port": f"{router.uuid}-uplink",
+                                     "flow": described.uplink_microflow(packet)}  # fmt: skip
+            if not caller.is_admin:
+                keys = _tenant_datapaths(view, caller, router, LogicalRouters)
+                query["datapaths"] = ",".join(str(k) for k in sorted(keys))
+            return query, _candidates(view, None), described.summary(*fields)
         switch = view.get("Logical_Switch", port.logical_switch.uuid)
         nearby = [described.Neighbour(p.mac, tuple(p.ips), p.attachment_type == "router")
                   for p in view.children("Logical_Switch_Port", "logical_switch", switch)
                   if p.uuid != port.uuid and p.mac]  # fmt: skip
-        flow = described.microflow(packet, port.mac, port.ips, nearby)
-        query: dict[str, Any] = {"port": str(port.uuid), "flow": flow}
+        fields = described.filled(packet, port.mac, port.ips, nearby)
+        summary = described.summary(*fields)
+        query = {"port": str(port.uuid), "flow": described.microflow(packet, port.mac,
+                                                                     port.ips, nearby)}  # fmt: skip
         if node_ref is None:
             if not caller.is_admin:  # (its own datapaths only: not past a shared network)
                 keys = _tenant_datapaths(view, caller, switch)
                 query["datapaths"] = ",".join(str(k) for k in sorted(keys))
-            return query, _candidates(view, port)
+            return query, _candidates(view, port), summary
         node = (crud.lookup(view, TransportNodes, caller, node_ref) if _is_uuid(node_ref)
                 else _node_named(view, node_ref))  # fmt: skip
         query["node"] = str(node.system_id)
-        return query, [node_controller(view, node)]
+        return query, [node_controller(view, node)], summary
 
-    query, controllers = http.store().read(read)
+    query, controllers, summary = http.store().read(read)
     if states:
         query["ct"] = states
     body = _ask_first(controllers, query)
     named = http.store().read(lambda view: _describe(view, caller, body))
-    return jsonify({**named, "packet": expression, "from": port_ref})
+    return jsonify({**named, "packet": expression, "from": port_ref, "described": summary})
 
 
 def _bounded(field: str, value: str | None, what: str) -> str:
@@ -105,6 +123,50 @@ def _bounded(field: str, value: str | None, what: str) -> str:
     return value
 
 
+def _source(view: ReadView, caller: crud.Caller, ref: str) -> tuple[Any, Any]:
+    """(the VIF port, None) or (None, the router with an uplink) that `ref` names (id or
+    name), visible to `caller`.
+
+    Raises:
+        errors.NotFound: neither; errors.ValidationFailed (`from`): several, not a VIF, or
+            a router with no L3 gateway service.
+    """
+    if _is_uuid(ref):
+        port = view.get("Logical_Switch_Port", uuidlib.UUID(ref))
+        if port is not None and crud.visible(LogicalSwitchPorts, caller, port):
+            return _port(view, caller, ref), None
+        router = crud.lookup(view, LogicalRouters, caller, ref)  # (or 404)
+        return None, _with_uplink(view, router, ref)
+    ports = [p for p in view.rows("Logical_Switch_Port")
+             if p.name == ref and crud.visible(LogicalSwitchPorts, caller, p)]  # fmt: skip
+    routers = [r for r in view.rows("Logical_Router")
+               if r.name == ref and crud.visible(LogicalRouters, caller, r)]  # fmt: skip
+    if ports and routers:
+        raise errors.ValidationFailed(field="from", detail=f"from: a port and a router are "
+                                      f"named {ref!r}; give the id")  # fmt: skip
+    if routers:
+        if len(routers) > 1:
+            raise errors.ValidationFailed(field="from", detail=f"from: {len(routers)} routers "
+                                          f"are named {ref!r}; give the router's id")  # fmt: skip
+        return None, _with_uplink(view, routers[0], ref)
+    return _port(view, caller, ref), None
+
+
+def _with_uplink(view: ReadView, router: Any, ref: str) -> Any:
+    """`router`, if it has an uplink (an L3 gateway service).
+
+    Raises:
+        errors.ValidationFailed (`from`): it has none.
+    """
+    service = crud.ref_id(router.gateway_service)
+    row = view.get("Gateway_Service", uuidlib.UUID(service)) if service is not None else None
+    if row is None or row.type != "l3":
+        raise errors.ValidationFailed(field="from", detail=f"from: router {ref} has no uplink "
+                                      "(no L3 gateway service): a trace from a router starts "
+                                      "at its uplink")  # fmt: skip
+    return router
+
+
 def _port(view: ReadView, caller: crud.Caller, ref: str) -> Any:
     """The VIF port `ref` names (id or name), visible to `caller`.
 
@@ -117,7 +179,7 @@ def _port(view: ReadView, caller: crud.Caller, ref: str) -> Any:
         named = [p for p in view.rows("Logical_Switch_Port")
                  if p.name == ref and crud.visible(LogicalSwitchPorts, caller, p)]  # fmt: skip
         if not named:
-            raise errors.NotFound(kind="logical switch port", id=ref)
+            raise errors.NotFound(kind="logical switch port or router", id=ref)
         if len(named) > 1:
             raise errors.ValidationFailed(field="from", detail=f"from: {len(named)} ports are "
                                           f"named {ref!r}; give the port's id")  # fmt: skip
@@ -144,16 +206,18 @@ def _node_named(view: ReadView, ref: str) -> Any:
     return named[0]
 
 
-def _tenant_datapaths(view: ReadView, caller: crud.Caller, switch: Any) -> set[int]:
+def _tenant_datapaths(view: ReadView, caller: crud.Caller, start: Any,
+                      kind: type[crud.Resource] = LogicalSwitches) -> set[int]:  # fmt: skip
     """The keys of the switches and routers of `caller`'s tenant (any, for the admin) that
-    routers join to `switch` (transitively): where its trace may go."""
+    routers join to `start` (a switch, or a router for `kind` `LogicalRouters`;
+    transitively): where its trace may go."""
     routers_of: dict[Any, set[Any]] = {}
     switches_of: dict[Any, set[Any]] = {}
     for rp in view.rows("Logical_Router_Port"):
         routers_of.setdefault(rp.logical_switch.uuid, set()).add(rp.logical_router.uuid)
         switches_of.setdefault(rp.logical_router.uuid, set()).add(rp.logical_switch.uuid)
-    keys, seen = set(), {switch.uuid}
-    todo: list[tuple[type[crud.Resource], Any]] = [(LogicalSwitches, switch.uuid)]
+    keys, seen = set(), {start.uuid}
+    todo: list[tuple[type[crud.Resource], Any]] = [(kind, start.uuid)]
     while todo:
         resource, uuid = todo.pop()
         row = view.get(resource.table, uuid)
@@ -170,11 +234,11 @@ def _tenant_datapaths(view: ReadView, caller: crud.Caller, switch: Any) -> set[i
 
 
 def _candidates(view: ReadView, port: Any) -> list[tuple[str, str]]:
-    """The controllers to ask for a logical trace from `port`: the master of the port's
-    node first, then every other that publishes an endpoint."""
+    """The controllers to ask for a logical trace from `port` (None: from an uplink): the
+    master of the port's node first, then every other that publishes an endpoint."""
     urls = published_urls(view)
     first: list[tuple[str, str]] = []
-    bound = port.status.get("transport_node")
+    bound = port.status.get("transport_node") if port is not None else None
     for node in view.rows("Transport_Node") if bound else []:
         if node.system_id == bound:
             with contextlib.suppress(errors.ControllerUnavailable):
