@@ -178,6 +178,29 @@ def _the_client_commands_work(state: Path) -> None:
     assert refused.returncode == 1
     assert "POST /logical-switches: 400" in refused.stderr
     assert "bogus" in refused.stderr
+    _names_serve_wherever_ids_do(state)
+
+
+def _names_serve_wherever_ids_do(state: Path) -> None:
+    """A reference field takes a name as `--parent` does; a name two objects have is
+    refused, listing both."""
+    profile = _loom(state, "create", "profile", "name=web-profile", "tenant=t1").strip()
+    _loom(state, "create", "port", "--parent", "web", "name=p2",
+          'security_profile_ids=["web-profile"]')  # fmt: skip
+    port = json.loads(_loom(state, "get", "port", "p2", "--parent", "web", "--format", "json"))
+    assert port["security_profile_ids"] == [profile]
+    first = _loom(state, "create", "switch", "name=twin", "tenant=t1").strip()
+    second = _loom(state, "create", "switch", "name=twin", "tenant=t2").strip()
+    router = _loom(state, "create", "router", "name=r1", "tenant=t1").strip()
+    ambiguous = subprocess.run(
+        [str(LOOM), "create", "router-port", "--parent", router, "logical_switch_id=twin",
+         "ip_prefix=10.9.0.1/24", "mac=00:00:00:aa:00:09", "--state-dir", str(state)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert ambiguous.returncode == 1
+    assert "several switches named 'twin'" in ambiguous.stderr, ambiguous.stderr
+    assert f"{first} (tenant t1)" in ambiguous.stderr
+    assert f"{second} (tenant t2)" in ambiguous.stderr
 
 
 def _every_daemon_serves_metrics(banner: str) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from loom_common import ctl
 from loom_common.cli import parse_args, write_client_file
 from loom_common.ctl import (
     CLIENT_FILE,
@@ -196,6 +197,14 @@ def test_flows_says_whether_a_node_holds_what_is_computed_and_what_differs() -> 
     assert flows_lines(synced) == [
         "node hv1 (physical controller physical-0): 2 flows computed, 2 installed, in sync"
     ]
+    # a gateway's next-hop MAC, learned by its datapath: shown, and no change to make
+    mac = "table=65, priority=100,metadata=0x800001 actions=set_field:00:00:00:00:99:01->eth_dst"
+    gateway = {**synced, "installed_flows": 3, "learned": [mac]}
+    assert flows_lines(gateway) == [
+        "node hv1 (physical controller physical-0): 2 flows computed, 3 installed "
+        "(1 learned by the node), in sync",
+        f"  learned {mac}",
+    ]
 
 
 def test_trace_tells_each_table_conntracks_answers_and_the_verdict() -> None:
@@ -250,3 +259,29 @@ def test_trace_tells_each_table_conntracks_answers_and_the_verdict() -> None:
     assert lines[1] == "  through node hv1's installed table (physical controller physical-0)"
     assert lines[-1] == ("verdict: delivered to red/vm9 (bound on hv1); tunneled to hv3 for "
                          "red/vm3 (out of loom-geneve)")  # fmt: skip
+
+
+def test_reference_fields_holding_names_are_found_at_any_depth() -> None:
+    zone = "5b0c3f5e-8f7e-4a3e-9a51-3f1c2e7d9a10"
+    profiles = 'security_profile_ids=["web", "' + zone + '"]'
+    body = parse_fields(["name=p1", "attachment.type=l3-gateway",
+                         "attachment.gateway_service_id=gw-ext", f"transport_zone_id={zone}",
+                         profiles, "qos_queue_id=null"])  # fmt: skip
+    found = {(field, what.name) for _, field, what in ctl.references(body)}
+    assert found == {("gateway_service_id", "gateway-service"), ("security_profile_ids", "profile")}
+
+
+def test_a_name_resolves_to_its_one_object_or_lists_the_candidates() -> None:
+    items = [{"id": "id-1", "name": "web", "tenant": "acme"},
+             {"id": "id-2", "name": "web", "tenant": "blue"},
+             {"id": "id-3", "name": "db", "tenant": "acme", "parent": "acme-net"}]  # fmt: skip
+    switch = ctl.KINDS["switch"]
+    assert ctl.Client._one(items, "db", switch) == "id-3"
+    assert ctl.Client._one(items, "id-2", switch) == "id-2"
+    with pytest.raises(ctl.CtlError) as ambiguous:
+        ctl.Client._one(items, "web", switch)
+    assert str(ambiguous.value) == (
+        "several switches named 'web': id-1 (tenant acme); id-2 (tenant blue); give the id"
+    )
+    with pytest.raises(ctl.CtlError, match="no switch 'nope'"):
+        ctl.Client._one(items, "nope", switch)

@@ -21,12 +21,14 @@ default `./run/loom`). A token is never taken from the command line (`ps` shows 
 
 KIND is one of `KINDS` (singular or plural: `switch`, `switches`, `port`, ...); a port,
 subnet, router port, route or NAT rule names its switch or router with `--parent` (id or
-name). A VALUE that parses as JSON is that JSON (`ips='["10.0.0.5"]'`, `min_rate=100`),
+name), and so does any reference field (`gateway_service_id=gw-ext`,
+`security_profile_ids='["web"]'`: `REFERENCES`); a name that several objects have is refused
+with their ids. A VALUE that parses as JSON is that JSON (`ips='["10.0.0.5"]'`, `min_rate=100`),
 else a string; `attachment.type=vif` nests. `--wait` waits until every node has realized
 the write (as `ovn-nbctl --wait=hv`), at most `--timeout` seconds. `--format json` prints
 the API's JSON instead of tables.
 
-Pure parts, tested without a daemon: `kind`, `parse_fields`, `table`, `show_lines`,
+Pure parts, tested without a daemon: `kind`, `parse_fields`, `references`, `table`, `show_lines`,
 `status_lines`, `flows_lines`, `trace_lines`. The rest is a thin `Client` over
 `loom_common.apiclient.Http`.
 """
@@ -38,6 +40,7 @@ import json
 import os
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -132,6 +135,40 @@ def parse_fields(pairs: Sequence[str]) -> dict[str, Any]:
     return body
 
 
+REFERENCES: dict[str, str] = {
+    "gateway_service_id": "gateway-service", "gateway_node_ids": "node",
+    "transport_zone_id": "zone", "transport_zone_ids": "zone", "logical_switch_id": "switch",
+    "logical_port_id": "port", "router_port_id": "router-port", "output_port_id": "router-port",
+    "qos_queue_id": "qos-queue", "security_profile_ids": "profile",
+    "remote_profile_id": "profile",
+}  # fmt: skip
+"""A body's reference fields (at any depth: `attachment.gateway_service_id`) and the kind
+each names; a name given there is resolved to its object's id, as `--parent` is."""
+
+
+def is_uuid(text: str) -> bool:
+    """True if `text` is a UUID (an id, not a name)."""
+    try:
+        uuid.UUID(text)
+    except ValueError:
+        return False
+    return True
+
+
+def references(body: dict[str, Any]) -> Iterator[tuple[dict[str, Any], str, Kind]]:
+    """The (object, field, kind) of each reference field of `body` that holds a name (a
+    string, or a list with a string, that is not a UUID)."""
+    for field, value in body.items():
+        if isinstance(value, dict):
+            yield from references(value)
+            continue
+        if field not in REFERENCES:
+            continue
+        values = value if isinstance(value, list) else [value]
+        if any(isinstance(v, str) and not is_uuid(v) for v in values):
+            yield body, field, KINDS[REFERENCES[field]]
+
+
 def _cell(item: dict[str, Any], column: str) -> str:
     value: Any = item
     for part in column.split("."):
@@ -211,12 +248,16 @@ def show_lines(topology: Topology) -> list[str]:
 
 def flows_lines(body: dict[str, Any]) -> list[str]:
     """What `loom flows NODE` prints: the counts, whether the node holds what is computed,
-    each change a reconciliation would make, and (`--tables`) both tables."""
+    each change a reconciliation would make, the flows the node learned (no change), and
+    (`--tables`) both tables."""
     state = "in sync" if body["in_sync"] else f"{len(body['changes'])} change(s) to make"
+    learned = body.get("learned", [])
+    held = f" ({len(learned)} learned by the node)" if learned else ""
     out = [f"node {body['node']} (physical controller {body['controller']}): "
-           f"{body['computed_flows']} flows computed, {body['installed_flows']} installed, "
-           f"{state}"]  # fmt: skip
+           f"{body['computed_flows']} flows computed, {body['installed_flows']} installed"
+           f"{held}, {state}"]  # fmt: skip
     out += [f"  {c['op']:<6} {c['flow']}" for c in body["changes"]]
+    out += [f"  learned {flow}" for flow in learned]
     for name in ("computed", "installed"):
         if name in body:
             out.append(f"{name}:")
@@ -381,13 +422,54 @@ class Client:
         """The id of the object `ref` (an id, or a name no other object of `path` has).
 
         Raises:
-            CtlError: none, or several, of that name.
+            CtlError: none, or several, of that name (the several listed).
         """
-        found = [i["id"] for i in self.items(path) if ref in (i["id"], i.get("name"))]
-        if len(found) != 1:
-            many = "several" if found else "no"
-            raise CtlError(detail=f"{many} {what.name} {ref!r}")
-        return str(found[0])
+        return self._one(list(self.items(path)), ref, what)
+
+    @staticmethod
+    def _one(items: list[dict[str, Any]], ref: str, what: Kind) -> str:
+        """The id of the one item of `items` that `ref` names (its id or its name).
+
+        Raises:
+            CtlError: none, or several (each listed with its id, tenant and parent).
+        """
+        found = [i for i in items if ref in (i["id"], i.get("name"))]
+        if not found:
+            raise CtlError(detail=f"no {what.name} {ref!r}")
+        if len(found) > 1:
+            candidates = "; ".join(_described(i) for i in found)
+            kinds = what.name + ("es" if what.name.endswith("ch") else "s")
+            raise CtlError(detail=f"several {kinds} named {ref!r}: {candidates}; give the "
+                           "id")  # fmt: skip
+        return str(found[0]["id"])
+
+    def every(self, what: Kind) -> list[dict[str, Any]]:
+        """Every object of kind `what` (a child kind's across all its parents, each marked
+        with its parent's name as `parent`)."""
+        if what.parent is None:
+            return list(self.items(what.path))
+        found = []
+        for parent in self.items(KINDS[what.parent].path):
+            for item in self.items(what.path.format(parent=parent["id"])):
+                found.append({**item, "parent": parent.get("name") or parent["id"]})
+        return found
+
+    def resolve_references(self, body: dict[str, Any]) -> dict[str, Any]:
+        """`body` with each name in a reference field (`REFERENCES`) replaced by the id of
+        the object it names.
+
+        Raises:
+            CtlError: a name that names none, or several.
+        """
+        for target, field, what in references(body):
+            items = self.every(what)
+            value = target[field]
+            if isinstance(value, list):
+                target[field] = [self._one(items, v, what) if isinstance(v, str) else v
+                                 for v in value]  # fmt: skip
+            else:
+                target[field] = self._one(items, value, what)
+        return body
 
     def wait(self, reply: Reply, timeout: float) -> None:
         """Wait until every node has realized the generation `reply` acknowledged.
@@ -418,6 +500,12 @@ class Client:
             children("/logical-routers/{parent}/routes", routers),
             children("/logical-routers/{parent}/nat-rules", routers),
         )  # fmt: skip
+
+
+def _described(item: dict[str, Any]) -> str:
+    """An object as a candidate: its id, and its tenant and parent where it has them."""
+    more = [f"{k} {item[k]}" for k in ("tenant", "parent") if item.get(k)]
+    return str(item["id"]) + (f" ({', '.join(more)})" if more else "")
 
 
 def connection(args: argparse.Namespace, environ: os._Environ[str] | dict[str, str]) -> Http:
@@ -488,7 +576,8 @@ def run(args: argparse.Namespace, client: Client) -> int:
         _print(args, items, lambda: table(items, what.columns))
         return 0
     if command == "create":
-        reply = client.call("POST", path, parse_fields(args.fields), ok=201)
+        body = client.resolve_references(parse_fields(args.fields))
+        reply = client.call("POST", path, body, ok=201)
         if args.wait:
             client.wait(reply, args.timeout)
         _print(args, reply.body, lambda: [str(reply.body["id"])])
@@ -498,7 +587,8 @@ def run(args: argparse.Namespace, client: Client) -> int:
         body = client.call("GET", f"{path}/{ref}").body
         _print(args, body, lambda: [f"{k}: {json.dumps(v)}" for k, v in sorted(body.items())])
     elif command == "set":
-        reply = client.call("PATCH", f"{path}/{ref}", parse_fields(args.fields))
+        body = client.resolve_references(parse_fields(args.fields))
+        reply = client.call("PATCH", f"{path}/{ref}", body)
         if args.wait:
             client.wait(reply, args.timeout)
     elif command == "delete":

@@ -395,6 +395,12 @@ def _make_vm(node_netns: str, vif: Vif) -> None:
     _run(["ip", "netns", "exec", vif.netns, ethtool, "-K", "eth0", "tx", "off"])
 
 
+def namespace_tag(root: Path) -> str:
+    """The prefix of the network namespaces of the sandbox whose nodes live under `root`
+    (from its directory: two sandboxes never share one)."""
+    return f"l{zlib.crc32(str(root.resolve()).encode()):08x}"
+
+
 class Sandbox:
     """N simulated transport nodes on one underlay; a context manager that stops them."""
 
@@ -411,8 +417,8 @@ class Sandbox:
             raise SandboxError(detail=f"datapath must be dummy or netdev, not {datapath!r}")
         self.root = root.resolve()
         self.datapath = datapath
-        self.tag = f"l{zlib.crc32(str(self.root).encode()):08x}"
-        """Prefix of this sandbox's network namespaces (from its directory: unique)."""
+        self.tag = namespace_tag(self.root)
+        """Prefix of this sandbox's network namespaces."""
         self.pki = pki
         self.nodes: dict[str, OvsNode] = {}
         self.net: OvsNode | None = None
