@@ -22,21 +22,21 @@ install: .uv ## Install system packages and the workspace (with the Rust extensi
 	@# System packages: real ovsdb-server/ovs-vswitchd and ZooKeeper (fresh CI machines lack them),
 	@# and jemalloc, which Loom's ovsdb-servers run with (loom_common.ovsdb.JEMALLOC); ethtool and
 	@# iproute2 for the netdev sandbox's VMs (network namespaces, TX offload off); chromium, headless,
-	@# for the web page's test.
+	@# for the web page's test; curl, which the README's tour uses (and its test runs).
 	@# (Debian installs the OVS daemons in /usr/sbin, which a non-root PATH may lack.)
 	@if { command -v ovsdb-server || [ -x /usr/sbin/ovsdb-server ]; } >/dev/null \
 	    && { command -v ovs-vswitchd || [ -x /usr/sbin/ovs-vswitchd ]; } >/dev/null \
 	    && compgen -G '/usr/lib/*/libjemalloc.so.2' >/dev/null \
 	    && { command -v ethtool || [ -x /usr/sbin/ethtool ]; } >/dev/null && command -v ping >/dev/null \
-	    && command -v chromium >/dev/null \
+	    && command -v chromium >/dev/null && command -v curl >/dev/null \
 	    && { [ -e /usr/share/zookeeper/bin/zkServer.sh ] \
 	         || compgen -G '/usr/share/java/zookeeper*.jar' >/dev/null; }; then :; else \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  export DEBIAN_FRONTEND=noninteractive; \
 	  $$SUDO apt-get install -y --no-install-recommends openvswitch-switch zookeeper libjemalloc2 \
-	       ethtool iproute2 iputils-ping chromium \
+	       ethtool iproute2 iputils-ping chromium curl \
 	  || { $$SUDO apt-get update && $$SUDO apt-get install -y --no-install-recommends \
-	       openvswitch-switch zookeeper libjemalloc2 ethtool iproute2 iputils-ping chromium; }; \
+	       openvswitch-switch zookeeper libjemalloc2 ethtool iproute2 iputils-ping chromium curl; }; \
 	fi
 	$(UV) sync --all-packages --locked
 
