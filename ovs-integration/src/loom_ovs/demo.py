@@ -5,11 +5,15 @@ Started by `loom up --demo` beside the deployment. It starts the transport nodes
 physical controller), registers them through the API, builds a two-tenant topology through
 the API (per tenant: two switches, a router between them, a stateful security profile), plugs
 the tenants' VMs into the hypervisors (the two tenants use identical IP and MAC addresses),
+gives the gateway node an uplink and the deployment its default L3 gateway service on it
+(`UPLINK`: what an external network created without provider attributes gets),
 waits for realization, then sends packets between every pair of VMs and prints a
 connectivity matrix: expected against observed, tenant isolation included. ICMP echo and
 TCP to port 22 are allowed by the profile, TCP to port 23 is not.
 
-The results go to `<state-dir>/demo.json`. Without `--check` the nodes stay up until SIGTERM;
+The results go to `<state-dir>/demo.json`, with where the uplink is (the gateway node's
+unixctl socket and the uplink's capture: a test injects the physical network's packets
+there) and each VM's network namespace. Without `--check` the nodes stay up until SIGTERM;
 with it, the nodes are stopped and the exit code says whether every outcome held.
 """
 
@@ -39,6 +43,11 @@ ROUTER_MAC = {"a": "00:00:00:aa:00:01", "b": "00:00:00:aa:00:02"}
 VMS = (("vm1", "a", "hv1", 11), ("vm2", "a", "hv2", 12), ("vm3", "b", "hv3", 13))
 """(name, subnet, hypervisor, host number): the same for both tenants."""
 NODES = (("hv1", "hypervisor"), ("hv2", "hypervisor"), ("hv3", "hypervisor"), ("gw1", "gateway"))
+UPLINK = {"name": "demo-uplink", "type": "l3", "uplink_ip": "172.16.0.2/24",
+          "uplink_next_hop": "172.16.0.1", "default": True}  # fmt: skip
+"""The default L3 gateway service, on gw1 (its uplink's physical network: 172.16.0.0/24)."""
+NEXT_HOP_MAC = "00:00:00:00:99:01"
+"""The MAC of the uplink's next hop (a static neighbour of gw1)."""
 WAIT = 60.0
 BLOCKED_AFTER = 0.5
 """Seconds after which a packet that has not left its destination's port counts as blocked
@@ -91,11 +100,13 @@ def build(api: Api, sandbox: Sandbox, managers: list[str]) -> list[Vm]:
     """Start the nodes (dialling `managers`), register them, create both tenants'
     networks, plug the VMs."""
     zone = api.create("/transport-zones", {"name": "demo-zone"})
+    ids = {}
     for name, kind in NODES:
         encap_ip = sandbox.add_node(name, managers).encap_ip
-        api.create("/transport-nodes", {
+        ids[name] = api.create("/transport-nodes", {
             "name": name, "node_type": kind, "system_id": name, "transport_zone_ids": [zone],
             "tunnel_endpoints": [{"encap": "geneve", "ip": encap_ip}]})  # fmt: skip
+    api.create("/gateway-services", {**UPLINK, "gateway_node_ids": [ids["gw1"]]})
     vms = []
     for tenant in TENANTS:
         profile = api.create("/security-profiles", {
@@ -363,6 +374,9 @@ def main(argv: list[str] | None = None) -> int:
     with Sandbox(state / "nodes", datapath=datapath, pki=pki) as sandbox:
         vms = build(api, sandbox, [m for m in args.manager.split(",") if m])
         wait_realized(api, vms)
+        gateway = sandbox.nodes["gw1"]  # (its br-int is the controller's by now)
+        gateway.add_uplink()
+        gateway.set_neighbour(str(UPLINK["uplink_next_hop"]), NEXT_HOP_MAC)
         warm_up(sandbox, vms)
         results = matrix(sandbox, vms)
         good = all(r["expected"] == r["observed"] for r in results)
@@ -374,7 +388,16 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 transfers.append(transfer(sandbox, src, dst))
             good = good and all(t["bytes"] == t["sent"] for t in transfers)
-        report = {"ok": good, "datapath": datapath, "results": results, "transfers": transfers}
+        uplink = {
+            "node": "gw1",
+            "ctl": str(gateway.ctl),
+            "port": "uplink",
+            "pcap": str(gateway.run_dir / "uplink-tx.pcap"),
+            "next_hop_mac": NEXT_HOP_MAC,
+        }
+        netns = {vm.label: _vif(sandbox, vm).netns for vm in vms}
+        report = {"ok": good, "datapath": datapath, "results": results, "transfers": transfers,
+                  "uplink": uplink, "netns": netns}  # fmt: skip
         (state / "demo.json").write_text(json.dumps(report, indent=1))
         print(f"datapath: {datapath}", flush=True)
         print(render(results), flush=True)
