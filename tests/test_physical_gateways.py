@@ -15,6 +15,7 @@ from flask import Flask
 from loom_api import create_app
 from loom_api.auth import Tokens
 from loom_api.testing import ApiClient, running_store
+from loom_common import httpd
 from loom_common.ovsdb import OvsdbServer
 from loom_common.pki import Pki
 from loom_common.testing import tls_controller, wait_for
@@ -28,6 +29,9 @@ pytestmark = [pytest.mark.ovs, pytest.mark.system]
 TOKEN = "admin-secret"
 WAIT = 30.0
 NEXT_HOP_MAC = "00:00:00:00:99:01"
+SNAT_IP = "172.16.0.3"
+"""The routers' SNAT address on the uplink network (not the uplink's own: the API refuses
+that one)."""
 
 
 def mac(i: int) -> str:
@@ -66,7 +70,7 @@ class Site:
     ) -> tuple[str, str, str, str]:
         """One tenant's routed network behind an L3 service on `gateways` (uplink
         `uplink_ip`/24, next hop 172.16.0.1): a router on it (port 10.0.1.1/24, MAC
-        00:00:00:aa:00:01; with `snat`, 10.0.0.0/16 translated to the uplink's address) and
+        00:00:00:aa:00:01; with `snat`, 10.0.0.0/16 translated to `SNAT_IP`) and
         a switch with port `vm` (`vm_mac`, 10.0.1.10, VIF `vif`). Returns the service, the
         router, the switch and the port."""
         service = self.create("gateway-services", {
@@ -84,9 +88,14 @@ class Site:
             "attachment": {"type": "vif", "vif_id": vif}})  # fmt: skip
         if snat:
             self.create(f"logical-routers/{router}/nat-rules", {
-                "type": "snat", "external_ip": uplink_ip,
+                "type": "snat", "external_ip": SNAT_IP,
                 "internal_ip": "10.0.0.0/16"})  # fmt: skip
         return service, router, net, port
+
+    def active_node(self, service: str) -> str | None:
+        """The node gateway service `service`'s status says it is active on."""
+        body = self.api.get(f"/api/v1/gateway-services/{service}").get_json()
+        return body["status"]["active_node"]  # type: ignore[no-any-return]
 
     def settled(self, *meshed: str) -> None:
         status = self.api.get("/api/v1/status").get_json()
@@ -171,16 +180,16 @@ def test_l3_gateway_floating_ip_and_snat(site: Site) -> None:
     )
     assert frame[0:6] == bytes.fromhex(NEXT_HOP_MAC.replace(":", ""))
     assert ipv4(frame) == ("172.16.0.102", "8.8.8.8", 63)
-    # vm2 (no floating IP) goes out SNAT'ed to the uplink's address.
+    # vm2 (no floating IP) goes out SNAT'ed to the router's SNAT address.
     out2 = packets.icmp_echo(mac(2), "00:00:00:aa:00:01", "10.0.1.20", "8.8.4.4")
     frame = sent_until(
         hv2,
         "vm2",
         out2,
         uplink,
-        lambda f: ipv4(f)[:2] == ("172.16.0.2", "8.8.4.4"),
+        lambda f: ipv4(f)[:2] == (SNAT_IP, "8.8.4.4"),
     )
-    assert ipv4(frame) == ("172.16.0.2", "8.8.4.4", 63)
+    assert ipv4(frame) == (SNAT_IP, "8.8.4.4", 63)
     # From the Internet to the floating IP: DNAT'ed to vm1, delivered on hv1.
     bindings = site.physical.universal.rows["Gateway_Assignment"].values()
     uplink_mac = next(iter(bindings))["uplink_mac"]
@@ -262,13 +271,13 @@ def test_l3_gateway_fails_over_when_bfd_loses_its_node(site: Site) -> None:
     for gw in gateways.values():
         gw.add_uplink()
         gw.set_neighbour("172.16.0.1", NEXT_HOP_MAC)
-    site.l3_network(["gw1", "gw2"])
+    service, *_ = site.l3_network(["gw1", "gw2"])
     hv1.add_vif("vm1", "vif-vm1", mac(1))
     site.settled("hv1", "gw1", "gw2")
     out = packets.icmp_echo(mac(1), "00:00:00:aa:00:01", "10.0.1.10", "8.8.8.8")
 
     def snat(frame: bytes) -> bool:
-        return ipv4(frame)[:2] == ("172.16.0.2", "8.8.8.8")
+        return ipv4(frame)[:2] == (SNAT_IP, "8.8.8.8")
 
     def leaving() -> set[str]:
         return {
@@ -284,6 +293,8 @@ def test_l3_gateway_fails_over_when_bfd_loses_its_node(site: Site) -> None:
     wait_for(left_by_one, WAIT, "the service's traffic on an uplink")
     (active,) = leaving()
     (standby,) = set(gateways) - {active}
+    # The service's status names the node its traffic leaves by (written by its master).
+    wait_for(lambda: site.active_node(service) == active, WAIT, f"active_node {active}")
     # Every session to the active node has come up (one never up says nothing of it).
     peers = ("hv1", standby)
     wait_for(lambda: all(site.physical.nodes[p].session.bfd().get(active) for p in peers),
@@ -291,6 +302,7 @@ def test_l3_gateway_fails_over_when_bfd_loses_its_node(site: Site) -> None:
     gateways[active].vswitchd.stop()
     sent_until(hv1, "vm1", out, gateways[standby].run_dir / "uplink-tx.pcap", snat)
     assert active in site.physical.nodes, "the node stays connected: BFD moved the service"
+    wait_for(lambda: site.active_node(service) == standby, WAIT, f"active_node {standby}")
     # What moved it is public: hv1's status (written by its master, read by every
     # controller) says its session to the old gateway is down.
     status = site.api.get(f"/api/v1/transport-nodes/{site.ids['hv1']}").get_json()["status"]
@@ -364,7 +376,7 @@ def test_l3_gateway_learns_its_next_hops_mac(site: Site) -> None:
     hv1 = site.node("hv1")
     gw = site.node("gw1", "gateway")
     gw.add_uplink()  # (no set_neighbour: the next hop's MAC is to be learned)
-    site.l3_network(["gw1"])
+    service, *_ = site.l3_network(["gw1"])
     hv1.add_vif("vm1", "vif-vm1", mac(1))
     site.settled("hv1", "gw1")
     uplink_tx = gw.run_dir / "uplink-tx.pcap"
@@ -385,8 +397,41 @@ def test_l3_gateway_learns_its_next_hops_mac(site: Site) -> None:
     reply = packets.ethernet(NEXT_HOP_MAC, uplink_mac, 0x0806, reply_body)
     gw.receive("uplink", reply)
     frame = sent_until(hv1, "vm1", out, uplink_tx,
-                       lambda f: ipv4(f)[:2] == ("172.16.0.2", "8.8.8.8"))  # fmt: skip
+                       lambda f: ipv4(f)[:2] == (SNAT_IP, "8.8.8.8"))  # fmt: skip
     assert frame[0:6] == bytes.fromhex(NEXT_HOP_MAC.replace(":", "")), "the MAC learned"
     unresolved = [f for f in packets.read_pcap(uplink_tx)
                   if ipv4(f)[1] == "8.8.8.8" and f[0:6] != frame[0:6]]  # fmt: skip
     assert not unresolved, "a packet left before the next hop's MAC was known"
+    assert site.active_node(service) == "gw1"
+    # `loom flows gw1`: the flow the node learned is shown as learned, and the node, holding
+    # what is computed and what it learned, is in sync.
+    host, port = httpd.serve("127.0.0.1:0")
+    site.physical.heartbeat.url = f"http://{host}:{port}"  # (loom up: its --metrics)
+    url = f"/api/v1/transport-nodes/{site.ids['gw1']}/flows"
+
+    def asked() -> Any:
+        reply = site.api.get(url)
+        return reply.get_json() if reply.status_code == 200 else None
+
+    body = wait_for(asked, WAIT, "the controller's endpoint published")
+    assert body["in_sync"] is True, body["changes"]
+    (learned,) = body["learned"]
+    assert learned.startswith("table=65,"), learned
+    assert NEXT_HOP_MAC in learned, learned
+    assert body["installed_flows"] == body["computed_flows"] + 1
+    # A reconciliation (the node reconnects: its whole table compared with the computed
+    # one) leaves it there: the MAC stays known, with no new ARP reply.
+    old = site.physical.nodes["gw1"].session
+    gw.set_managers([])
+    assert site.physical.wait_pass(lambda c: not old.alive, WAIT), "gw1 not disconnected"
+    gw.set_managers([site.physical.target])
+
+    def reconciled(c: PhysicalController) -> bool:
+        state = c.nodes.get("gw1")
+        return (state is not None and state.session is not old and not state.full_sync
+                and "gw1" in c.masters())  # fmt: skip
+
+    assert site.physical.wait_pass(reconciled, WAIT), "gw1 not back and reconciled"
+    body = site.api.get(url).get_json()
+    assert body["in_sync"] is True, body["changes"]
+    assert body["learned"] == [learned], "the reconciliation removed the learned MAC"

@@ -715,6 +715,36 @@ def test_a_node_untouched_by_a_change_keeps_its_row() -> None:
     assert node_realized(unsynced, published) == 0
 
 
+def test_a_gateway_services_active_node_is_written_by_that_nodes_master() -> None:
+    """`active_node` names where the service is active, written by the controller that
+    masters that node once its table is in; a service active nowhere is cleared by the
+    master of the node it names, or by anyone once that node is connected to none."""
+
+    def row(**said: str) -> dict[str, Any]:
+        return {"status": ["map", sorted(said.items())]}
+
+    def ops(services: dict[str, dict[str, Any]], active: dict[str, str], masters: set[str],
+            synced: set[str], live: set[str]) -> dict[str, dict[str, str]]:  # fmt: skip
+        got = status.gateway_status_ops(services, active, masters, synced.__contains__,
+                                        live.__contains__)  # fmt: skip
+        return {op["where"][0][2][1]: dict(op["row"]["status"][1]) for op in got}
+
+    fresh = {"s1": row()}
+    assert ops(fresh, {"s1": "gw1"}, {"gw1"}, {"gw1"}, {"gw1"}) == {"s1": {"active_node": "gw1"}}
+    assert ops(fresh, {"s1": "gw1"}, {"gw1"}, set(), {"gw1"}) == {}, "its table not in yet"
+    assert ops(fresh, {"s1": "gw1"}, {"gw2"}, {"gw2"}, {"gw1"}) == {}, "not its master"
+    # failover: gw2's master says so, gw1's (still connected) does not undo it
+    moved = {"s1": row(active_node="gw1", other="kept")}
+    assert ops(moved, {"s1": "gw2"}, {"gw2"}, {"gw2"}, {"gw1", "gw2"}) == {
+        "s1": {"active_node": "gw2", "other": "kept"}}  # fmt: skip
+    assert ops(moved, {"s1": "gw2"}, {"gw1"}, {"gw1"}, {"gw1", "gw2"}) == {}
+    assert ops({"s1": row(active_node="gw2")}, {"s1": "gw2"}, {"gw2"}, {"gw2"}, {"gw2"}) == {}
+    # active nowhere: cleared by gw1's master, or by anyone once gw1 is connected to none
+    assert ops(moved, {}, {"gw1"}, {"gw1"}, {"gw1"}) == {"s1": {"other": "kept"}}
+    assert ops(moved, {}, {"hv1"}, {"hv1"}, {"gw1"}) == {}
+    assert ops(moved, {}, {"hv1"}, {"hv1"}, set()) == {"s1": {"other": "kept"}}
+
+
 def test_a_node_gone_is_reported_disconnected_once_by_its_controller() -> None:
     said = ["map", [["connected", "true"], ["controller", "pc1"]]]
     rows = {"u1": {"system_id": "hv1", "status": said}}

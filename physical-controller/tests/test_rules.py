@@ -96,3 +96,48 @@ def test_a_gateway_lost_to_bfd_moves_to_the_next_node() -> None:
     bfd(False, *[(a, b, False) for a, b, _ in lost_gw1 + lost_gw2])
     bfd(True, *lost_gw1, *lost_gw2)
     assert active() == ["gw1"], "back (preemptive)"
+
+
+def test_the_node_that_learns_a_next_hop_has_its_flows_key_and_the_active_node_is_out() -> None:
+    """An L3 service with no static neighbour for its next hop: its active node learns the
+    MAC (a `learn` into table 65 keyed by the router's metadata), and the rules give that
+    key (`Learned`: what the node writes itself is no difference) and the active node
+    (`ActiveGateway`: the controllers write it in the service's status); a static
+    neighbour, or the service moving away, takes the key back."""
+    program = Program.load([main_file()], internal=False)
+    router = 0x800001
+
+    def learned() -> list[tuple[str, int, int, str]]:
+        return sorted((str(n), int(t), int(p), str(m)) for n, t, p, m in program.dump("Learned"))
+
+    def active() -> list[tuple[str, str]]:
+        return sorted((str(g), str(n)) for g, n in program.dump("ActiveGateway"))
+
+    with program.transaction() as txn:
+        for node in ("gw1", "gw2"):
+            txn.insert("Node", (node,))
+            txn.insert("Live", (node,))
+            txn.insert("Uplink", (node, 9))
+        txn.insert("Datapath", ("dp-r", router, "router", "r", None))
+        txn.insert("Gateway_Assignment", ("ga", "gw", "l3", ((1, "gw1"), (2, "gw2")),
+                                          "172.16.0.2/24", "172.16.0.1",
+                                          "0a:00:00:00:00:01"))  # fmt: skip
+        txn.insert("Port_Binding", ("pb-up", "r-uplink", router, 0xFFFE, "l3-gateway", None,
+                                    None, "gw", None, ()))  # fmt: skip
+        txn.commit()
+    assert active() == [("gw", "gw1")]
+    assert learned() == [("gw1", 65, 100, f"metadata={router:#x}")]
+    # the learn action writes exactly that key
+    (learn,) = [row for row in program.dump("NodeFlow")
+                if row[0] == "gw1" and "learn(" in str(row[4])]  # fmt: skip
+    assert "learn(table=65,priority=100,OXM_OF_METADATA[]" in str(learn[4])
+    with program.transaction() as txn:
+        txn.delete("Live", ("gw1",))
+        txn.commit()
+    assert active() == [("gw", "gw2")]
+    assert learned() == [("gw2", 65, 100, f"metadata={router:#x}")]
+    with program.transaction() as txn:
+        txn.insert("Neighbour", ("gw2", "172.16.0.1", "00:00:00:00:99:01"))
+        txn.commit()
+    assert learned() == []
+    assert active() == [("gw", "gw2")]

@@ -44,6 +44,7 @@ import ssl
 import subprocess
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import ClassVar, Literal
@@ -487,42 +488,46 @@ class Switch:
         except ChannelError as exc:
             raise OpenFlowError(detail=str(exc)) from exc
 
-    def replace(self, flows: Iterable[Flow]) -> list[Mod]:
-        """Make the bridge's table exactly `flows`, changing only what differs, atomically,
-        in one bundle like `apply`'s (fenced by the channel's master role); returns the
-        changes made."""
+    def replace(self, flows: Iterable[Flow], *, keep: AbstractSet[Key] = frozenset()) -> list[Mod]:
+        """Make the bridge's table exactly `flows` (but for the flows `keep` names, see
+        `difference`), changing only what differs, atomically, in one bundle like `apply`'s
+        (fenced by the channel's master role); returns the changes made."""
         if self.flow_count() == 0:
             # A new bridge (or one a node emptied): nothing to compare with.
             mods: list[Mod] = [("add", flow) for flow in flows]
             self.apply(mods)
             return mods
-        return self._reconcile(flows)
+        return self._reconcile(flows, keep)
 
-    def load(self, flows: Iterable[Flow], encoded: Sequence[bytes] | None) -> None:
-        """`replace(flows)`, given `flows` also as `bulk_adds` chunks (`encoded`; None: not
-        encodable): an empty bridge gets the chunks as they are, in one bundle, so a whole
-        table costs a switch its bytes, not an encoding of each flow."""
+    def load(self, flows: Iterable[Flow], encoded: Sequence[bytes] | None, *,
+             keep: AbstractSet[Key] = frozenset()) -> None:  # fmt: skip
+        """`replace(flows, keep=keep)`, given `flows` also as `bulk_adds` chunks (`encoded`;
+        None: not encodable): an empty bridge gets the chunks as they are, in one bundle, so
+        a whole table costs a switch its bytes, not an encoding of each flow."""
         if encoded is None:
-            self.replace(flows)
+            self.replace(flows, keep=keep)
         elif self.flow_count() != 0:
-            self._reconcile(flows)
+            self._reconcile(flows, keep)
         else:
             self.apply([], encoded, lambda: flows)
 
-    def _reconcile(self, flows: Iterable[Flow]) -> list[Mod]:
+    def _reconcile(self, flows: Iterable[Flow], keep: AbstractSet[Key]) -> list[Mod]:
         """`replace` on a bridge that holds flows: `difference`, then one bundle."""
-        mods = self.difference(flows)
+        mods = self.difference(flows, keep=keep)
         self.apply(mods)
         return mods
 
-    def difference(self, flows: Iterable[Flow]) -> list[Mod]:
+    def difference(self, flows: Iterable[Flow], *,
+                   keep: AbstractSet[Key] = frozenset()) -> list[Mod]:  # fmt: skip
         """What would make the bridge's table exactly `flows` (`ovs-ofctl diff-flows`: both
-        tables as OVS parses them), changing nothing."""
+        tables as OVS parses them), changing nothing. An installed flow whose key is in
+        `keep` and that `flows` lacks stays (the node wrote it: a `learn` action's flow)."""
         # The wanted table on ovs-ofctl's stdin (a temporary file was left behind whenever
         # the controller was killed during a reconciliation); exit status 2: they differ.
         wanted = "".join(f"{flow.text()}\n" for flow in flows)
         diff = self._ofctl("diff-flows", self.remote, "/dev/stdin", stdin=wanted, ok=(0, 2))
-        return parse_diff(diff)
+        return [(op, flow) for op, flow in parse_diff(diff)
+                if op != "delete" or flow.key not in keep]  # fmt: skip
 
     def dump(self) -> list[str]:
         """The bridge's flows as `ovs-ofctl dump-flows --no-stats` prints them."""

@@ -287,6 +287,7 @@ class PhysicalController:
                 "Transport_Node": ["system_id", "status"],
                 "Loom_Global": ["generation", "realized_generation", "external_ids"],
                 "Logical_Switch_Port": ["status"],
+                "Gateway_Service": ["status"],
             },
             wake=self._wake,
         )
@@ -440,6 +441,7 @@ class PhysicalController:
                 got["mastered"] = system_id in controller.masters()
                 got["remote"] = state.session.openflow_remote
                 got["computed"] = controller.flows(system_id)
+                got["learned"] = set(controller.core.learned(system_id))
             return True
 
         if not self.wait_pass(grab, timeout, wake=False):
@@ -459,7 +461,7 @@ class PhysicalController:
         finally:
             switch.close()
         return 200, flowsview.report(system_id, self.name, got["computed"], installed, mods,
-                                     tables=tables)  # fmt: skip
+                                     learned=got["learned"], tables=tables)  # fmt: skip
 
     def _flows_route(self, rest: str, query: dict[str, list[str]]) -> tuple[int, Any]:
         """`GET /nodes/<system-id>/flows[?tables=true]` (`loom_common.httpd`)."""
@@ -1452,7 +1454,9 @@ class PhysicalController:
         images = self.core.images
         if state.full_sync:
             state.switch.ensure_tlv_map()
-            state.switch.load(images.flows(desired), images.encoded(desired))
+            # (the flows its datapath learned stay: the rules compute their keys, not them)
+            state.switch.load(images.flows(desired), images.encoded(desired),
+                              keep=self.core.learned(system_id))  # fmt: skip
             self._set_parts(system_id, state, desired)
             self._count_flows(system_id, desired)
             state.pushed, state.placed = True, False
@@ -1563,6 +1567,9 @@ class PhysicalController:
                                      reports, self.nodes.keys(), self._seen, touched)  # fmt: skip
         ops += status.port_status_ops(self.config.rows["Logical_Switch_Port"], located, check,
                                       masters, synced)  # fmt: skip
+        ops += status.gateway_status_ops(self.config.rows["Gateway_Service"],
+                                         self.core.active_gateways, masters,
+                                         self._synced, self._live)  # fmt: skip
         ops += self._realized_ops(sent)
 
         def status_lost(exc: Exception) -> None:
@@ -1582,6 +1589,16 @@ class PhysicalController:
             sent.send(self.config.conn, "Loom_Config", ops, status_lost, status_written)
         else:
             status_written()
+
+    def _synced(self, system_id: str) -> bool:
+        """Node `system_id` is connected here and its whole table has been pushed."""
+        state = self.nodes.get(system_id)
+        return state is not None and not state.full_sync
+
+    def _live(self, system_id: str) -> bool:
+        """Node `system_id` is connected here or, as its status says, to another controller."""
+        rows = self._node_row_uuids.get(system_id, ())
+        return system_id in self.nodes or any(self._node_rows[u][1] for u in rows)
 
     def _remake_reports(self, masters: set[str]) -> tuple[dict[str, status.NodeReport], set[str]]:
         """Every node mastered's report, and the nodes whose report was made again: those

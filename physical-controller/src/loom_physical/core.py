@@ -38,7 +38,7 @@ from loom_common.engine_inputs import Change, feed
 from loom_common.group_feed import GroupFeed
 from loom_ddlog import Program
 from loom_ovs.manager import TunnelSpec, omap
-from loom_ovs.openflow import MARK, Flow
+from loom_ovs.openflow import MARK, Flow, Key
 from loom_physical.images import Images, PartKey, node_parts, to_row
 from loom_physical.inputs import COLUMNS, opt, universal_tables
 from loom_physical.zones import NodeZones
@@ -91,6 +91,8 @@ class NodeView:
     """The logical ports whose VIF is on it (`Located`)."""
     probes: set[tuple[Any, ...]] = field(default_factory=set)
     """The ARP requests it sends for its L3 services' next hops (`ArpProbe`)."""
+    learned: set[Key] = field(default_factory=set)
+    """The keys of the flows its datapath writes itself (`Learned`: `learn` actions)."""
 
 
 @dataclass
@@ -112,7 +114,8 @@ class Changed:
     zoned: set[str] = field(default_factory=set)
     """Nodes whose zones were given, released or adopted (a record may be due)."""
     status: bool = False
-    """Something of the bindings or the generation changed (a report is due)."""
+    """Something of the bindings, the generation or the gateways' active nodes changed (a
+    report is due)."""
 
 
 class Localizer:
@@ -182,6 +185,9 @@ class Localizer:
         """Nodes given zones beforehand since the last computation (`release_unasked`)."""
         self.zone_rounds = 0
         """Engine rounds run again for zones the rules asked for (not given beforehand)."""
+        self.active_gateways: dict[str, str] = {}
+        """Gateway service (config uuid) -> the node it is active on (`ActiveGateway`; do
+        not modify)."""
 
     # ---- inputs ----
 
@@ -414,6 +420,12 @@ class Localizer:
         """The nodes logical port `port`'s VIF is on (do not modify)."""
         return self._where.get(port, set())
 
+    def learned(self, node: str) -> set[Key]:
+        """The keys of the flows node `node`'s datapath writes itself (`learn` actions): a
+        reconciliation leaves them (do not modify)."""
+        view = self.nodes.get(node)
+        return view.learned if view is not None else set()
+
     def probes(self, node: str) -> set[tuple[Any, ...]]:
         """The ARP requests node `node` sends for its next hops (do not modify)."""
         view = self.nodes.get(node)
@@ -590,6 +602,7 @@ class Localizer:
         self._fold_parts(delta)
         self._fold_placement(delta)
         self._fold_nodes(delta)
+        self._fold_gateways(delta)
 
     def _fold_parts(self, delta: Delta) -> None:
         """The nodes' own flows and the datapaths' `DpFlow`s into their parts; the values
@@ -654,6 +667,21 @@ class Localizer:
                 self._zoned.add(node)
         if self._zones_given():
             self.zone_rounds += 1
+
+    def _fold_gateways(self, delta: Delta) -> None:
+        """Where each gateway service is active (`ActiveGateway`), the flows the nodes
+        learn (`Learned`)."""
+        for weight, (node, table, priority, match) in delta.get("Learned", []):
+            if (view := self.nodes.get(node)) is not None:
+                key = (int(table), int(priority), str(match))
+                (view.learned.add if weight > 0 else view.learned.discard)(key)
+        for weight, (gw, node) in sorted(delta.get("ActiveGateway", []), key=lambda d: d[0]):
+            # (deletions first: a service that moves leaves its old node, then takes its new)
+            if weight > 0:
+                self.active_gateways[gw] = node
+            elif self.active_gateways.get(gw) == node:
+                del self.active_gateways[gw]
+            self._changed.status = True
 
     def _zones_given(self) -> bool:
         """Zones were given that the engine has not been fed (flows wait for them)."""

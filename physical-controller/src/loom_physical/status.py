@@ -2,8 +2,9 @@
 
 The controller writes them: `Port_Binding.chassis`/`up` into the universal DB (the logical
 controller reads where each VIF is), and into the config DB each node's status
-(`Transport_Node.status`), each port's (`Logical_Switch_Port.status`) and the generation
-every node has realized (`Loom_Global.realized_generation`).
+(`Transport_Node.status`), each port's (`Logical_Switch_Port.status`), where each gateway
+service is active (`Gateway_Service.status`) and the generation every node has realized
+(`Loom_Global.realized_generation`).
 
 A node's status changes when the node does (`loom_common.realized`): its row is written
 when it was pushed something, or its message, BFD verdicts or connection changed, and each
@@ -15,7 +16,7 @@ node mastered, 1,500 at NVP's scale, read back by the API server and every contr
 from __future__ import annotations
 
 import collections
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
@@ -119,6 +120,34 @@ def node_status_ops(
             continue
         if system_id in touched or _but_realized(said) != _but_realized(status):
             ops.append(set_status("Transport_Node", uuid, status))
+    return ops
+
+
+def gateway_status_ops(
+    services: Mapping[str, Mapping[str, Any]],
+    active: Mapping[str, str],
+    masters: AbstractSet[str],
+    synced: Callable[[str], bool],
+    live: Callable[[str], bool],
+) -> list[Op]:
+    """Config DB updates of `Gateway_Service.status` (`services`: its rows by uuid), whose
+    `active_node` names the node each service is active on (`active`: service uuid -> node,
+    the rules' `ActiveGateway`, which every controller computes alike). The controller that
+    masters that node writes it, once the node's whole table is in (`synced`): what the
+    status names is what forwards. A service active nowhere is cleared by the master of the
+    node it names, or by any controller once that node is not `live` (connected to none:
+    no master is left to say so)."""
+    ops: list[Op] = []
+    for uuid, row in services.items():
+        status = omap(row["status"])
+        said = status.get("active_node")
+        node = active.get(uuid)
+        if node is not None:
+            if said != node and node in masters and synced(node):
+                ops.append(set_status("Gateway_Service", uuid, {**status, "active_node": node}))
+        elif said is not None and (said in masters or not live(said)):
+            rest = {k: v for k, v in status.items() if k != "active_node"}
+            ops.append(set_status("Gateway_Service", uuid, rest))
     return ops
 
 
