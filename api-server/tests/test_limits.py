@@ -20,6 +20,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -386,6 +387,317 @@ def test_limits_follow_the_command_line(
         assert status == 201, body
     wait_for(lambda: switch_count(store) == 2, WAIT, "the two networks")
     assert switch_names(store) == {"n0", "n1"}
+
+
+# ---- connections: idle, slow, too many; framing ------------------------------------------
+
+
+def connect(port: int, source: str = "127.0.0.1") -> socket.socket:
+    """A connection to the server from loopback address `source` (all of 127/8 is local)."""
+    return socket.create_connection(("127.0.0.1", port), timeout=WAIT, source_address=(source, 0))
+
+
+class Watched:
+    """Client sockets whose closing by the server is noticed without blocking."""
+
+    def __init__(self, socks: list[socket.socket]) -> None:
+        self.socks = list(socks)
+        self.open = {sock.fileno(): sock for sock in socks}
+        self.received: dict[int, bytes] = {}
+        self.closed_after: dict[int, float] = {}
+        self.began = time.monotonic()
+
+    def poll(self) -> int:
+        """Read what has come; return how many the server has closed so far."""
+        while self.open:
+            ready, _, _ = select.select(list(self.open.values()), [], [], 0)
+            if not ready:
+                break
+            for sock in ready:
+                fd = sock.fileno()
+                try:
+                    data = sock.recv(65536)
+                except ConnectionResetError:
+                    data = b""
+                if data:
+                    self.received[fd] = self.received.get(fd, b"") + data
+                else:
+                    self.closed_after[fd] = time.monotonic() - self.began
+                    del self.open[fd]
+        return len(self.closed_after)
+
+    def close(self) -> None:
+        for sock in self.socks:
+            sock.close()
+
+
+class Trickler:
+    """Slowloris: each connection sends its request head a byte at a time, every `pause` s,
+    never finishing it, until stopped."""
+
+    HEAD = b"GET /api/v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: " + b"a" * 100_000
+
+    def __init__(self, socks: list[socket.socket], pause: float) -> None:
+        self.socks = list(socks)
+        self.pause = pause
+        self.sent = 0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self.stop.wait(self.pause) and self.sent < len(self.HEAD):
+            byte = self.HEAD[self.sent : self.sent + 1]
+            for sock in list(self.socks):
+                try:
+                    sock.send(byte)
+                except OSError:  # closed by the server: left alone
+                    self.socks.remove(sock)
+            self.sent += 1
+
+    def __enter__(self) -> Trickler:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join(timeout=WAIT)
+
+
+def closed_by_reason(port: int) -> dict[str, float]:
+    """The server's `loom_api_connections_closed_total`, by reason."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=WAIT)
+    try:
+        conn.request("GET", "/metrics")
+        text = conn.getresponse().read().decode()
+    finally:
+        conn.close()
+    return {sample.labels["reason"]: sample.value
+            for family in text_string_to_metric_families(text)
+            if family.name == "loom_api_connections_closed"
+            for sample in family.samples if sample.name.endswith("_total")}  # fmt: skip
+
+
+def timed_request(port: int, conn: http.client.HTTPConnection | None = None) -> float:
+    """GET the switches (on `conn`, kept alive, or a new connection); return the seconds
+    the answer took. Fails on any status but 200."""
+    own = conn is None
+    conn = conn or http.client.HTTPConnection("127.0.0.1", port, timeout=WAIT)
+    began = time.monotonic()
+    try:
+        conn.request("GET", SWITCHES, headers={"Authorization": f"Bearer {TENANT_TOKEN}"})
+        response = conn.getresponse()
+        body = response.read()
+        assert response.status == 200, body
+        return time.monotonic() - began
+    finally:
+        if own:
+            conn.close()
+
+
+#: How long a request may take while hostile connections are open (quiet: milliseconds).
+ANSWER_BOUND = 2.0
+
+
+def test_idle_and_slow_connections_do_not_shut_others_out(api_process: ApiProcess) -> None:
+    port = api_process.port
+    per_client = limits.DEFAULT_MAX_CONNECTIONS_PER_CLIENT
+    # The report's 110 idle connections, from the address the client below uses too; as
+    # many again from another address; slowloris from a third.
+    same = Watched([connect(port) for _ in range(110)])
+    other = Watched([connect(port, "127.0.0.2") for _ in range(3 * per_client)])
+    slow_socks = [connect(port, "127.0.0.3") for _ in range(2 * per_client)]
+    slow = Watched(slow_socks)
+    keep = http.client.HTTPConnection("127.0.0.1", port, timeout=WAIT)
+    try:
+        with Trickler(slow_socks, pause=0.05) as trickler:
+            wait_for(lambda: trickler.sent >= 5, WAIT, "slowloris under way")
+            took = [timed_request(port, keep if i % 2 else None) for i in range(20)]
+            assert max(took) < ANSWER_BOUND, took
+            # Each address keeps at most its share; its quietest went to make room.
+            wait_for(lambda: other.poll() >= 2 * per_client, WAIT, "idle ones closed")
+            wait_for(lambda: slow.poll() >= per_client, WAIT, "slow ones closed")
+            wait_for(lambda: same.poll() >= 110 + 1 - per_client, WAIT, "same-address closed")
+            assert len(other.open) <= per_client
+            assert len(slow.open) <= per_client
+            assert trickler.sent < 200  # (still trickling: not a completed request)
+            # The slow ones kept open are still arriving (no answer, no close).
+            assert all(slow.received.get(s.fileno(), b"") == b"" for s in slow.open.values())
+            took = [timed_request(port, keep if i % 2 else None) for i in range(20)]
+            assert max(took) < ANSWER_BOUND, took
+    finally:
+        keep.close()
+        for watched in (same, other, slow):
+            watched.close()
+
+
+def test_idle_and_arriving_connections_time_out_and_busy_ones_do_not(
+    config_db: Any, tmp_path: Path, request: pytest.FixtureRequest, store: Store
+) -> None:
+    flags = ("--idle-timeout=1", "--request-timeout=2")
+    with serve(request, config_db.remote, tmp_path / "api", *flags) as api:
+        # A request that takes longer than both timeouts: it waits 4 s for a realization
+        # no controller will do.
+        answer: dict[str, Any] = {}
+
+        def long_request() -> None:
+            conn = http.client.HTTPConnection("127.0.0.1", api.port, timeout=WAIT)
+            began = time.monotonic()
+            headers = {"Authorization": f"Bearer {TENANT_TOKEN}",
+                       "X-Loom-Wait-For-Realization": "4",
+                       "Content-Type": "application/json"}  # fmt: skip
+            conn.request("POST", SWITCHES, json.dumps({"name": "long"}), headers)
+            response = conn.getresponse()
+            response.read()
+            answer.update(status=response.status, took=time.monotonic() - began,
+                          realized=response.getheader("X-Loom-Realized"))  # fmt: skip
+            conn.close()
+
+        waiter = threading.Thread(target=long_request, daemon=True)
+        waiter.start()
+        idle = Watched([connect(api.port, "127.0.0.2") for _ in range(5)])
+        slow_socks = [connect(api.port, "127.0.0.3")]
+        slow = Watched(slow_socks)
+        try:
+            assert idle.poll() == 0
+            with Trickler(slow_socks, pause=0.1):
+                wait_for(lambda: idle.poll() == 5, WAIT, "idle connections closed")
+                wait_for(lambda: slow.poll() == 1, WAIT, "the slowloris answered and closed")
+        finally:
+            idle.close()
+            slow.close()
+        assert min(idle.closed_after.values()) >= 1.0
+        assert all(data == b"" for data in idle.received.values())
+        (slow_after,) = slow.closed_after.values()
+        assert slow_after >= 2.0
+        (said,) = slow.received.values()
+        assert said.startswith(b"HTTP/1.1 408 Request Timeout\r\n"), said
+        assert json.loads(said.partition(b"\r\n\r\n")[2])["error"] == "request_timeout"
+        waiter.join(timeout=WAIT)
+        assert answer == {"status": 201, "took": answer["took"], "realized": "false"}, answer
+        assert answer["took"] >= 4.0
+        closed = closed_by_reason(api.port)
+        assert closed["idle_timeout"] >= 5
+        assert closed["request_timeout"] == 1
+        # A connection between requests for less than the idle timeout is kept.
+        keep = http.client.HTTPConnection("127.0.0.1", api.port, timeout=WAIT)
+        try:
+            timed_request(api.port, keep)
+            sock = keep.sock
+            timed_request(api.port, keep)
+            assert keep.sock is sock
+        finally:
+            keep.close()
+    assert switch_names(store) == {"long"}
+
+
+def has_switches(store: Store, count: int) -> bool:
+    return switch_count(store) == count
+
+
+def busy_request(port: int, source: str, name: str) -> http.client.HTTPConnection:
+    """Send (from `source`) a create that then waits 5 s for its realization; its
+    connection, to read the answer from."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=WAIT, source_address=(source, 0))
+    headers = {"Authorization": f"Bearer {TENANT_TOKEN}", "X-Loom-Wait-For-Realization": "5",
+               "Content-Type": "application/json"}  # fmt: skip
+    conn.request("POST", SWITCHES, json.dumps({"name": name}), headers)
+    return conn
+
+
+def test_connections_past_the_limits_are_429_or_503_when_all_are_busy(
+    config_db: Any, tmp_path: Path, request: pytest.FixtureRequest, store: Store
+) -> None:
+    flags = ("--threads=16", "--max-connections=6", "--max-connections-per-client=4")
+    with serve(request, config_db.remote, tmp_path / "api", *flags) as api:
+        busy: list[http.client.HTTPConnection] = []
+        idle = Watched([])
+        try:
+            for i in range(4):
+                busy.append(busy_request(api.port, "127.0.0.4", f"a{i}"))
+                # (the switch written: its request is being handled)
+                wait_for(partial(has_switches, store, i + 1), WAIT, "the request handled")
+            with connect(api.port, "127.0.0.4") as sock:
+                status, headers, body = read_until_closed(sock)
+            assert (status, headers["retry-after"]) == (429, "1")
+            assert json.loads(body)["error"] == "too_many_connections"
+            assert "127.0.0.4" in json.loads(body)["message"]
+            idle = Watched([connect(api.port, "127.0.0.5")])
+            for i in range(2):
+                busy.append(busy_request(api.port, "127.0.0.5", f"b{i}"))
+                wait_for(partial(has_switches, store, 5 + i), WAIT, "the request handled")
+            # The third from 127.0.0.5 made room by closing its idle one; now all six are busy.
+            wait_for(lambda: idle.poll() == 1, WAIT, "the idle connection closed for room")
+            with connect(api.port, "127.0.0.6") as sock:
+                status, headers, body = read_until_closed(sock)
+            assert (status, headers["retry-after"]) == (503, "1")
+            assert json.loads(body)["error"] == "too_many_connections"
+            for conn in busy:
+                response = conn.getresponse()
+                assert response.status == 201, response.read()
+                response.read()
+            closed = closed_by_reason(api.port)
+            assert (closed["refused_per_client"], closed["refused_server_full"]) == (1, 1)
+            assert closed["made_room"] >= 1
+        finally:
+            idle.close()
+            for conn in busy:
+                conn.close()
+        # Once they are answered there is room again.
+        assert api.request("POST", SWITCHES, {"name": "after"})[0] == 201
+    assert switch_names(store) == {"a0", "a1", "a2", "a3", "b0", "b1", "after"}
+
+
+def test_bad_connection_limits_are_refused_at_start() -> None:
+    from loom_api.__main__ import parse_args
+
+    base = ["--db=unix:/nonexistent", "--admin-token=t"]
+    with pytest.raises(SystemExit):
+        parse_args([*base, "--max-connections=5", "--max-connections-per-client=6"])
+    with pytest.raises(SystemExit):
+        parse_args([*base, "--idle-timeout=0"])
+    flags = ["--idle-timeout=2.5", "--max-connections=50", "--max-connections-per-client=10"]
+    assert parse_args([*base, *flags]).connections == limits.ConnectionLimits(
+        max_connections=50, max_connections_per_client=10, idle_timeout=2.5
+    )
+
+
+@pytest.mark.parametrize(
+    ("path", "version", "framing"),
+    [
+        (SWITCHES, "1.1", ("Content-Length: 5", "Transfer-Encoding: chunked")),
+        (SWITCHES, "1.1", ("Transfer-Encoding: chunked", "Content-Length: 5")),
+        (NETWORKS, "1.1", ("Content-Length: 5", "Transfer-Encoding: chunked")),
+        (SWITCHES, "1.0", ("Transfer-Encoding: chunked",)),
+    ],
+)
+def test_a_body_framed_two_ways_is_400_and_the_connection_closed(
+    api_process: ApiProcess, store: Store, path: str, version: str, framing: tuple[str, ...]
+) -> None:
+    # What a proxy framing by Content-Length would pass as one request, and a server
+    # framing by the chunks as two: the second, smuggled, creates a switch.
+    body = b'{"name": "outer"}' if "neutron" not in path else b'{"network": {}}'
+    smuggled = json.dumps({"name": "smuggled"}).encode()
+    second = (f"POST {SWITCHES} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+              f"Authorization: Bearer {TENANT_TOKEN}\r\nContent-Type: application/json\r\n"
+              f"Content-Length: {len(smuggled)}\r\n\r\n").encode() + smuggled  # fmt: skip
+    head = (f"POST {path} HTTP/{version}\r\nHost: 127.0.0.1\r\n"
+            f"Authorization: Bearer {TENANT_TOKEN}\r\nContent-Type: application/json\r\n"
+            + "".join(f"{line}\r\n" for line in framing) + "\r\n").encode()  # fmt: skip
+    raw = head + chunk(body) + b"0\r\n\r\n" + second
+    status, headers, answer = exchange(api_process.port, raw)  # (read until the server closes)
+    assert (status, headers["content-type"], headers["connection"]) == (
+        400, "application/json", "close")  # fmt: skip
+    parsed = json.loads(answer.partition(b"HTTP/1.1")[0])
+    if path == NETWORKS:
+        assert parsed["NeutronError"]["type"] == "HTTPBadRequest"
+        assert "Transfer-Encoding" in parsed["NeutronError"]["message"]
+    else:
+        assert (parsed["error"], parsed["field"]) == ("bad_request", "Transfer-Encoding")
+    assert b"HTTP/1.1" not in answer, "a second answer: the smuggled request was served"
+    assert switch_count(store) == 0
+    assert api_process.request("GET", SWITCHES)[1]["items"] == []
 
 
 # ---- JSON nesting, in the app ----------------------------------------------------------------

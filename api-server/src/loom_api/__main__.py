@@ -3,9 +3,10 @@
 The admin token comes from exactly one of `--admin-token-file PATH`, the environment
 (`LOOM_ADMIN_TOKEN`) or `--admin-token T` (kept for compatibility; `ps` shows it); tenant
 tokens from `--tenant-tokens-file PATH` (`TENANT=TOKEN` lines) and/or `--tenant-token`.
-`--max-body-bytes`, `--max-json-depth` and `--max-bulk-items` set the request limits
-(`loom_api.limits`). The config DB's remote may be `unix:`, `tcp:` or `ssl:` (with
-`--db-private-key`, `--db-certificate`, `--db-ca-cert`).
+`--max-body-bytes`, `--max-json-depth` and `--max-bulk-items` set the request limits,
+`--max-connections`, `--max-connections-per-client`, `--idle-timeout` and
+`--request-timeout` the connections' (`loom_api.limits`). The config DB's remote may be
+`unix:`, `tcp:` or `ssl:` (with `--db-private-key`, `--db-certificate`, `--db-ca-cert`).
 """
 
 from __future__ import annotations
@@ -18,9 +19,8 @@ import sys
 from pathlib import Path
 from types import FrameType
 
-from loom_api import create_app, limits
+from loom_api import create_app, limits, serving
 from loom_api.auth import Tokens, TokenSourceError, admin_token, parse_tenant_tokens, tokens_of
-from loom_api.serving import create_server
 from loom_api.store import Store
 from loom_common import logs
 from loom_common.ovsdb import add_tls_arguments, tls_from_arguments
@@ -41,6 +41,16 @@ def _positive(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
     return value
 
 
@@ -101,12 +111,51 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=limits.DEFAULT_MAX_BULK_ITEMS,
         help="refuse (400) Neutron bulk creates of more objects than this (default: %(default)s)",
     )
+    parser.add_argument(
+        "--max-connections",
+        type=_positive,
+        default=limits.DEFAULT_MAX_CONNECTIONS,
+        help="open connections at most; past it the quietest one not in a request is closed, "
+        "or (every one in a request) the new one is answered 503 (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--max-connections-per-client",
+        type=_positive,
+        default=limits.DEFAULT_MAX_CONNECTIONS_PER_CLIENT,
+        help="open connections from one source address at most; past it that address's "
+        "quietest one not in a request is closed, or the new one answered 429 "
+        "(default: %(default)s)",
+    )
+    parser.add_argument(
+        "--idle-timeout",
+        type=_seconds,
+        default=limits.DEFAULT_IDLE_TIMEOUT,
+        metavar="SECONDS",
+        help="close a connection with no request and no traffic for this long "
+        "(default: %(default)s)",
+    )
+    parser.add_argument(
+        "--request-timeout",
+        type=_seconds,
+        default=limits.DEFAULT_REQUEST_TIMEOUT,
+        metavar="SECONDS",
+        help="answer 408 and close a connection whose request (headers and body) has not "
+        "arrived this long after its first byte (default: %(default)s)",
+    )
     add_tls_arguments(parser)
     logs.add_arguments(parser)
     args = parser.parse_args(argv)
     tls_from_arguments(parser, args, args.db)
     if args.max_json_depth > limits.PARSER_MAX_DEPTH:
         parser.error(f"--max-json-depth must be at most {limits.PARSER_MAX_DEPTH}")
+    if args.max_connections_per_client > args.max_connections:
+        parser.error("--max-connections-per-client must be at most --max-connections")
+    args.connections = limits.ConnectionLimits(
+        max_connections=args.max_connections,
+        max_connections_per_client=args.max_connections_per_client,
+        idle_timeout=args.idle_timeout,
+        request_timeout=args.request_timeout,
+    )
     try:
         args.tokens = _tokens(args)
     except (OSError, TokenSourceError) as exc:
@@ -146,16 +195,22 @@ def main(argv: list[str] | None = None) -> int:
         limits.MAX_JSON_DEPTH: args.max_json_depth,
         limits.MAX_BULK_ITEMS: args.max_bulk_items,
     }
+    try:
+        serving.ensure_descriptors(args.connections)
+    except ValueError as exc:
+        logging.getLogger("loom_api").error("cannot serve: %s (--max-connections)", exc)
+        return 2
     store = Store(args.db, str(schema_path(CONFIG_SCHEMA)))
     store.start()
     store.wait_connected(timeout=10.0)  # serve anyway: requests get 503 until it connects
     app = create_app(store, args.tokens, config)
-    server = create_server(
+    server = serving.create_server(
         app,
         host=host,
         port=int(port),
         threads=args.threads,
         max_body_bytes=args.max_body_bytes,
+        connections=args.connections,
     )
 
     def stop(signum: int, frame: FrameType | None) -> None:

@@ -1,4 +1,5 @@
-"""Limits on what one request may make the API server do: body size, JSON nesting, bulk size.
+"""Limits on what one request may make the API server do: body size, JSON nesting, bulk size;
+and on the HTTP server's connections: how many, per client, and how long idle or arriving.
 
 A request is refused before it costs much: a body longer than `max_body_bytes` is refused
 (413) by waitress as soon as its `Content-Length` is known, or once a chunked body passes the
@@ -23,6 +24,27 @@ Why the defaults:
 - `max_bulk_items` = 500. One bulk create is one OVSDB transaction, validated and written
   under the store's lock; 500 such ports (200 KB) commit in about 3 s on a 2-core machine,
   which bounds how long one request holds up every other writer.
+
+The HTTP server's connections are held to `ConnectionLimits` (how: `loom_api.serving`).
+Why the defaults:
+
+- `max_connections` = 1000. A connection costs a file descriptor, a few small buffers and
+  a place in every turn of the server's poll loop, not a thread (a connection's request
+  waits for one of `--threads`), so the bound is on memory and descriptors; it is far above
+  what the API's clients hold (a cloud manager's connection pools, the CLI, the web page),
+  and the open-file limit is raised to fit it at start.
+- `max_connections_per_client` = 100, by source address. A cloud manager's connection
+  pools (10 per host per process in python-requests, times its workers) fit; one address
+  alone cannot take the whole server. Past it, the client's own quietest connection is
+  closed to make room, so only requests in progress count against it. Every local client
+  (`loom up`'s CLI, demo and web page on 127.0.0.1) shares one address, and fits too.
+- `idle_timeout` = 15 s with no request. Longer than the web page's 2 s poll and a CLI
+  session's pauses, so keep-alive still saves reconnecting; short, so idle connections are
+  reclaimed quickly (waitress's own is 120 s).
+- `request_timeout` = 30 s from a request's first byte to its last: a whole request, a
+  1 MiB body included, arrives in that time at about 35 KB/s, which any client on a
+  datacenter network exceeds, while a client trickling a byte at a time cannot keep a
+  connection open by it.
 """
 
 from __future__ import annotations
@@ -43,6 +65,10 @@ MAX_BULK_ITEMS = "LOOM_MAX_BULK_ITEMS"
 DEFAULT_MAX_BODY_BYTES = 1 << 20
 DEFAULT_MAX_JSON_DEPTH = 32
 DEFAULT_MAX_BULK_ITEMS = 500
+DEFAULT_MAX_CONNECTIONS = 1000
+DEFAULT_MAX_CONNECTIONS_PER_CLIENT = 100
+DEFAULT_IDLE_TIMEOUT = 15.0
+DEFAULT_REQUEST_TIMEOUT = 30.0
 #: The deepest nesting the parser itself accepts (orjson's fixed limit): a configured depth
 #: may not exceed it.
 PARSER_MAX_DEPTH = 1024
@@ -81,6 +107,40 @@ class Limits:
             max_json_depth=config.get(MAX_JSON_DEPTH, DEFAULT_MAX_JSON_DEPTH),
             max_bulk_items=config.get(MAX_BULK_ITEMS, DEFAULT_MAX_BULK_ITEMS),
         )
+
+
+@dataclass(frozen=True)
+class ConnectionLimits:
+    """The bounds on the HTTP server's connections (module docstring)."""
+
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
+    max_connections_per_client: int = DEFAULT_MAX_CONNECTIONS_PER_CLIENT
+    idle_timeout: float = DEFAULT_IDLE_TIMEOUT
+    request_timeout: float = DEFAULT_REQUEST_TIMEOUT
+
+    def __post_init__(self) -> None:
+        """Refuse bounds that are out of range.
+
+        Raises:
+            ValueError: a count below 1, a timeout not above 0, or a per-client limit above
+                the total.
+        """
+        for name in ("max_connections", "max_connections_per_client"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        for name in ("idle_timeout", "request_timeout"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+                raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
+        if self.max_connections_per_client > self.max_connections:
+            raise ValueError("max_connections_per_client must be at most max_connections")
+
+    @property
+    def sweep_interval(self) -> float:
+        """How often the server looks for connections past a timeout: a few times per the
+        shorter timeout, at most once a second (the poll loop wakes at least that often)."""
+        return min(1.0, min(self.idle_timeout, self.request_timeout) / 4)
 
 
 def parse_json(raw: bytes, max_depth: int) -> Any:

@@ -6,6 +6,10 @@
 - `loom_api_generation{kind}`: the configuration generation (`config`), the one the logical
   controllers computed (`logical`) and the one every node realized (`realized`), read from
   the config DB at each scrape; the lag is their difference;
+- `loom_api_connections_closed_total{reason}`: connections the server closed by its
+  connection limits (`idle_timeout`, `request_timeout`: answered 408, `made_room`: the
+  quietest closed for a new one) or refused at once (`refused_per_client`: 429,
+  `refused_server_full`: 503);
 - the process's own (`process_*`, `python_*`: `prometheus_client`'s defaults).
 
 `/metrics` needs no token, as Prometheus exporters do: it says how much and how fast, never
@@ -36,6 +40,9 @@ LATENCY = Histogram("loom_api_request_seconds", "API requests' time to answer",
 GENERATION = Gauge("loom_api_generation",
                    "Configuration generations: written (config), computed (logical), "
                    "realized on every node (realized)", ["kind"])  # fmt: skip
+CONNECTIONS_CLOSED = Counter("loom_api_connections_closed_total",
+                             "Connections the server closed or refused by its connection "
+                             "limits (loom_api.serving), by reason", ["reason"])  # fmt: skip
 WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
