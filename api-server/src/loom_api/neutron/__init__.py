@@ -6,7 +6,8 @@ the same id, so what one API writes the other reads.
 - network: a `Logical_Switch`. `router:external`, `shared`, `mtu` and
   `port_security_enabled` are `external_ids:neutron:*`; an `l3_ext` provider network
   (`provider:physical_network` = an L3 gateway service id, as in the NVP plugin) keeps the
-  service in `neutron:gateway_service`.
+  service in `neutron:gateway_service`; an external network without provider attributes
+  is served by the deployment's default L3 gateway service.
 - subnet: a `Subnet` of the network's switch; the gateway defaults to the prefix's first
   address; `description`, `host_routes` and the IPv6 modes are `external_ids:neutron:*`.
 - port: a `Logical_Switch_Port` attached as `vif` with `vif_id` = the port's id (Nova's
@@ -17,7 +18,8 @@ the same id, so what one API writes the other reads.
 - router interface: a `Logical_Router_Port` (`neutron:device_owner=network:router_interface`)
   whose switch-side peer `Logical_Switch_Port` is the interface's Neutron port.
 - `external_gateway_info`: a `Logical_Router_Port` on the external network's switch
-  (`network:router_gateway`); the network's L3 gateway service becomes the router's; while
+  (`network:router_gateway`); the network's L3 gateway service becomes the router's (on a
+  network without one, the router follows the default service as it changes); while
   `enable_snat`, one SNAT `NAT_Rule` (`neutron:snat=true`) per IPv4 interface subnet,
   translating to the gateway address.
 - floating IP: a `NAT_Rule` of type floating-ip with `neutron:floating_network_id`; an
@@ -36,19 +38,19 @@ Differences from Neutron, each deliberate:
   `allowed_address_pairs` must be empty; ICMP rules cannot carry type/code (the native rule
   model has port ranges for TCP, UDP and SCTP only); under `noauth` a create without
   `project_id` belongs to the native admin tenant ("admin") instead of failing.
-- NAT is done by an L3 gateway service, so a floating IP is associated only through a
-  router whose external network is an `l3_ext` network (it has one): through a router on a
-  plain external network the association is refused with `ExternalGatewayForFloatingIPNotFound`
-  (404, what Neutron answers when no router reaches the floating network), as the native
-  API refuses a NAT rule on a router without a gateway service (400). A floating IP's
-  address, and a router gateway's (its SNAT address), must be free on the uplink network
-  behind the service: another router's NAT rule there, any project's, is a 409 `Conflict`.
+- NAT is done by an L3 gateway service: a floating IP is associated, as in Neutron,
+  whenever a router joins the port's subnet to the floating network (else
+  `ExternalGatewayForFloatingIPNotFound`, 404), and translated by that router's service
+  (the `l3_ext` network's, or the default one). A floating IP's address, and a router
+  gateway's (its SNAT address), must be free on the uplink network behind the service:
+  another router's NAT rule there, any project's, is a 409 `Conflict` (naming that rule to
+  the admin only), as is the uplink's own address or next hop, which are never allocated.
 - a floating IP's `status` is ACTIVE only while it is translated: associated through a
   router whose gateway service has an IPv4 uplink, with IPv4 addresses, and no logical
   controller warning about it (the warnings `/api/v1/status` lists). Otherwise it is DOWN,
   and the extension attribute `loom:status_reason` (extension `loom-status-reason`) says
-  why ("not associated with a port", the router without a gateway service, the
-  controller's warning); it is null while ACTIVE.
+  why ("not associated with a port", the router without a gateway service, as when the
+  deployment has no default one, the controller's warning); it is null while ACTIVE.
 - input limits: names (and `device_id`, `device_owner`, `binding:host_id`) and
   descriptions at most 255 characters, tags 1 to 60 (as Neutron), and no control
   characters in any of them (C0, DEL, C1; a description may hold tab and line breaks); at
