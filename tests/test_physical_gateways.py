@@ -435,3 +435,14 @@ def test_l3_gateway_learns_its_next_hops_mac(site: Site) -> None:
     body = site.api.get(url).get_json()
     assert body["in_sync"] is True, body["changes"]
     assert body["learned"] == [learned], "the reconciliation removed the learned MAC"
+    # The node gets a static neighbour for the next hop: nothing is learned any more, and
+    # the flow learned before goes with the next push (not left behind as a difference).
+    gw.set_neighbour("172.16.0.1", NEXT_HOP_MAC)
+
+    def static() -> Any:
+        body = site.api.get(url).get_json()
+        return body if not body["learned"] else None
+
+    body = wait_for(static, WAIT, "the learned flow removed")
+    assert body["in_sync"] is True, body["changes"]
+    assert body["installed_flows"] == body["computed_flows"]

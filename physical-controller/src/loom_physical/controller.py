@@ -146,6 +146,9 @@ class NodeState:
     """The node's BFD verdicts last seen (published in its status)."""
     probed_at: float = 0.0
     """When its next hops were last probed (0: due)."""
+    learned: set[Key] = field(default_factory=set)
+    """The keys of the flows its datapath learns, as of its last push (one it no longer
+    learns is deleted by the next: a gateway's next hop after its service left)."""
     marks: set[str] | None = field(default=None, repr=False, compare=False)
     """The controller's nodes whose report may have changed (None: reported by nobody)."""
 
@@ -1436,7 +1439,8 @@ class PhysicalController:
 
     def _push_flows(self, state: NodeState, remote: str) -> bool:
         """Push the node's flow changes: its whole table after a (re)connect or a takeover
-        (`Switch.replace`: only the difference is sent), else the changed keys; one bundle
+        (`Switch.replace`: only the difference is sent, the flows the node learns left),
+        else the changed keys and the learned flows of keys it no longer learns; one bundle
         either way. True if anything was sent."""
         if state.switch is None or state.switch.remote != remote:
             if state.switch is not None:
@@ -1452,11 +1456,12 @@ class PhysicalController:
         system_id = state.session.system_id or ""
         desired = self.desired_parts(system_id)
         images = self.core.images
+        learned = self.core.learned(system_id)
         if state.full_sync:
             state.switch.ensure_tlv_map()
             # (the flows its datapath learned stay: the rules compute their keys, not them)
-            state.switch.load(images.flows(desired), images.encoded(desired),
-                              keep=self.core.learned(system_id))  # fmt: skip
+            state.switch.load(images.flows(desired), images.encoded(desired), keep=learned)
+            state.learned = set(learned)
             self._set_parts(system_id, state, desired)
             self._count_flows(system_id, desired)
             state.pushed, state.placed = True, False
@@ -1466,6 +1471,7 @@ class PhysicalController:
             self._recheck |= self.core.located(system_id)  # their status waited for this
             return True
         mods, new = images.changes(state.parts, desired, settled=not state.pushed)
+        mods += [("delete", Flow(*key, "", 0)) for key in sorted(state.learned - learned)]
         adds = images.encoded(new)
         if adds is None:  # (a flow the encoder does not know: `apply` takes it by ovs-ofctl)
             mods += [("add", flow) for flow in images.flows(new)]
@@ -1473,6 +1479,7 @@ class PhysicalController:
             state.switch.apply(mods)
         elif mods or adds:
             state.switch.apply(mods, adds, lambda: images.flows(new))
+        state.learned = set(learned)
         self._set_parts(system_id, state, desired)
         self._count_flows(system_id, desired)
         if not state.pushed:
