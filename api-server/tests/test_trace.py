@@ -64,13 +64,13 @@ def test_a_packet_is_said_as_what_it_is() -> None:
                                            ("10.0.0.1",), (VM, ROUTER)))  # fmt: skip
 
     assert said("ip4.dst == 10.0.0.2") == (
-        "IPv4 protocol 0 (no transport header) from 10.0.0.1 to 10.0.0.2 (TTL 64)")  # fmt: skip
+        "IPv4 protocol 0, no transport header, from 10.0.0.1 to 10.0.0.2, TTL 64")  # fmt: skip
     assert said("ip4.dst == 8.8.8.8 && icmp4") == (
-        "ICMPv4 echo request (type 8, code 0) from 10.0.0.1 to 8.8.8.8 (TTL 64)")  # fmt: skip
+        "ICMPv4 echo request (type 8 code 0) from 10.0.0.1 to 8.8.8.8, TTL 64")  # fmt: skip
     assert said("ip4.dst == 10.0.0.2 && tcp.dst == 22") == (
-        "TCP from 10.0.0.1:40000 to 10.0.0.2:22 (TTL 64)")  # fmt: skip
+        "TCP from 10.0.0.1:40000 to 10.0.0.2:22, TTL 64")  # fmt: skip
     assert said("arp && arp.tpa == 10.0.0.2") == "ARP request: who has 10.0.0.2, tell 10.0.0.1"
-    assert said("eth.dst == ff:ff:ff:ff:ff:ff") == "Ethernet to ff:ff:ff:ff:ff:ff (no IP header)"
+    assert said("eth.dst == ff:ff:ff:ff:ff:ff") == "Ethernet to ff:ff:ff:ff:ff:ff, no IP header"
 
 
 def test_a_packet_from_an_uplink_says_its_source() -> None:

@@ -293,19 +293,19 @@ def summary(family: str, transport: str, f: Mapping[str, str]) -> str:
         op = {"1": "request", "2": "reply"}.get(f.get("arp.op", ""), f"op {f.get('arp.op')}")
         return f"ARP {op}: who has {f.get('arp.tpa')}, tell {f.get('arp.spa')}"
     if not family:
-        return f"Ethernet to {f.get('eth.dst')} (no IP header)"
+        return f"Ethernet to {f.get('eth.dst')}, no IP header"
     version = "IPv4" if family == "ip4" else "IPv6"
     src, dst = f.get(f"{family}.src"), f.get(f"{family}.dst")
-    ttl = f" (TTL {f['ip.ttl']})" if "ip.ttl" in f else ""
+    ttl = f", TTL {f['ip.ttl']}" if "ip.ttl" in f else ""
     if transport == "icmp4":
-        kind = ICMP_TYPES.get(f.get("icmp4.type", ""), f"type {f.get('icmp4.type')}")
-        what = f"ICMPv4 {kind} (type {f.get('icmp4.type')}, code {f.get('icmp4.code')})"
+        kind = ICMP_TYPES.get(f.get("icmp4.type", ""), "message")
+        what = f"ICMPv4 {kind} (type {f.get('icmp4.type')} code {f.get('icmp4.code')})"
         return f"{what} from {src} to {dst}{ttl}"
     if transport in ("tcp", "udp"):
         word = transport.upper()
         return (f"{word} from {src}:{f.get(f'{transport}.src')} to {dst}:"
                 f"{f.get(f'{transport}.dst', 0)}{ttl}")  # fmt: skip
-    return f"{version} protocol 0 (no transport header) from {src} to {dst}{ttl}"
+    return f"{version} protocol 0, no transport header, from {src} to {dst}{ttl}"
 
 
 def _default_from(f: dict[str, str], name: str, own: list[Any], version: int) -> None:
