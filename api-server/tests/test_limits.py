@@ -992,7 +992,7 @@ def test_neutron_unknown_filter_and_bad_marker_are_400(admin: ApiClient, populat
     assert admin.get(f"{NETWORKS}?name=n").status_code == 200
 
 
-def test_filterable_attributes_cover_what_objects_show(admin: ApiClient) -> None:
+def test_filterable_and_sortable_attributes_cover_what_objects_show(admin: ApiClient) -> None:
     from loom_api import neutron
     from loom_api.neutron import listing
 
@@ -1024,6 +1024,13 @@ def test_filterable_attributes_cover_what_objects_show(admin: ApiClient) -> None
         assert items, path
         shown = set().union(*items)
         assert shown <= listing.attributes(res), (path, shown - listing.attributes(res))
+        # What can be sorted by: every attribute shown with a scalar value, and no other.
+        for item in items:
+            for name, value in item.items():
+                if isinstance(value, list | dict):
+                    assert name in listing.NOT_SORTABLE, (path, name)
+                else:
+                    assert name in listing.sort_keys(res), (path, name)
 
 
 # ---- the hostile benchmark -----------------------------------------------------------------

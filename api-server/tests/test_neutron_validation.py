@@ -594,3 +594,93 @@ def test_bidi_formatting_characters_are_refused_over_http(
     assert field in message, message
     assert f"bidirectional formatting character U+{ord(char):04X}" in message, message
     assert {t: count(store, t) for t in before} == before
+
+
+# ---- sort_key / sort_dir ---------------------------------------------------------------------
+
+
+def get_over_http(live_api: str, path: str) -> tuple[int, Any]:
+    """GET `path` from the live server (noauth); return (status, JSON body)."""
+    conn = http.client.HTTPConnection("127.0.0.1", int(live_api.rsplit(":", 1)[1]), timeout=30)
+    try:
+        conn.request("GET", path)
+        response = conn.getresponse()
+        return response.status, json.loads(response.read())
+    finally:
+        conn.close()
+
+
+def test_sort_keys_and_directions_are_validated_on_every_collection(live_api: str) -> None:
+    from loom_api import neutron as neutron_api
+
+    pairs = "The number of sort_keys and sort_dirs must be same"
+    refused = [
+        ("sort_key=nonexistent&sort_dir=asc", "['nonexistent'] is invalid attribute for sort_keys"),
+        ("sort_key=tags&sort_dir=asc", "['tags'] is invalid attribute for sort_keys"),
+        ("sort_key=id", pairs),
+        ("sort_dir=desc", pairs),
+        ("sort_key=id&sort_dir=asc&sort_key=id", pairs),
+        ("sort_key=id&sort_dir=up",
+         "['up'] is invalid value for sort_dirs, valid value is 'asc' and 'desc'"),
+        ("sort_key=id&sort_dir=ASC", "['ASC'] is invalid value for sort_dirs"),
+    ]  # fmt: skip
+    for path, res in neutron_api.RESOURCES.items():
+        for query, message in refused:
+            status, body = get_over_http(live_api, f"{V2}/{path}?{query}")
+            assert status == 400, (path, query, body)
+            assert body["NeutronError"]["type"] == "HTTPBadRequest", body
+            assert body["NeutronError"]["message"].startswith(message), (path, query, body)
+        status, body = get_over_http(live_api, f"{V2}/{path}?sort_key=id&sort_dir=desc")
+        assert (status, body) == (200, {res.collection: []}), (path, body)
+
+
+def test_sorting_by_several_keys_is_applied_and_pages_follow_it(
+    live_api: str, neutron: Neutron
+) -> None:
+    made = [("b", 9000, True), ("a", 1500, False), ("b", 900, False), ("a", 1000, True),
+            ("c", 1500, True), ("a", 9000, False)]  # fmt: skip
+    for name, mtu, up in made:
+        neutron.create("networks", "network", {"name": name, "mtu": mtu, "admin_state_up": up})
+
+    def order(query: str) -> list[tuple[str, int, bool]]:
+        status, body = get_over_http(live_api, f"{V2}/networks?{query}")
+        assert status == 200, body
+        return [(n["name"], n["mtu"], n["admin_state_up"]) for n in body["networks"]]
+
+    # By number, not by text ("900" after "1500" as text).
+    assert [mtu for _, mtu, _ in order("sort_key=mtu&sort_dir=asc")] == [
+        900, 1000, 1500, 1500, 9000, 9000]  # fmt: skip
+    by_name_then_mtu = sorted(made, key=lambda n: (n[0], -n[1]))
+    assert order("sort_key=name&sort_dir=asc&sort_key=mtu&sort_dir=desc") == by_name_then_mtu
+    by_up_then_name = sorted(made, key=lambda n: (not n[2], n[0], n[1]))
+    query = (
+        "sort_key=admin_state_up&sort_dir=desc&sort_key=name&sort_dir=asc&sort_key=mtu&sort_dir=asc"
+    )
+    assert order(query) == by_up_then_name
+    # Pages follow the order: each next link's marker continues where the page ended.
+    seen: list[tuple[str, int, bool]] = []
+    path = f"{V2}/networks?{query}&limit=4"
+    while path:
+        status, body = get_over_http(live_api, path)
+        assert status == 200, body
+        seen += [(n["name"], n["mtu"], n["admin_state_up"]) for n in body["networks"]]
+        links = body.get("networks_links", [])
+        path = links[0]["href"].split(live_api, 1)[1] if links else ""
+    assert seen == by_up_then_name
+
+
+@pytest.mark.filterwarnings("ignore::openstack.warnings._RemovedInSDKWarning")
+def test_sorting_through_openstacksdk(live_api: str) -> None:
+    import openstack
+    from openstack import exceptions as sdk_exceptions
+
+    conn = openstack.connect(auth_type="none", network_endpoint_override=live_api)
+    try:
+        for name in ("m", "z", "a"):
+            conn.network.create_network(name=name, project_id=PROJECT)
+        names = [n.name for n in conn.network.networks(sort_key="name", sort_dir="desc")]
+        assert names == ["z", "m", "a"]
+        with pytest.raises(sdk_exceptions.BadRequestException, match="invalid attribute"):
+            list(conn.network.networks(sort_key="nonexistent", sort_dir="asc"))
+    finally:
+        conn.close()

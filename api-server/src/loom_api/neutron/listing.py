@@ -2,14 +2,22 @@
 
 Filters compare an attribute with one or more values (`?name=a&name=b` is "a or b");
 `fixed_ips=ip_address=X` and `fixed_ips=subnet_id=Y` look inside ports' fixed IPs; `tags`,
-`tags-any`, `not-tags`, `not-tags-any` take comma-separated tags. `sort_key`, `sort_dir`,
-`limit` and `marker` page the result; `fields` picks the attributes. A filter on an
-attribute the collection does not have is refused (Neutron's filter validation), whether or
-not the list is empty: the attributes are the request models' and `READ_ONLY_ATTRIBUTES`.
+`tags-any`, `not-tags`, `not-tags-any` take comma-separated tags. `limit` and `marker` page
+the result; `fields` picks the attributes. A filter on an attribute the collection does not
+have is refused (Neutron's filter validation), whether or not the list is empty: the
+attributes are the request models' and `READ_ONLY_ATTRIBUTES`.
+
+Sorting is Neutron's (`neutron.api.api_common.get_sorts`): `sort_key` and `sort_dir` come
+in pairs (`?sort_key=name&sort_dir=asc&sort_key=id&sort_dir=desc`: by name, then by id
+descending), as many of one as of the other; each key must be a sortable attribute (one
+whose value is a scalar: not `NOT_SORTABLE`'s lists and objects) and each direction `asc`
+or `desc`, else 400 with Neutron's message. Ties keep the order of `id`, and no value
+(null) sorts before any value, as Neutron's SQL does.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,6 +51,17 @@ READ_ONLY_ATTRIBUTES: dict[str, frozenset[str]] = {
 }  # fmt: skip
 
 
+#: Attributes whose values are lists or objects, which Neutron does not sort by (no
+#: `is_sort_key`). A test checks that every attribute objects show with such a value is here.
+NOT_SORTABLE = frozenset({
+    "allocation_pools", "allowed_address_pairs", "availability_zone_hints",
+    "availability_zones", "binding:profile", "binding:vif_details", "dns_nameservers",
+    "external_gateway_info", "extra_dhcp_opts", "fixed_ips", "host_routes",
+    "port_forwardings", "routes", "security_group_rules", "security_groups",
+    "service_types", "subnets", "tags",
+})  # fmt: skip
+
+
 @dataclass
 class Listing:
     """One page of a list and the marker of the next page (None at the end)."""
@@ -64,7 +83,8 @@ def list_items(store: Store, res: NeutronResource, ctx: Context, query: Query) -
     for key in query:
         if key not in _CONTROL and key not in _TAG_FILTERS and key not in known:
             raise errors.BadRequest(field=key, detail=f"{key} is not a valid filter")
-    return _page([item for item in everything if _matches(item, query)], query)
+    sorts = sort_order(res, query)
+    return _page([item for item in everything if _matches(item, query)], sorts, query)
 
 
 def attributes(res: NeutronResource) -> frozenset[str]:
@@ -75,14 +95,54 @@ def attributes(res: NeutronResource) -> frozenset[str]:
     return frozenset(names)
 
 
-def _page(items: list[dict[str, Any]], query: Query) -> Listing:
-    sort_key = (query.get("sort_key") or ["id"])[0]
-    sort_dir = (query.get("sort_dir") or ["asc"])[0].lower()
-    if sort_dir not in ("asc", "desc"):
-        raise errors.BadRequest(field="sort_dir", detail="sort_dir must be asc or desc")
-    items.sort(key=lambda item: (_sortable(item.get(sort_key)), item["id"]))
-    if sort_dir == "desc":
-        items.reverse()
+def sort_keys(res: NeutronResource) -> frozenset[str]:
+    """Return the attributes `res`'s lists may be sorted by."""
+    return attributes(res) - NOT_SORTABLE
+
+
+def sort_order(res: NeutronResource, query: Query) -> list[tuple[str, bool]]:
+    """Return the query's sorts as (key, ascending) pairs, first key first.
+
+    Raises:
+        errors.BadRequest: as many `sort_key` as `sort_dir` values are not given, or a key
+            is not a sortable attribute, or a direction is not `asc` or `desc` (Neutron's
+            messages).
+    """
+    keys = [key for key in query.get("sort_key", []) if key]  # (Neutron drops empty ones)
+    dirs = [way for way in query.get("sort_dir", []) if way]
+    if len(keys) != len(dirs):
+        raise errors.BadRequest(
+            field="sort_key" if len(keys) > len(dirs) else "sort_dir",
+            detail="The number of sort_keys and sort_dirs must be same",
+        )
+    valid = sort_keys(res)
+    absent = [key for key in keys if key not in valid]
+    if absent:
+        raise errors.BadRequest(field="sort_key",
+                                detail=f"{absent} is invalid attribute for sort_keys")  # fmt: skip
+    invalid = [way for way in dirs if way not in ("asc", "desc")]
+    if invalid:
+        raise errors.BadRequest(
+            field="sort_dir",
+            detail=f"{invalid} is invalid value for sort_dirs, valid value is 'asc' and 'desc'",
+        )
+    return [(key, way == "asc") for key, way in zip(keys, dirs, strict=True)]
+
+
+def _sorted(items: list[dict[str, Any]], sorts: list[tuple[str, bool]]) -> list[dict[str, Any]]:
+    """Return `items` in the order of `sorts`, ties in the order of their ids."""
+    items = sorted(items, key=lambda item: str(item["id"]))
+    for key, ascending in reversed(sorts):  # (stable sorts: the first key sorted last)
+        items.sort(key=_by(key), reverse=not ascending)
+    return items
+
+
+def _by(key: str) -> Callable[[dict[str, Any]], tuple[int, Any]]:
+    return lambda item: _sortable(item.get(key))
+
+
+def _page(items: list[dict[str, Any]], sorts: list[tuple[str, bool]], query: Query) -> Listing:
+    items = _sorted(items, sorts)
     marker = _first(query, "marker")
     if marker is not None:
         position = next((i for i, item in enumerate(items) if item["id"] == marker), None)
@@ -107,8 +167,14 @@ def _first(query: Query, name: str) -> str | None:
     return values[0] if values else None
 
 
-def _sortable(value: Any) -> tuple[int, str]:
-    return (0, "") if value is None else (1, str(value))
+def _sortable(value: Any) -> tuple[int, Any]:
+    """A sort key for one attribute's value: null first, then numbers (and booleans) by
+    value, then text."""
+    if value is None:
+        return (0, 0)
+    if isinstance(value, int | float):
+        return (1, value)
+    return (2, str(value))
 
 
 def _matches(item: dict[str, Any], query: Query) -> bool:
