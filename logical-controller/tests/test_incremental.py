@@ -101,7 +101,7 @@ class RandomConfig:
             {
                 "name": f"s{len(self.switches)}",
                 "tenant": "t",
-                "replication_mode": self.rng.choice(["source", "service-node"]),
+                "replication_mode": self.rng.choice(["source", "service-node", None]),
             },
         )
         if made:
