@@ -705,6 +705,14 @@ def _trace_path() -> dict[str, JsonDict]:
                                        "tunneled": {"type": "array", "items": {"type": "object"}},
                                        "ended_at": {"type": ["object", "null"]}}},
             "trace": {"type": "string", "description": "`ofproto/trace`'s own text."},
+            "described": {"type": "string", "description": "The packet in words (`IPv4 "
+                          "protocol 0, no transport header, ...` for one naming no transport)."},
+            "datapaths_read": {"type": "array", "items": {"type": "integer"},
+                               "description": "The datapaths whose universal flows the "
+                               "controller read for this trace (it does not follow them)."},
+            "stand_in_next_hops": {"type": "array", "items": {"type": "string"},
+                                   "description": "L3 next hops the ideal node resolved at a "
+                                   "stand-in MAC (learned by ARP on the active gateway node)."},
         },
     }  # fmt: skip
 
@@ -723,7 +731,13 @@ def _trace_path() -> dict[str, JsonDict]:
                 "tenant traces its own ports; only the admin gives `node`.",
                 "tags": ["Status"],
                 "parameters": [
-                    query("from", True, "The port the packet leaves (id or name)."),
+                    query(
+                        "from",
+                        True,
+                        "The port the packet leaves (id or name), or a router with an L3 "
+                        "gateway service: the packet comes from the physical network into "
+                        "its uplink.",
+                    ),
                     query(
                         "packet",
                         False,
