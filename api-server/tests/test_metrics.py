@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import http.client
 import logging
+import threading
+from collections.abc import Iterator
+from http.server import ThreadingHTTPServer
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -111,3 +114,36 @@ def test_metrics_over_http_have_one_standard_content_type(live_api: str) -> None
     assert (kind, params) == (PROMETHEUS_TEXT, {"version": "1.0.0", "charset": "utf-8"})
     names = {family.name for family in text_string_to_metric_families(body)}
     assert {"loom_api_requests", "loom_api_generation"} <= names
+
+
+@pytest.fixture
+def controller_httpd() -> Iterator[int]:
+    """The controllers' HTTP endpoint (`loom_common.httpd`'s handler) on a free loopback
+    port, shut down at teardown; yields the port."""
+    from loom_common import httpd
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), httpd._Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield int(server.server_address[1])
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+def test_controllers_metrics_have_one_standard_content_type(controller_httpd: int) -> None:
+    conn = http.client.HTTPConnection("127.0.0.1", controller_httpd, timeout=30)
+    try:
+        conn.request("GET", "/metrics")
+        response = conn.getresponse()
+        body = response.read().decode()
+        values = response.headers.get_all("Content-Type")
+    finally:
+        conn.close()
+    assert response.status == 200
+    assert values is not None
+    assert len(values) == 1, values
+    assert media_type(values[0]) == (PROMETHEUS_TEXT, {"version": "1.0.0", "charset": "utf-8"})
+    assert list(text_string_to_metric_families(body))  # (this process's metrics)
