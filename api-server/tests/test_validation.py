@@ -96,8 +96,13 @@ def nat(kind: str, external: str, internal: str) -> dict[str, Any]:
 
 
 def test_a_floating_ip_of_two_tenants_on_one_gateway_service_is_409(
-    tenant_a: ApiClient, tenant_b: ApiClient, uplink: dict[str, Any], store: Store
+    admin: ApiClient,
+    tenant_a: ApiClient,
+    tenant_b: ApiClient,
+    uplink: dict[str, Any],
+    store: Store,
 ) -> None:
+    """Tenant b is told the address is taken, not whose; the admin is told which rule."""
     red = router(tenant_a, "red", uplink)
     blue = router(tenant_b, "blue", uplink)
     taken = tenant_a.create(
@@ -108,10 +113,12 @@ def test_a_floating_ip_of_two_tenants_on_one_gateway_service_is_409(
         ("dnat", "10.0.0.6"),
         ("snat", "10.0.0.0/24"),
     ):
-        response = tenant_b.post(
-            f"{ROUTERS}/{blue['id']}/nat-rules", nat(kind, "172.16.0.10", internal)
-        )
-        message = error(response, 409, "external_ip")
+        url = f"{ROUTERS}/{blue['id']}/nat-rules"
+        message = error(tenant_b.post(url, nat(kind, "172.16.0.10", internal)), 409, "external_ip")
+        assert "172.16.0.10 is taken" in message
+        assert taken["id"] not in message
+        assert red["id"] not in message
+        message = error(admin.post(url, nat(kind, "172.16.0.10", internal)), 409, "external_ip")
         assert taken["id"] in message
         assert red["id"] in message
         assert "same gateway service" in message
