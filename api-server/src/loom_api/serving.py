@@ -175,11 +175,12 @@ class _Channel(HTTPChannel):
         return str(self.addr[0])
 
     def received(self, data: bytes) -> bool:
-        if self.request is None and data:
-            self.request_started = time.time()
+        before = self.request
         result = super().received(data)
         if self.request is None:
             self.request_started = None
+        elif self.request is not before:  # (a request began in this data)
+            self.request_started = time.time()
         return result
 
     def handling(self) -> bool:
