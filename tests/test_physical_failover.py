@@ -159,6 +159,68 @@ def test_kill9_master_no_packet_lost(
         logical.stop()
 
 
+def test_a_gateway_services_active_node_follows_it_across_controllers(
+    tmp_path: Path,
+    zk: ZooKeeperServer,
+    config_db: OvsdbServer,
+    universal_db: OvsdbServer,
+    api: ApiClient,
+) -> None:
+    """A gateway service on two gateway nodes, each mastered by another controller: its
+    `status.active_node` is written by the master of the node it is active on. The active
+    node goes (both its daemons stopped): the other node's master names that one; both
+    gone: it is cleared; the first back: it takes the service back (preemptive), and its
+    master says so."""
+    logical = LogicalController(config_db.remote, universal_db.remote).start()
+    procs: dict[str, Daemon] = {}
+    try:
+        targets = []
+        for name in ("pc1", "pc2"):
+            daemon, port = controller(tmp_path, name, config_db, universal_db, zk)
+            procs[name] = daemon
+            targets.append(f"tcp:127.0.0.1:{port}")
+            daemon.start(ready=_listens(daemon, port), timeout=60)
+        with Sandbox(tmp_path / "nodes") as sandbox:
+            zone = api.create("/api/v1/transport-zones", {"name": "tz"})["id"]
+            ids = []
+            for name in ("gw1", "gw2"):
+                node = sandbox.add_node(name, targets)
+                made = api.create("/api/v1/transport-nodes", {
+                    "name": name, "node_type": "gateway", "system_id": name,
+                    "transport_zone_ids": [zone],
+                    "tunnel_endpoints": [{"encap": "geneve", "ip": node.encap_ip}]})  # fmt: skip
+                ids.append(made["id"])
+            service = api.create("/api/v1/gateway-services", {
+                "name": "l2", "type": "l2", "gateway_node_ids": ids})["id"]  # fmt: skip
+
+            def active() -> str | None:
+                body = api.get(f"/api/v1/gateway-services/{service}").get_json()
+                return body["status"]["active_node"]  # type: ignore[no-any-return]
+
+            def mastered() -> dict[str, str]:
+                return {n: s.get("controller", "") for n, s in node_status(api).items()
+                        if s.get("connected")}  # fmt: skip
+
+            wait_for(
+                lambda: set(mastered().values()) == set(procs) and active() is not None,
+                60,
+                "each gateway mastered by a controller of its own, the service active",
+            )
+            first = active()
+            assert first in ("gw1", "gw2")
+            (second,) = {"gw1", "gw2"} - {first}
+            sandbox.nodes[first].stop()
+            wait_for(lambda: active() == second, 30, f"active_node {second} (by its master)")
+            sandbox.nodes[second].stop()
+            wait_for(lambda: active() is None, 30, "active_node cleared: no gateway is left")
+            sandbox.nodes[first].start(targets)
+            wait_for(lambda: active() == first, 30, f"active_node {first} again (preemptive)")
+    finally:
+        for proc in procs.values():
+            proc.stop()
+        logical.stop()
+
+
 def _listens(daemon: Daemon, port: int) -> Callable[[], bool]:
     return lambda: daemon.pid is not None and listens_on(daemon.pid, port)
 
