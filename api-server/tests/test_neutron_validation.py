@@ -238,7 +238,8 @@ def test_the_uplinks_own_address_is_no_nat_address(
     store: Store,
 ) -> None:
     """The gateway service's uplink address (198.51.100.254) is the service's: a floating
-    IP, a DNAT or an SNAT rule on it is refused (409), and no address is allocated there."""
+    IP or a DNAT rule on it is refused (409: it would take the uplink's own packets for one
+    host), no address is allocated there, and an SNAT rule may masquerade behind it."""
     public = external_network(neutron, service)
     router, port = routed_port(neutron, net, subnet, public)
     before = count(store, "NAT_Rule")
@@ -248,15 +249,27 @@ def test_the_uplinks_own_address_is_no_nat_address(
                             409, "IpAddressInUse")  # fmt: skip
     assert "198.51.100.254" in message
     assert count(store, "NAT_Rule") == before
-    for kind, internal in (("dnat", "10.0.0.5"), ("floating-ip", "10.0.0.6"),
-                           ("snat", "10.1.0.0/24")):  # fmt: skip
-        response = admin.post(f"{API}/logical-routers/{router['id']}/nat-rules",
-                              {"type": kind, "external_ip": "198.51.100.254",
-                               "internal_ip": internal})  # fmt: skip
+    rules = f"{API}/logical-routers/{router['id']}/nat-rules"
+    for kind, internal in (("dnat", "10.0.0.5"), ("floating-ip", "10.0.0.6")):
+        response = admin.post(rules, {"type": kind, "external_ip": "198.51.100.254",
+                                      "internal_ip": internal})  # fmt: skip
         assert response.status_code == 409, response.get_json()
         assert response.get_json()["field"] == "external_ip"
         assert "address of gateway service" in response.get_json()["message"]
     assert count(store, "NAT_Rule") == before
+    snat = {"type": "snat", "external_ip": "198.51.100.254", "internal_ip": "10.1.0.0/24"}
+    assert admin.post(rules, snat).status_code == 201
+    # Automatic addresses skip it (and the next hop, .1) until none is left.
+    given = set()
+    for _ in range(254):
+        response = neutron.send("POST", f"{V2}/floatingips",
+                                {"floatingip": {"floating_network_id": public["id"]}})  # fmt: skip
+        if response.status_code != 201:
+            break
+        given.add(response.get_json()["floatingip"]["floating_ip_address"])
+    neutron_error(response, 409, "IpAddressGenerationFailure")
+    assert "198.51.100.253" in given
+    assert not given & {"198.51.100.254", "198.51.100.1"}
 
 
 def test_a_floating_ip_is_active_only_while_something_translates_it(

@@ -208,7 +208,7 @@ def associate(
     service = first(router.gateway_service)
     if service is not None:
         check_public_address(
-            view, Uplink.of(service), fip.external_ip, router=router,
+            view, Uplink.of(service), fip.external_ip, kind="floating-ip", router=router,
             field="floating_ip_address", rule=fip, admin=ctx.is_admin,
         )  # fmt: skip
     view.update(fip, logical_router=[router], internal_ip=[fixed_ip], logical_port=[port])

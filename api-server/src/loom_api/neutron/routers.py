@@ -252,6 +252,7 @@ def sync_snat(view: WriteView, router: Any, *, admin: bool = False) -> None:
                 view,
                 Uplink.of(service),
                 external,
+                kind="snat",
                 router=router,
                 field="external_gateway_info",
                 admin=admin,

@@ -8,8 +8,10 @@ service or on two services whose uplinks are one network (the same VLAN, overlap
 prefixes), would both answer for it. `check_public_address` refuses that (409, naming the
 rule in the way), and an external address that is the uplink's next hop. Within one router,
 `service.nat` decides which rules may share an address. Nor may an external address be
-the uplink's own address or its next hop (the service answers for the one, the router sends
-to the other).
+the uplink's next hop (the router sends to it), nor, for a DNAT rule or floating IP, the
+uplink's own address: the rule would take every packet to the uplink for one internal host.
+An SNAT rule may translate to it (a router masquerading behind its uplink; replies to it
+are untranslated, and what is not a reply still reaches the uplink).
 
 The deployment's default L3 service (`default_service`) is the one marked `default`, else the
 only L3 service: it serves routers that follow it (`FOLLOWS_DEFAULT`; the Neutron layer marks
@@ -140,6 +142,7 @@ def check_public_address(
     uplink: Uplink,
     address: str,
     *,
+    kind: str,
     router: Any,
     field: str,
     rule: Any | None = None,
@@ -152,6 +155,7 @@ def check_public_address(
         view: the replica.
         uplink: the uplink of the router's gateway service (as it will be).
         address: the external address, in canonical form.
+        kind: the rule's type (`snat`, `dnat`, `floating-ip`).
         router: the router that would have the rule (its own rules are not checked here).
         field: the request field to name.
         rule: the rule being replaced (it does not clash with itself), or None.
@@ -159,12 +163,13 @@ def check_public_address(
         admin: the caller is the admin, who is told which rule of another tenant has it.
 
     Raises:
-        errors.Conflict: the address is the uplink's own address or its next hop, or the
+        errors.Conflict: the address is the uplink's next hop, or (not for SNAT) its own
+            address, or the
             external address of another router's rule on the same uplink network (naming
             the rule, its router and its gateway service when they are the router's
             tenant's or the caller is the admin).
     """
-    if address == uplink.address:
+    if address == uplink.address and kind != "snat":
         raise errors.Conflict(
             field=field,
             detail=f"{address} is the address of gateway service {uplink.service}'s uplink",
@@ -216,6 +221,7 @@ def check_router_addresses(
             view,
             uplink,
             rule.external_ip,
+            kind=rule.type,
             router=router,
             field=field,
             rule=rule,
@@ -409,6 +415,7 @@ class GatewayServices(Resource):
                 view,
                 uplink,
                 rule.external_ip,
+                kind=rule.type,
                 router=router,
                 field=field,
                 rule=rule,

@@ -111,7 +111,8 @@ class NatRules(Resource):
             errors.MissingReference: the logical port does not exist in the router's tenant.
             errors.Conflict: the external (DNAT, floating IP) or internal address is taken on
                 this router, or the external address by another router on the same uplink
-                network (any tenant's), or it is the uplink's own address or next hop.
+                network (any tenant's), or it is the uplink's next hop, or (DNAT, floating
+                IP) its own address.
         """
         if not parent.gateway_service:
             raise errors.ValidationFailed(
@@ -132,6 +133,7 @@ class NatRules(Resource):
             view,
             Uplink.of(first(parent.gateway_service)),
             body.external_ip,
+            kind=body.type,
             router=parent,
             field="external_ip",
             rule=row,
