@@ -288,6 +288,8 @@ def test_controllers_are_asked_in_turn_and_given_each_conntrack_answer() -> None
         asked.append(query)
         if query["port"] == ["elsewhere"]:
             return 404, {"error": "not_found", "message": "port elsewhere has no binding"}
+        if query["port"] == ["unread"]:
+            return 503, {"error": "flows_unavailable", "message": "datapath(s) 3 not read"}
         return 200, {"verdict": {"outcome": "dropped"}}
 
     httpd.route("/trace", answer)
@@ -303,6 +305,10 @@ def test_controllers_are_asked_in_turn_and_given_each_conntrack_answer() -> None
             _ask_first([("gone", dead), ("live", live)], {**query, "port": "elsewhere"})
         assert "gone" in none.value.text
         assert "port elsewhere has no binding" in none.value.text
+        # One that cannot read the flows it needs gives no verdict: the 503 is passed on.
+        with pytest.raises(errors.ControllerUnavailable) as unread:
+            _ask_first([("live", live)], {**query, "port": "unread"})
+        assert "datapath(s) 3 not read" in unread.value.text
     finally:
         httpd.unroute("/trace")
 
