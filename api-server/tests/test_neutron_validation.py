@@ -213,6 +213,27 @@ def test_a_floating_ip_follows_the_default_gateway_service(
     assert admin.delete(f"{API}/gateway-services/{second['id']}").status_code == 204
 
 
+def test_a_router_given_a_service_natively_stops_following_the_default(
+    neutron: Neutron, net: dict[str, Any], subnet: dict[str, Any], admin: ApiClient
+) -> None:
+    """Left without a service (two L3 services, none marked), a router that follows the
+    default still takes native changes; given a service through the native API, it keeps
+    that one whatever the default becomes."""
+    first = l3_service(admin, "first", "198.51.100.254")
+    second = l3_service(admin, "second", "192.0.2.254")
+    public = external_network(neutron, None)
+    router, _ = routed_port(neutron, net, subnet, public)
+    url = f"{API}/logical-routers/{router['id']}"
+    assert admin.get(url).get_json()["gateway_service_id"] is None
+    response = admin.patch(url, {"description": "edge"})  # (its SNAT rule waits for one)
+    assert response.status_code == 200, response.get_json()
+    response = admin.patch(url, {"gateway_service_id": second["id"]})
+    assert response.status_code == 200, response.get_json()
+    response = admin.patch(f"{API}/gateway-services/{first['id']}", {"default": True})
+    assert response.status_code == 200, response.get_json()
+    assert admin.get(url).get_json()["gateway_service_id"] == second["id"]
+
+
 def test_a_router_gateway_on_the_default_service_snats(
     neutron: Neutron, net: dict[str, Any], subnet: dict[str, Any], admin: ApiClient, store: Store
 ) -> None:

@@ -22,7 +22,13 @@ from loom_api.service.crud import (
     ref_id,
     reference,
 )
-from loom_api.service.gateways import GatewayServices, Uplink, check_router_addresses
+from loom_api.service.gateways import (
+    FOLLOWS_DEFAULT,
+    GatewayServices,
+    Uplink,
+    check_router_addresses,
+    follows_default,
+)
 from loom_api.service.types import Description, Tags, Tenant, Uuid
 from loom_api.store import ReadView, WriteView
 
@@ -104,6 +110,9 @@ class LogicalRouters(Resource):
     ) -> dict[str, Any]:
         """Check the gateway service is an L3 one (and kept while NAT needs it).
 
+        A router that followed the default L3 service (`gateways.FOLLOWS_DEFAULT`) and is
+        given another service, or none, keeps that one from then on.
+
         Raises:
             errors.MissingReference: no such gateway service.
             errors.ValidationFailed: the gateway service is not an L3 service.
@@ -120,7 +129,7 @@ class LogicalRouters(Resource):
                 detail=f"gateway service {gateway.uuid} is {gateway.type}; a router needs an "
                 "L3 gateway service",
             )
-        if gateway is None and row is not None:
+        if gateway is None and row is not None and row.gateway_service:
             nats = router_nat_rules(view, row)
             if nats:
                 raise errors.Conflict(
@@ -137,12 +146,16 @@ class LogicalRouters(Resource):
                 "gateway_service_id",
                 admin=caller.is_admin,
             )
-        return {
+        cols = {
             **owned_columns(caller, body, row),
             "description": body.description,
             "admin_state_up": body.admin_state_up,
             "gateway_service": optional(gateway),
         }
+        if row is not None and follows_default(row) and optional(gateway) != row.gateway_service:
+            cols["external_ids"] = {k: v for k, v in row.external_ids.items()
+                                    if k != FOLLOWS_DEFAULT}  # fmt: skip
+        return cols
 
     def on_create(self, view: WriteView, row: Any, parent: Any) -> None:
         """Allocate the router's tunnel key."""
