@@ -180,12 +180,6 @@ def _captures(netns: dict[str, str], vms: dict[str, str], proto: int,
                 capture.stdout.close()
 
 
-def _nat_source(body: dict[str, Any]) -> str | None:
-    """The source address the traced flows translate to (`nat(src=...)`), if any."""
-    found = re.search(r"nat\(src=([0-9.]+)\)", body["trace"])
-    return found.group(1) if found else None
-
-
 def _output_port(body: dict[str, Any]) -> int:
     """The OpenFlow port the last table of the trace output to."""
     steps = [s for p in body["passes"] for s in p["steps"]]
@@ -236,7 +230,7 @@ def _out_to_the_physical_network(api: Api, gateway: Gateway, netns: dict[str, st
             seen = gateway.left(before, lambda h, p=proto, d=dport: h[1:] == (NEXT_HOP, p, d))
             assert body["verdict"]["uplink"] == bool(seen), (vm, kind, seen, body["verdict"])
             if seen:
-                assert _nat_source(body) == seen[0][0], (vm, kind, seen)
+                assert body["verdict"]["uplink_source"] == seen[0][0], (vm, kind, seen)
                 assert seen[0][0] == (FLOATING_IP if vm == FLOATING_VM else SNAT_IP)
             went.append(bool(seen))
     assert sum(went) == 6  # (red's three VMs, ICMP and TCP)

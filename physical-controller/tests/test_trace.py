@@ -259,7 +259,11 @@ def test_a_verdict_names_each_port_the_packet_left_by() -> None:
     verdict = trace.verdict(passes, dp_ports, {}, {})
     assert verdict["delivered"] == ["a", "b", "c"]  # (c's copy inside a clone)
     assert verdict["uplink"] is True
+    assert verdict["uplink_source"] is None  # (nothing translated it)
     assert verdict["outcome"] == "delivered+uplink"
+    snat = [{"steps": [], "datapath_actions": "ct(commit,zone=4,nat(src=172.16.0.3)),recirc(0x5)"},
+            {"steps": [], "datapath_actions": "2"}]  # fmt: skip
+    assert trace.verdict(snat, dp_ports, {}, {})["uplink_source"] == "172.16.0.3"
     to_flood = ("set(tunnel(tun_id=0x7,dst=10.1.1.1,geneve({class=0x102,type=0x80,len=4,"
                 "0x1ffff}),flags(df|key))),6081")  # fmt: skip
     geneve = {6081: ScratchPort("loom-geneve", 1, "geneve", role="tunnel")}

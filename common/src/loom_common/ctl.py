@@ -325,7 +325,8 @@ def _verdict_line(verdict: dict[str, Any]) -> str:
         said.append(f"tunneled to {t.get('node') or t.get('ip')} for {port} "
                     f"(out of {t.get('via')})")  # fmt: skip
     if verdict.get("uplink"):
-        said.append("out of the gateway's uplink")
+        source = verdict.get("uplink_source")
+        said.append("out of the gateway's uplink" + (f" from {source}" if source else ""))
     if not said:
         last = verdict.get("ended_at") or {}
         stage = str(last.get("stage") or "").lower()

@@ -449,17 +449,18 @@ def _step(table: int, match: str | None, priority: int | None, flow_cookie: str 
 # ---- where the packet went -----------------------------------------------------------
 
 _TUNNEL = re.compile(r"set\(tunnel\((.*)\)\)")
+_NAT_SOURCE = re.compile(r"nat\(src=([0-9.]+)")
 
 
 def verdict(passes: Sequence[Mapping[str, Any]], dp_ports: Mapping[int, ScratchPort],
             endpoints: Mapping[str, str],
             bindings: Mapping[tuple[int, int], str]) -> dict[str, Any]:  # fmt: skip
     """Where the packet went, from each pass's datapath actions: `delivered` (the logical
-    ports whose VIF it left by), `uplink` (out of a gateway's uplink), `tunneled` (to
-    which node, for which datapath and port: `flood` for a switch's flood group), and
-    `outcome` — `delivered`, `tunneled`, `uplink`, several of them joined by `+`, or
-    `dropped`; `ended_at` is the last step of the last pass (where a dropped packet was
-    dropped).
+    ports whose VIF it left by), `uplink` (out of a gateway's uplink; `uplink_source` the
+    address SNAT or a floating IP gave it, None if none did), `tunneled` (to which node,
+    for which datapath and port: `flood` for a switch's flood group), and `outcome` —
+    `delivered`, `tunneled`, `uplink`, several of them joined by `+`, or `dropped`;
+    `ended_at` is the last step of the last pass (where a dropped packet was dropped).
 
     Args:
         passes: `parse`'s passes.
@@ -470,7 +471,10 @@ def verdict(passes: Sequence[Mapping[str, Any]], dp_ports: Mapping[int, ScratchP
     delivered: list[str] = []
     uplink = False
     tunneled: list[dict[str, Any]] = []
+    translated = None
     for p in passes:
+        for nat in _NAT_SOURCE.finditer(p["datapath_actions"]):
+            translated = nat.group(1)
         for port, tunnel in _outputs(p["datapath_actions"], dp_ports):
             if port.role == "tunnel" and tunnel is not None:
                 tunneled.append({**_tunnel_of(tunnel, endpoints, bindings), "via": port.name})
@@ -485,6 +489,7 @@ def verdict(passes: Sequence[Mapping[str, Any]], dp_ports: Mapping[int, ScratchP
         "outcome": "+".join(outcomes) or "dropped",
         "delivered": sorted(set(delivered)),
         "uplink": uplink,
+        "uplink_source": translated if uplink else None,
         "tunneled": tunneled,
         "ended_at": last,
     }
