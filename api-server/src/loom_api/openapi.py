@@ -702,6 +702,7 @@ def _trace_path() -> dict[str, JsonDict]:
                         "properties": {"outcome": {"type": "string"},
                                        "delivered": {"type": "array", "items": {"type": "object"}},
                                        "uplink": {"type": "boolean"},
+                                       "uplink_source": {"type": ["string", "null"]},
                                        "tunneled": {"type": "array", "items": {"type": "object"}},
                                        "ended_at": {"type": ["object", "null"]}}},
             "trace": {"type": "string", "description": "`ofproto/trace`'s own text."},
