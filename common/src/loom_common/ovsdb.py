@@ -9,6 +9,28 @@ members (`tcp:A,tcp:B,tcp:C`) and the IDL follows the leader.
 
 Servers are supervised children (`loom_common.procs.Daemon`), not `--detach`ed daemons: they
 stop with their owner, and kill -9 / restart of one member is a method call.
+
+Health (`OvsdbServer.health`, what `loom_common.supervise` asks every second): a server can
+run and not serve. What ovsdb-server 3.1 does when its disk fills (measured on a small
+tmpfs, `tests/test_full_disk.py`):
+
+- standalone: a transaction that cannot be written fails with an `I/O error` (`io-error`:
+  "No space left on device"); the log is truncated back to its last whole record, so the
+  file stays readable, and once space returns the next transaction is written: the server
+  recovers by itself, and a restart would not make it writable sooner. Its check is that it
+  answers and still serves its database (`ovsdb-server/list-dbs`).
+- a RAFT member: one that cannot append to its log enters failure mode for good
+  (`cluster/status` says `Status: failed`; it logs `entering failure mode due to I/O
+  error`), and one whose storage reports the error closes its database (`cluster/status`
+  answers `unknown cluster`, `list-dbs` no longer lists it) while the process runs on. A
+  leader fails first, the member elected next fails at its first append, the last stays a
+  candidate until it fails too: the cluster has no leader, and none of this ends when space
+  returns. Restarted, a member reads its own log (a write that failed was truncated away)
+  and rejoins: no `ovsdb-tool join-cluster` from the others is needed, and every
+  transaction acknowledged before the disk filled is there. A member restarted while the
+  disk is still full serves for a moment, then closes its database again at its first
+  write; so the check holds a restart (`Verdict` `hold`) while the member's filesystem has
+  less free than its database file takes (at least `MIN_FREE_BYTES`).
 """
 
 from __future__ import annotations
@@ -16,8 +38,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import random
+import re
 import select
 import shutil
 import socket
@@ -40,6 +64,7 @@ import orjson
 from loom_common.errors import LoomError
 from loom_common.pki import Credentials, client_context
 from loom_common.procs import Daemon, DaemonError, listens_on
+from loom_common.supervise import HEALTHY, Verdict
 
 
 class OvsdbError(LoomError):
@@ -128,6 +153,54 @@ def schema_name(schema: Path) -> str:
     """Return the database name a schema file declares."""
     name: str = json.loads(schema.read_text())["name"]
     return name
+
+
+MIN_FREE_BYTES = 1 << 20
+"""The least free space on its filesystem for an unhealthy server to be restarted."""
+
+
+def health_verdict(
+    db_name: str,
+    *,
+    clustered: bool,
+    output: str | None,
+    error: str | None,
+    free: int,
+    needed: int,
+) -> Verdict:
+    """Judge a server from what `ovs-appctl` answered (see the module docstring).
+
+    Args:
+        db_name: the database it serves.
+        clustered: it is a RAFT member (`output` is `cluster/status DB`'s), else
+            `output` is `ovsdb-server/list-dbs`'s.
+        output: the command's output; None if it failed or got no answer.
+        error: the command's error; None if it succeeded or got no answer.
+        free: bytes free on the filesystem of its files.
+        needed: bytes that must be free for a restart to help.
+
+    Returns:
+        The verdict: `fault` for a member in failure mode or a server that no longer
+        serves its database (`hold` while its filesystem lacks `needed` bytes),
+        `unanswered` when the command got no answer, else healthy.
+    """
+    fault = ""
+    if output is None:
+        if error is None or "unknown cluster" not in error:
+            return Verdict("unanswered", f"ovs-appctl: {error or 'no answer in time'}")
+        fault = "its database is closed: cluster/status says unknown cluster"
+    elif clustered:
+        status = re.search(r"^Status: (.*)$", output, re.MULTILINE)
+        if status is not None and status.group(1).strip() == "failed":
+            fault = "in failure mode after an I/O error: cluster/status says Status: failed"
+    elif db_name not in output.split():
+        fault = f"it no longer serves {db_name}"
+    if not fault:
+        return HEALTHY
+    if free < needed:
+        return Verdict("hold", f"{fault}; {free} bytes free on its filesystem, "
+                               f"a restart waits for {needed}")  # fmt: skip
+    return Verdict("fault", fault)
 
 
 @dataclass(frozen=True)
@@ -343,6 +416,33 @@ class OvsdbServer:
     def appctl(self, *command: str) -> str:
         """Run `ovs-appctl -t <ctl> COMMAND...` against this server; return its output."""
         return _run(tool("ovs-appctl"), "-t", str(self.ctl_path), *command)
+
+    def health(self, timeout: float = 2.0) -> Verdict:
+        """Check that it serves its database, and a RAFT member that it is not in failure
+        mode (`health_verdict`), within about `timeout` seconds: one `ovs-appctl`."""
+        command = ("cluster/status", self.db_name) if self.cluster else ("ovsdb-server/list-dbs",)
+        output = error = None
+        try:
+            result = subprocess.run(
+                [tool("ovs-appctl"), f"--timeout={max(1, math.ceil(timeout))}", "-t",
+                 str(self.ctl_path), *command],
+                capture_output=True, text=True, timeout=timeout + 1.0, check=False,
+            )  # fmt: skip
+        except subprocess.TimeoutExpired:
+            pass
+        else:
+            if result.returncode == 0:
+                output = result.stdout
+            else:
+                error = result.stderr.strip().splitlines()[0] if result.stderr.strip() else (
+                    f"exit status {result.returncode}")  # fmt: skip
+        try:
+            free = shutil.disk_usage(self.state_dir).free
+            needed = max(MIN_FREE_BYTES, self.db_size())
+        except OSError:
+            free, needed = 0, MIN_FREE_BYTES
+        return health_verdict(self.db_name, clustered=self.cluster is not None, output=output,
+                              error=error, free=free, needed=needed)  # fmt: skip
 
     def stop(self) -> None:
         """Stop the server (SIGTERM, then SIGKILL)."""
@@ -1060,13 +1160,12 @@ class Replica:
     arrived and returns what changed. Writes go through `conn.transact`.
 
     A table in `unkept` passes through: its changes carry the rows, but the replica keeps
-    only their uuids, packed (`uuids[table]`, 16-byte `bytes`; no `rows[table]`), for an
-    owner that holds the rows elsewhere — the logical controller's engine holds its input
-    rows, and a copy of the config DB as Python objects was ~360 MB of its memory at NVP's
-    full scale. Packed, not the parsed strings: a few of those kept would pin nearly every
-    arena of the parsed message (365 MB of RSS measured for 276k uuids kept as strings). After
-    a lost connection `start()` reports every such row read again as changed (it cannot
-    compare) and those no longer there as deleted.
+    none of them (no `rows[table]`), for an owner that holds the rows elsewhere — the
+    logical controller's engine holds its input rows, and a copy of the config DB as Python
+    objects was ~360 MB of its memory at NVP's full scale. After a lost connection
+    `start()` reports every such row read again (it cannot compare) and nothing of those no
+    longer there: the owner knows what it holds, and `reads` tells it that a read of every
+    row began (what it holds that the changes since do not mention is gone).
     """
 
     def __init__(
@@ -1109,20 +1208,22 @@ class Replica:
         self.staged = staged
         self._connect = connect or (lambda: RawConnection(self.remote, db=self.db))
         self.rows: dict[str, dict[str, dict[str, Any]]] = self._empty_rows()
-        self.uuids: dict[str, set[bytes]] = {t: set() for t in unkept}
-        """The uuids of the rows of the `unkept` tables, packed (`uuid.UUID.bytes`)."""
+        self.reads = 0
+        """Reads of every row (`start()`s that succeeded): when it changed, the changes
+        returned since began with every row of the `unkept` tables."""
         self.conn: RawConnection | None = None
 
     def start(self) -> list[Change]:
-        """(Re)connect and read the tables; return every difference from what was held.
+        """(Re)connect and read the tables; return every difference from what was held
+        (of the `unkept` tables: every row read).
 
         On an error (raised) the replica is left closed (`conn` None) with the rows it
         held, so a later `start()` reports what changed meanwhile.
         """
         self.close()
         conn = self._connect()
-        old, old_uuids = self.rows, self.uuids
-        self.rows, self.uuids = self._empty_rows(), {t: set() for t in self.unkept}
+        old = self.rows
+        self.rows = self._empty_rows()
         passed: list[Change] = []  # the unkept tables' rows, in order
         try:
             if self.wake is not None:
@@ -1136,14 +1237,11 @@ class Replica:
                     passed += self._load(table, initial.get(table, {}))
         except BaseException:
             conn.close()
-            self.rows, self.uuids = old, old_uuids
+            self.rows = old
             raise
         self.conn = conn
-        changes: list[Change] = []
-        for table, uuids in old_uuids.items():
-            gone = uuids - self.uuids[table]
-            changes += [(table, unpack_uuid(uuid), None) for uuid in gone]
-        changes += passed
+        self.reads += 1
+        changes: list[Change] = passed
         for table in self.rows:
             for uuid in old[table].keys() - self.rows[table].keys():
                 changes.append((table, uuid, None))
@@ -1195,7 +1293,6 @@ class Replica:
             for uuid, update in rows.items():
                 held[uuid] = compact(update["new"])
             return []
-        self.uuids[table] = {pack_uuid(uuid) for uuid in rows}
         return [(table, uuid, compact(update["new"])) for uuid, update in rows.items()]
 
     def _empty_rows(self) -> dict[str, dict[str, dict[str, Any]]]:
@@ -1215,20 +1312,15 @@ class Replica:
             for table, updates in message["params"][1].items():
                 if only is not None and table not in only:
                     continue
-                uuids = self.uuids.get(table)
+                held = self.rows.get(table)  # (None: unkept)
                 for uuid, update in updates.items():
                     new = update.get("new")
                     if new is not None:
                         new = compact(new)
-                    if uuids is not None:
-                        if new is None:
-                            uuids.discard(pack_uuid(uuid))
-                        else:
-                            uuids.add(pack_uuid(uuid))
-                    elif new is None:
-                        self.rows[table].pop(uuid, None)
-                    else:
-                        self.rows[table][uuid] = new
+                    if held is not None and new is None:
+                        held.pop(uuid, None)
+                    elif held is not None:
+                        held[uuid] = new
                     changes.append((table, uuid, new))
         return changes
 

@@ -26,18 +26,24 @@ import logging
 import os
 import threading
 import time
-from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 from loom_common import heap, metrics, procstat, runner
 from loom_common.cluster import membership
-from loom_common.ovsdb import Change, RawConnection, Replica, TransactError, readable
+from loom_common.ovsdb import (
+    Change,
+    RawConnection,
+    Replica,
+    TransactError,
+    readable,
+    unpack_uuid,
+)
 from loom_common.passlog import PassLog
 from loom_common.reconnect import LOST, Link
 from loom_ddlog import PendingDelta, Program, Transaction, allocator_memory, gc_paused
-from loom_logical.inputs import InputTable, input_tables
+from loom_logical.inputs import ConfigFeed, InputTable, input_tables
 from loom_logical.outputs import GLOBAL_SHARD, all_shards
 from loom_logical.rules import main_file
 from loom_logical.writer import Writer
@@ -133,9 +139,9 @@ class LogicalController:
         self._columns_written: dict[str, Any] | None = None
         """The `_assignment_columns()` this controller's row was last written with (a
         stamp carries them only when they changed: they name every shard)."""
-        self._dirty_config: dict[str, dict[str, dict[str, Any] | None]] = defaultdict(dict)
-        """The engine tables' rows changed since the last pass (None: deleted), by table and
-        uuid: the replica does not keep them (`Replica.unkept`), the engine does."""
+        self._feed = ConfigFeed(self.tables)
+        """The config rows changed since the last pass, and which rows the engine holds:
+        the replica does not keep them (`Replica.unkept`), the engine does."""
         self._dirty_locations: dict[str, str | None] = {}
         self._locations: dict[str, str] = {}
         self._binding_ports: dict[str, str] = {}
@@ -199,10 +205,9 @@ class LogicalController:
     # ---- replica changes ----
 
     def _config_changes(self, changes: list[Change]) -> None:
-        for table, uuid, row in changes:
-            if table in self.tables:
-                self._dirty_config[table][uuid] = row
-            elif table == "Warning":
+        self._feed.note(changes, self._config.reads)
+        for table, _uuid, _row in changes:
+            if table == "Warning":
                 self._report_due.add("warnings")
             elif table == "Loom_Global":
                 self._report_due.add("generation")
@@ -382,7 +387,7 @@ class LogicalController:
             return True
 
     def _dirty(self) -> bool:
-        return bool(self._dirty_config or self._dirty_locations or self._streaming is not None)
+        return bool(self._feed.pending() or self._dirty_locations or self._streaming is not None)
 
     def config_rows(self) -> dict[str, list[tuple[Any, ...]]]:
         """Every config row the engine holds (as of the last pass), as input tuples, by table."""
@@ -468,7 +473,7 @@ class LogicalController:
             return
         began = time.perf_counter()
         self._phases["replicas"] = began - synced
-        if self._dirty_config or self._dirty_locations:
+        if self._feed.pending() or self._dirty_locations:
             self._compute()
         computed = time.perf_counter()
         try:
@@ -550,20 +555,37 @@ class LogicalController:
 
     def _compute(self) -> None:
         """One engine transaction about the rows that changed; its delta to the writer (or,
-        when large, to `_streaming`, which the write phase folds in as it writes)."""
+        when large, to `_streaming`, which the write phase folds in as it writes).
+
+        A transaction that fails takes the config rows it was given with it (they are kept
+        nowhere else): the config DB is read again, and the VIF locations wait for the next.
+        """
         began = time.perf_counter()
         self._fold_streaming()
-        dirty, self._dirty_config = self._dirty_config, defaultdict(dict)
         locations, self._dirty_locations = self._dirty_locations, {}
-        size = sum(map(len, dirty.values())) + len(locations)
-        with self.program.transaction() as txn:
-            self._inputs(txn, dirty, locations)
-            del dirty  # the rows as read, freed before the engine grows (see `Engine.apply`)
-            built = time.perf_counter()
-            if size >= self._stream_from:
-                delta, pending = None, txn.commit_lazy(STREAM_CHUNK)
+        size = self._feed.pending() + len(locations)
+        try:
+            with self.program.transaction() as txn:
+                # (the rows as read are freed by `take` before the engine grows: see
+                # `Engine.apply`)
+                taken = self._feed.take(txn)
+                located = self._locate(txn, taken.deleted.get("Logical_Switch_Port", ()),
+                                       locations)  # fmt: skip
+                built = time.perf_counter()
+                if size >= self._stream_from:
+                    delta, pending = None, txn.commit_lazy(STREAM_CHUNK)
+                else:
+                    delta, pending = txn.commit(), None
+        except Exception as exc:
+            self._dirty_locations = {**locations, **self._dirty_locations}
+            self._config_link.lost(f"the engine refused its input ({exc!r}); reading it again")
+            raise
+        self._feed.committed(taken)
+        for port, chassis in located.items():
+            if chassis is None:
+                self._locations.pop(port, None)
             else:
-                delta, pending = txn.commit(), None
+                self._locations[port] = chassis
         committed = time.perf_counter()
         self.transactions += 1
         if pending is None:
@@ -583,37 +605,31 @@ class LogicalController:
         if "Warning" in changed:
             self._report_due.add("warnings")
 
-    def _inputs(
-        self,
-        txn: Transaction,
-        dirty: dict[str, dict[str, dict[str, Any] | None]],
-        locations: dict[str, str | None],
-    ) -> None:
-        """Add to `txn` the config rows and VIF locations that changed."""
-        for table, rows in dirty.items():
-            spec = self.tables[table]
-            for row_uuid, row in rows.items():
-                if row is None:
-                    txn.delete_key(table, row_uuid)
-                    if table == "Logical_Switch_Port" and row_uuid in self._locations:
-                        # Its binding goes with it: retract the location now, in the same
-                        # transaction, rather than in one of its own when the binding's
-                        # deletion comes back (a second engine commit per port deletion).
-                        txn.delete_key("Port_Location", row_uuid)
-                        del self._locations[row_uuid]
-                        locations.pop(row_uuid, None)
-                else:
-                    txn.insert_or_update(table, spec.json_tuple(row_uuid, row))
+    def _locate(
+        self, txn: Transaction, ports_deleted: Iterable[bytes], locations: dict[str, str | None]
+    ) -> dict[str, str | None]:
+        """Add to `txn` the VIF locations that changed; return them (port -> chassis, None:
+        retracted), for `_locations` once `txn` committed.
+
+        `ports_deleted`: the logical ports (packed uuids) `txn` deletes. Their bindings go
+        with them: their locations are retracted now, in the same transaction, rather than
+        in one of their own when the bindings' deletions come back (a second engine commit
+        per port deletion)."""
+        located: dict[str, str | None] = {}
+        for packed in ports_deleted:
+            port = unpack_uuid(packed)
+            if port in self._locations:
+                txn.delete_key("Port_Location", port)
+                located[port] = None
         for port, chassis in locations.items():
-            known = self._locations.get(port)
-            if chassis == known:
+            if port in located or chassis == self._locations.get(port):
                 continue
             if chassis is None:
                 txn.delete_key("Port_Location", port)
-                del self._locations[port]
             else:
                 txn.insert_or_update("Port_Location", (port, chassis))
-                self._locations[port] = chassis
+            located[port] = chassis
+        return located
 
     def _fold_streaming(self) -> None:
         """Fold a streamed output that no write took (a failed pass) into the writer, before

@@ -8,15 +8,25 @@ update of only those is an empty engine transaction.
 
 `rules/logical/config.dl` is generated from this module (`python -m loom_logical.inputs >
 rules/logical/config.dl`; `make rules`), and a test keeps the committed file current.
+
+`ConfigFeed` carries the config DB's changes to those relations: the engine is told the
+difference between what it holds and what the changes say is there now, so a row created
+and deleted between two transactions never reaches it, and a read of everything after a
+lost connection deletes what is no longer there.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from loom_common.engine_inputs import InputTable
+from loom_common.engine_inputs import Change, InputTable, Transaction
 from loom_common.engine_inputs import declarations as _declarations
 from loom_common.engine_inputs import input_tables as _input_tables
+from loom_common.ovsdb import pack_uuid, unpack_uuid
 from loom_schemas import CONFIG_SCHEMA, schema_path
 
 SKIPPED_TABLES = frozenset({"Loom_Global", "Warning"})
@@ -44,7 +54,124 @@ def declarations() -> str:
     return _declarations(input_tables().values(), HEADER, "config")
 
 
-__all__ = ["InputTable", "declarations", "input_tables"]
+@dataclass
+class Taken:
+    """What one engine transaction was told by `ConfigFeed.take`: the rows it inserts and
+    the rows it deletes, by table (packed uuids, `loom_common.ovsdb.pack_uuid`)."""
+
+    inserted: dict[str, list[bytes]] = field(default_factory=dict)
+    deleted: dict[str, list[bytes]] = field(default_factory=dict)
+
+
+class ConfigFeed:
+    """The config rows on their way to the engine: which rows of each input table the
+    engine holds, and the changes noted since the last transaction took them.
+
+    The changes of a row between two transactions collapse into its last state; what the
+    engine is told is that state against what it holds: a row now there is inserted or
+    updated (the engine drops an update that changes nothing), a row gone is deleted if the
+    engine holds it and else not mentioned at all (a delete of a row the engine never got
+    is an error there). After a read of every row (`reread`; a new `Replica.reads`) the
+    changes begin with every row there is: a row the engine holds that they do not mention
+    is gone.
+
+    The engine's rows are known by their uuids only, packed (16-byte `bytes`; the rows
+    themselves are the engine's). `take` writes into a transaction and forgets the changes
+    (their rows are not kept while the engine computes); `committed` records what the
+    engine holds once that transaction committed. A transaction that failed lost the rows
+    it was given: the owner reads them all again (`reread`).
+
+        feed = ConfigFeed(input_tables())
+        feed.note(replica.poll(), replica.reads)
+        with program.transaction() as txn:
+            taken = feed.take(txn)
+            txn.commit()
+        feed.committed(taken)
+    """
+
+    def __init__(self, tables: Mapping[str, InputTable]) -> None:
+        """Feed the relations of `tables` (by name), none of whose rows the engine holds."""
+        self.tables = tables
+        self.held: dict[str, set[bytes]] = {name: set() for name in tables}
+        """The uuids (packed) of the rows the engine holds, by table."""
+        self._changed: defaultdict[str, dict[str, Mapping[str, Any] | None]] = defaultdict(dict)
+        self._complete = False
+        """The changes noted begin with a read of every row (`reread`)."""
+        self._reads = 0
+        """The source's reads of every row, as last noted."""
+
+    def note(self, changes: Iterable[Change], reads: int = 0) -> None:
+        """Note changes (table, uuid, the row as OVSDB JSON or None once deleted), in the
+        order they happened; those of other tables are left alone.
+
+        Args:
+            changes: what the source (a `Replica`) returned.
+            reads: the source's count of reads of every row (`Replica.reads`); when it
+                changed since last noted, `changes` begin with such a read (`reread`).
+        """
+        if reads != self._reads:
+            self._reads = reads
+            self.reread()
+        for table, uuid, row in changes:
+            if table in self.held:
+                self._changed[table][uuid] = row
+
+    def reread(self) -> None:
+        """The changes noted from now on begin with a read of every row there is (after a
+        lost connection, or a transaction that failed): what was noted before is superseded,
+        and a held row they do not mention is gone."""
+        self._changed = defaultdict(dict)
+        self._complete = True
+
+    def pending(self) -> int:
+        """How many rows changed since the last `take` (with a re-read: at least one)."""
+        return sum(map(len, self._changed.values())) or int(self._complete)
+
+    def take(self, txn: Transaction) -> Taken:
+        """Write into `txn` what makes the engine's rows those the changes noted say are
+        there; forget the changes. Returns what `txn` does, for `committed`."""
+        changed, self._changed = self._changed, defaultdict(dict)
+        complete, self._complete = self._complete, False
+        taken = Taken()
+        for table, held in self.held.items():
+            rows = changed.pop(table, {})
+            spec = self.tables[table]
+            inserted: list[bytes] = []
+            deleted: list[bytes] = []
+            # (what is there after a re-read, to find what is gone; none is gone from an
+            # engine that holds nothing, as at a cold start)
+            there: set[bytes] | None = set() if complete and held else None
+            for uuid, row in rows.items():
+                key = pack_uuid(uuid)
+                if row is not None:
+                    txn.insert_or_update(table, spec.json_tuple(uuid, row))
+                    if key not in held:
+                        inserted.append(key)
+                    if there is not None:
+                        there.add(key)
+                elif key in held and there is None:
+                    txn.delete_key(table, uuid)
+                    deleted.append(key)
+            del rows
+            if there is not None:
+                for key in held - there:
+                    txn.delete_key(table, unpack_uuid(key))
+                    deleted.append(key)
+            if inserted:
+                taken.inserted[table] = inserted
+            if deleted:
+                taken.deleted[table] = deleted
+        return taken
+
+    def committed(self, taken: Taken) -> None:
+        """The transaction `taken` was written into committed: the engine holds its rows."""
+        for table, keys in taken.deleted.items():
+            self.held[table].difference_update(keys)
+        for table, keys in taken.inserted.items():
+            self.held[table].update(keys)
+
+
+__all__ = ["ConfigFeed", "InputTable", "Taken", "declarations", "input_tables"]
 
 if __name__ == "__main__":
     print(declarations(), end="")
