@@ -538,8 +538,9 @@ class LogicalController:
         down.
 
         Each database reconnects on its own (`Link`): a replica that restarts reports
-        exactly what changed while it was away, so only a lost universal write needs a
-        full reconcile.
+        what changed while it was away (the config tables the engine takes: every row read,
+        and `ConfigFeed` deletes the rows the engine holds that are no longer there), so
+        only a lost universal write needs a full reconcile.
         """
         self._config_changes(self._config_link.sync())
         self._universal_changes(self._universal_link.sync())
