@@ -724,6 +724,19 @@ def test_tenants_read_gateway_services_without_their_uplinks(
     # Tenants still name the service (a router on it).
     router = tenant_a.create(ROUTERS, {"name": "r", "gateway_service_id": l3_gateway["id"]})
     assert router["gateway_service_id"] == l3_gateway["id"]
+    # Neutron shows a project an external network, not its provider attributes.
+    provider = {"provider:network_type": "l3_ext", "provider:physical_network": l3_gateway["id"]}
+    response = admin.post("/v2.0/networks", {"network": {
+        "name": "public", "router:external": True, **provider}})  # fmt: skip
+    assert response.status_code == 201, response.get_json()
+    network = response.get_json()["network"]
+    assert network.items() >= provider.items()
+    url = f"/v2.0/networks/{network['id']}"
+    assert admin.get(url).get_json()["network"].items() >= provider.items()
+    (listed_network,) = tenant_a.get("/v2.0/networks").get_json()["networks"]
+    assert listed_network == tenant_a.get(url).get_json()["network"]
+    assert listed_network["router:external"] is True
+    assert not {k for k in listed_network if k.startswith("provider:")}, listed_network
 
 
 def test_a_taken_public_address_names_another_tenants_rule_to_the_admin_only(

@@ -283,6 +283,8 @@ class NeutronResource:
     create_model: ClassVar[type[Body]]
     update_model: ClassVar[type[Body]]
     not_found: ClassVar[type[errors.NotFound]]
+    #: Attributes only the admin reads (Neutron's policy: e.g. a network's `provider:*`).
+    admin_only: ClassVar[frozenset[str]] = frozenset()
 
     def rows(self, view: ReadView) -> Iterable[Any]:
         """Yield the rows that are objects of this collection."""
@@ -325,7 +327,17 @@ class NeutronResource:
 
     def represent(self, view: ReadView, ctx: Context) -> list[dict[str, Any]]:
         """Return the representations of every object visible to `ctx` (a list's input)."""
-        return [self.to_api(view, row) for row in self.rows(view) if self.visible(ctx, view, row)]
+        return [
+            self.shown(ctx, self.to_api(view, row))
+            for row in self.rows(view)
+            if self.visible(ctx, view, row)
+        ]
+
+    def shown(self, ctx: Context, item: dict[str, Any]) -> dict[str, Any]:
+        """Return representation `item` as `ctx` may read it (without `admin_only`)."""
+        if ctx.is_admin or not self.admin_only:
+            return item
+        return {k: v for k, v in item.items() if k not in self.admin_only}
 
 
 def lookup(view: ReadView, res: NeutronResource, ctx: Context, ident: str) -> Any:
@@ -405,8 +417,10 @@ def unwrap(res: NeutronResource, data: Any) -> Any:
     return data[res.member]
 
 
-def read_back(store: Store, res: NeutronResource, keys: list[uuidlib.UUID]) -> list[dict[str, Any]]:
-    """Return the representations of rows a write just committed."""
+def read_back(
+    store: Store, res: NeutronResource, ctx: Context, keys: list[uuidlib.UUID]
+) -> list[dict[str, Any]]:
+    """Return the representations of rows a write just committed, as `ctx` reads them."""
 
     def read(view: ReadView) -> list[dict[str, Any]]:
         items = []
@@ -414,7 +428,7 @@ def read_back(store: Store, res: NeutronResource, keys: list[uuidlib.UUID]) -> l
             row = res.row(view, key)
             if row is None:  # deleted by someone else right after the commit
                 raise res.not_found(id=str(key))
-            items.append(res.to_api(view, row))
+            items.append(res.shown(ctx, res.to_api(view, row)))
         return items
 
     return store.read(read)
@@ -428,7 +442,7 @@ def create(store: Store, res: NeutronResource, ctx: Context, data: Any) -> Resul
         return [res.create(view, ctx, body) for body in bodies]
 
     committed = store.write(write)
-    items = read_back(store, res, [committed.real_id(row) for row in committed.result])
+    items = read_back(store, res, ctx, [committed.real_id(row) for row in committed.result])
     body = {res.collection: items} if bulk else {res.member: items[0]}
     return Result(body, committed.generation)
 
@@ -437,7 +451,7 @@ def show(store: Store, res: NeutronResource, ctx: Context, ident: str, query: Qu
     """Return one object (restricted to `?fields=`)."""
 
     def read(view: ReadView) -> dict[str, Any]:
-        return res.to_api(view, lookup(view, res, ctx, ident))
+        return res.shown(ctx, res.to_api(view, lookup(view, res, ctx, ident)))
 
     return Result({res.member: select_fields(store.read(read), query.get("fields", []))})
 
@@ -476,7 +490,8 @@ def change(
         return key
 
     committed = store.write(write)
-    return Result({res.member: read_back(store, res, [committed.result])[0]}, committed.generation)
+    item = read_back(store, res, ctx, [committed.result])[0]
+    return Result({res.member: item}, committed.generation)
 
 
 def delete(

@@ -138,6 +138,9 @@ class Networks(NeutronResource):
     create_model = NetworkBody
     update_model = NetworkBody
     not_found = errors.NetworkNotFound
+    admin_only = frozenset(
+        {"provider:network_type", "provider:physical_network", "provider:segmentation_id"}
+    )
 
     def visible(self, ctx: Context, view: ReadView, row: Any) -> bool:
         """Projects see their own networks and every shared or external one."""
