@@ -3,10 +3,24 @@
 from __future__ import annotations
 
 import sys
+import threading
 from pathlib import Path
 
 from loom_common.procs import Daemon, DaemonError
-from loom_common.supervise import GiveUp, Restart, RestartPolicy, Supervisor, Track, decide
+from loom_common.supervise import (
+    HEALTHY,
+    GiveUp,
+    HealthPolicy,
+    Restart,
+    RestartPolicy,
+    Streak,
+    Supervisor,
+    Track,
+    Verdict,
+    decide,
+    judge,
+    unhealthy,
+)
 
 POLICY = RestartPolicy(first_delay=0.25, max_delay=2.0, stable_after=30.0, burst=4)
 
@@ -111,3 +125,120 @@ def test_supervisor_restarts_a_real_daemon_on_its_command(tmp_path: Path) -> Non
         assert daemon.pid != first
     finally:
         daemon.stop()
+
+
+HEALTH = HealthPolicy(interval=1.0, timeout=1.0, failures=3, unanswered=5)
+FAULT = Verdict("fault", "in failure mode")
+
+
+def test_a_fault_needs_several_answers_in_a_row_and_a_healthy_one_ends_the_streak() -> None:
+    streak = Streak()
+    for _ in range(2):
+        streak = judge(HEALTH, streak, FAULT)
+        assert not unhealthy(HEALTH, streak)
+    assert judge(HEALTH, streak, HEALTHY) == Streak()
+    assert unhealthy(HEALTH, judge(HEALTH, streak, FAULT))
+
+
+def test_silence_is_a_fault_only_when_it_lasts_longer() -> None:
+    streak = Streak()
+    for _ in range(4):
+        streak = judge(HEALTH, streak, Verdict("unanswered", "no answer in time"))
+        assert not unhealthy(HEALTH, streak)
+    assert unhealthy(HEALTH, judge(HEALTH, streak, Verdict("unanswered", "no answer")))
+
+
+def test_a_hold_is_never_acted_on_and_the_fault_after_it_is_at_once() -> None:
+    streak = Streak()
+    for _ in range(10):
+        streak = judge(HEALTH, streak, Verdict("hold", "disk full"))
+        assert not unhealthy(HEALTH, streak)
+    assert unhealthy(HEALTH, judge(HEALTH, streak, FAULT))
+
+
+class SickProc(FakeProc):
+    """A process that keeps running and answers its health checks with `verdict`."""
+
+    def __init__(self, clock: list[float]) -> None:
+        super().__init__(clock)
+        self.verdict = HEALTHY
+        self.stopped = 0
+
+    def health(self, timeout: float) -> Verdict:
+        return self.verdict
+
+    def stop(self) -> None:
+        self.stopped += 1
+        self.running = False
+
+
+def test_supervisor_restarts_an_unhealthy_process_after_its_streak_and_holds_meanwhile() -> None:
+    now = [0.0]
+    member = SickProc(now)
+    sup = Supervisor({"config DB member 1": member}, lambda n: True, policy=POLICY,
+                     health=HEALTH, clock=lambda: now[0], where="/state")  # fmt: skip
+    sup.check()
+    assert sup.tick() == []
+    member.verdict = Verdict("hold", "disk full")
+    lines = []
+    for step in range(1, 6):
+        now[0] = float(step)
+        sup.check()
+        lines += sup.tick()
+    assert lines == ["loom: config DB member 1 unhealthy (disk full); restarting it once that "
+                     "passes"]  # fmt: skip
+    assert member.stopped == 0
+    member.verdict = FAULT
+    now[0] = 40.0
+    sup.check()
+    assert sup.tick() == ["loom: config DB member 1 unhealthy (in failure mode, 6 checks in a "
+                          "row); restarting it in 0.25 s"]  # fmt: skip
+    assert member.stopped == 1
+    member.verdict = HEALTHY
+    sup.check()  # not running: not asked
+    now[0] = 40.3
+    assert sup.tick() == ["loom: config DB member 1 restarted (0.00 s to ready)"]
+    assert member.running
+    assert member.restarted == 1
+    sup.check()
+    assert sup.tick() == []
+    assert sup.restarts == {"config DB member 1": 1}
+
+
+def test_a_verdict_on_a_process_since_restarted_is_dropped() -> None:
+    now = [0.0]
+    member = SickProc(now)
+    sup = Supervisor({"m": member}, lambda n: True, policy=POLICY, health=HEALTH,
+                     clock=lambda: now[0])  # fmt: skip
+    member.verdict = FAULT
+    for _ in range(2):
+        sup.check()
+    member.running = False  # it died: restarted by the ordinary path
+    sup.tick()
+    now[0] = 1.0
+    sup.tick()
+    assert member.restarted == 1
+    sup.check()
+    sup.check()
+    assert sup.tick() == []  # two faults since the restart, not four
+    assert member.stopped == 0
+
+
+def test_the_checking_thread_asks_until_stopped() -> None:
+    asked = threading.Event()
+
+    class Asked(SickProc):
+        def health(self, timeout: float) -> Verdict:
+            asked.set()
+            return HEALTHY
+
+    member = Asked([0.0])
+    sup = Supervisor({"m": member}, lambda n: True,
+                     health=HealthPolicy(interval=0.05, timeout=1.0))  # fmt: skip
+    sup.start_checking()
+    try:
+        assert asked.wait(5.0)
+    finally:
+        sup.stop_checking()
+    asked.clear()
+    assert not asked.wait(0.3)

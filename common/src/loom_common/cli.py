@@ -564,24 +564,29 @@ def watch(
     err: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
     supervisor: Supervisor | None = None,
 ) -> None:
-    """Restart the deployment's daemons that die (`loom_common.supervise`), until a signal
-    raises `Stopped`. The demo's nodes are not restarted (reported once): they are the
-    demo's, not Loom's.
+    """Restart the deployment's daemons that die, or that run but fail their health checks
+    (the databases: `loom_common.supervise`, `OvsdbServer.health`), until a signal raises
+    `Stopped`. The demo's nodes are not restarted (reported once): they are the demo's, not
+    Loom's.
 
     Args:
         deployment: the running deployment.
         sleep: how to wait between checks.
         interval: seconds between checks.
         err: where the supervisor's lines go.
-        supervisor: the supervisor (default: one with `loom up`'s policy).
+        supervisor: the supervisor (default: one with `loom up`'s policies).
     """
     if supervisor is None:
         supervisor = Supervisor(deployment.processes, lambda name: name not in UNSUPERVISED,
                                 where=str(deployment.state_dir))  # fmt: skip
-    while True:
-        for line in supervisor.tick():
-            err(line)
-        sleep(interval)
+    supervisor.start_checking()
+    try:
+        while True:
+            for line in supervisor.tick():
+                err(line)
+            sleep(interval)
+    finally:
+        supervisor.stop_checking()
 
 
 def cmd_up(args: argparse.Namespace) -> int:

@@ -12,16 +12,35 @@ The decisions are a pure function (`decide`) of what happened to one daemon and 
 `Supervisor.tick()` applies them to the deployment's processes and returns the lines to
 log, so both are tested without a daemon (`common/tests/test_supervise.py`), and `loom up`
 calls `tick()` in its wait loop (`loom_common.cli.watch`).
+
+Alive is not enough: a database member can run and serve nothing (a RAFT member in I/O
+failure mode after its disk filled, or one that closed its database; `loom_common.ovsdb`
+says what ovsdb-server does then). A process with a `health(timeout)` method (`Checkable`)
+is asked every `HealthPolicy.interval` seconds, by a thread of its own (`start_checking`),
+since a check runs a command that can block up to its timeout; `tick()` acts on what it
+found. One bad answer is not a fault: a member that has no leader during an election, or
+is slow to answer while it builds a large reply, would otherwise be restarted for nothing,
+so a process is restarted only after `HealthPolicy.failures` faults in a row (or
+`HealthPolicy.unanswered` checks in a row that got no answer at all), then by the same
+policy and backoff as a process that died. A verdict can also say a restart would not help
+yet (`Verdict.hold`: its filesystem is still full, and a member started on a full disk
+fails again at once); the process is then left as it is, said once, and restarted when the
+hold lifts, so the restarts of the burst are not spent while the operator frees space.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
+import logging
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Literal, Protocol
 
 from loom_common.errors import LoomError
+
+LOG = logging.getLogger(__name__)
 
 
 class Restartable(Protocol):
@@ -34,6 +53,72 @@ class Restartable(Protocol):
     def restart(self) -> object:
         """Start it again on its own files and ports; raise `LoomError` if it does not come
         up (it is stopped then)."""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What one health check found."""
+
+    state: Literal["ok", "fault", "unanswered", "hold"]
+    """`ok`; `fault`: it runs but does not do its work; `unanswered`: the check got no
+    answer in time; `hold`: a fault that a restart would not mend yet."""
+    reason: str = ""
+    """What is wrong, for the supervisor's line (empty when `ok`)."""
+
+
+HEALTHY = Verdict("ok")
+
+
+class Checkable(Protocol):
+    """A process whose health the supervisor asks, not only whether it runs."""
+
+    def health(self, timeout: float) -> Verdict:
+        """Check it once, within `timeout` seconds (raise nothing: say it in the verdict)."""
+
+    def stop(self) -> object:
+        """Stop it (before it is restarted for its health)."""
+
+
+@dataclass(frozen=True)
+class HealthPolicy:
+    """How often health is checked, and how many bad answers make a fault."""
+
+    interval: float = 1.0
+    """Seconds between the starts of two rounds of checks."""
+    timeout: float = 2.0
+    """Seconds one check may take."""
+    failures: int = 3
+    """Faults in a row before the process is restarted."""
+    unanswered: int = 10
+    """Checks in a row without an answer (or faults among them) before it is restarted:
+    a server busy with a large reply is slow, not broken."""
+
+
+@dataclass(frozen=True)
+class Streak:
+    """The bad verdicts in a row of one process since it was last healthy or started."""
+
+    count: int = 0
+    answered: int = 0
+    """How many of them were answers (faults or holds), not silence."""
+    last: Verdict = HEALTHY
+
+
+def judge(policy: HealthPolicy, streak: Streak, verdict: Verdict) -> Streak:
+    """The streak after one more verdict (a healthy one ends it)."""
+    if verdict.state == "ok":
+        return Streak()
+    answered = streak.answered + (verdict.state != "unanswered")
+    return Streak(streak.count + 1, answered, verdict)
+
+
+def unhealthy(policy: HealthPolicy, streak: Streak) -> bool:
+    """Whether the process should be restarted now (a hold never is)."""
+    if streak.last.state == "hold":
+        return False
+    if streak.last.state == "fault" and streak.answered >= policy.failures:
+        return True
+    return streak.count >= policy.unanswered
 
 
 @dataclass(frozen=True)
@@ -96,15 +181,18 @@ class Supervisor:
         supervised: Callable[[str], bool],
         *,
         policy: RestartPolicy | None = None,
+        health: HealthPolicy | None = None,
         clock: Callable[[], float] = time.monotonic,
         where: str = "",
     ) -> None:
         """Watch `processes` (the live mapping: processes added later are watched too).
 
         Args:
-            processes: name -> process (`Restartable` if supervised; `running` in any case).
+            processes: name -> process (`Restartable` if supervised; `running` in any case;
+                `Checkable` too if its health is to be watched).
             supervised: whether the process named is restarted.
             policy: the restart policy.
+            health: how health is checked (`check`, `start_checking`).
             clock: monotonic time source.
             where: where the logs are, for the lines (the state directory).
         """
@@ -119,6 +207,65 @@ class Supervisor:
         """Daemons left down (or, unsupervised, reported dead)."""
         self.restarts: dict[str, int] = {}
         """Name -> how many times it was restarted."""
+        self.health = health or HealthPolicy()
+        self._streaks: dict[str, Streak] = {}
+        self._epochs: dict[str, int] = {}
+        """Name -> its starts: a verdict on a process since restarted is dropped."""
+        self._held: set[str] = set()
+        """Unhealthy processes whose hold was said."""
+        self._health_lock = threading.Lock()
+        self._checking: threading.Thread | None = None
+        self._stop_checking = threading.Event()
+
+    def check(self) -> None:
+        """Ask each running supervised `Checkable` for its health once, all at once, and
+        note the verdicts for `tick()`. Blocks up to `HealthPolicy.timeout` (the checking
+        thread calls it; a test may call it directly)."""
+        asked: list[tuple[str, int, Callable[[float], Verdict]]] = []
+        for name, proc in list(self._processes.items()):
+            health = getattr(proc, "health", None)
+            if health is None or not self._supervised(name) or name in self.given_up:
+                continue
+            if name in self._pending or not getattr(proc, "running", True):
+                continue
+            with self._health_lock:
+                asked.append((name, self._epochs.get(name, 0), health))
+        if not asked:
+            return
+        with concurrent.futures.ThreadPoolExecutor(len(asked)) as pool:
+            verdicts = list(pool.map(lambda a: a[2](self.health.timeout), asked))
+        with self._health_lock:
+            for (name, epoch, _), verdict in zip(asked, verdicts, strict=True):
+                if self._epochs.get(name, 0) == epoch:
+                    streak = self._streaks.get(name, Streak())
+                    self._streaks[name] = judge(self.health, streak, verdict)
+
+    def start_checking(self) -> None:
+        """Check health every `HealthPolicy.interval` seconds in a thread of its own, until
+        `stop_checking()`."""
+        if self._checking is not None:
+            return
+        self._stop_checking.clear()
+        self._checking = threading.Thread(target=self._check_loop, name="health checks",
+                                          daemon=True)  # fmt: skip
+        self._checking.start()
+
+    def stop_checking(self) -> None:
+        """Stop the checking thread (waits for the round in progress)."""
+        self._stop_checking.set()
+        if self._checking is not None:
+            self._checking.join(timeout=self.health.timeout + self.health.interval + 1.0)
+            self._checking = None
+
+    def _check_loop(self) -> None:
+        while not self._stop_checking.is_set():
+            began = time.monotonic()
+            try:
+                self.check()
+            except Exception:  # a bug in one check must not end the checking
+                LOG.exception("health check failed")
+            left = self.health.interval - (time.monotonic() - began)
+            self._stop_checking.wait(max(left, 0.0))
 
     def tick(self) -> list[str]:
         """Look at every process once: schedule a restart for the newly dead, restart those
@@ -127,7 +274,11 @@ class Supervisor:
         now = self._clock()
         for name, proc in list(self._processes.items()):
             track = self._tracks.setdefault(name, Track(now))
-            if name in self.given_up or getattr(proc, "running", True):
+            if name in self.given_up:
+                continue
+            if getattr(proc, "running", True):
+                if name not in self._pending:
+                    self._judge_health(name, proc, track, now, lines)
                 continue
             pending = self._pending.get(name)
             if pending is None:
@@ -141,6 +292,32 @@ class Supervisor:
             if now >= pending.at:
                 self._restart(name, proc, pending, lines)
         return lines
+
+    def _judge_health(
+        self, name: str, proc: object, track: Track, now: float, lines: list[str]
+    ) -> None:
+        """Act on a running process's health verdicts: stop it and schedule its restart
+        when they make a fault, say once that it waits when they hold it."""
+        with self._health_lock:
+            streak = self._streaks.get(name)
+        if streak is None or streak.count == 0:
+            self._held.discard(name)
+            return
+        if streak.last.state == "hold":
+            if name not in self._held:
+                self._held.add(name)
+                lines.append(f"loom: {name} unhealthy ({streak.last.reason}); "
+                             "restarting it once that passes")  # fmt: skip
+            return
+        if not unhealthy(self.health, streak):
+            return
+        self._held.discard(name)
+        with self._health_lock:
+            self._streaks.pop(name, None)
+            self._epochs[name] = self._epochs.get(name, 0) + 1
+        proc.stop()  # type: ignore[attr-defined]
+        what = f"unhealthy ({streak.last.reason or 'no answer'}, {streak.count} checks in a row)"
+        self._schedule(name, track, now, lines, what)
 
     def _schedule(
         self, name: str, track: Track, now: float, lines: list[str], what: str
@@ -169,6 +346,9 @@ class Supervisor:
             lines.append(f"loom: {name} did not start again: {str(exc).splitlines()[0]}")
             self._schedule(name, self._tracks[name], self._clock(), lines, "failed to start")
             return
+        with self._health_lock:
+            self._streaks.pop(name, None)
+            self._epochs[name] = self._epochs.get(name, 0) + 1
         del self._pending[name]
         self.restarts[name] = self.restarts.get(name, 0) + 1
         lines.append(f"loom: {name} restarted ({self._clock() - began:.2f} s to ready)")
