@@ -2,11 +2,12 @@
 (on gw1, with an uplink) serves red's router with SNAT and a floating IP; every packet the
 test sends through the gateway — from each VM of both tenants to the physical network, and
 from the physical network (injected into gw1's uplink) to the floating IP, the SNAT address
-and an address nobody has — is traced, and the verdict must be what the real packet did
-(left by the uplink from the translated address; reached which VM; went back out). Through
-a hypervisor's installed table (`--on-node`), a packet that leaves by tunnel is said to
-leave by the port its flow outputs to on that node (the gateway's BFD tunnel and the
-flow-based port are both Geneve). Everything is stopped by the fixture, even on failure.
+and an address nobody has, and its ARP for each — is traced, and the verdict must be what
+the real packet did (left by the uplink from the translated address; reached which VM; went
+back out; was answered). Through a hypervisor's installed table (`--on-node`), a packet that
+leaves by tunnel is said to leave by the port its flow outputs to on that node (the
+gateway's BFD tunnel and the flow-based port are both Geneve). Everything is stopped by the
+fixture, even on failure.
 """
 
 from __future__ import annotations
@@ -133,15 +134,26 @@ class Gateway:
         subprocess.run([tool("ovs-appctl"), "-t", self.uplink["ctl"], "netdev-dummy/receive",
                         self.uplink["port"], frame], check=True, capture_output=True)  # fmt: skip
 
-    def left(self, before: int, match: Any) -> list[tuple[str, str, int, int]]:
-        """The IPv4 frames after the first `before` that `match` (a predicate on `_ipv4`),
-        once one has left or `WINDOW` has passed."""
+    def left(self, before: int, match: Any, read: Any = None) -> list[Any]:
+        """The frames after the first `before`, each read by `read` (default `_ipv4`), that
+        `match`, once one has left or `WINDOW` has passed."""
         deadline = time.monotonic() + WINDOW
         while True:
-            found = [h for h in map(_ipv4, self.frames()[before:]) if match(h)]
+            found = [h for h in map(read or _ipv4, self.frames()[before:]) if h and match(h)]
             if found or time.monotonic() > deadline:
                 return found
             time.sleep(0.02)
+
+
+def _arp_reply_from(ip: str) -> Any:
+    """A reader of frames: an ARP reply saying who has `ip` (its sender MAC), else None."""
+
+    def read(frame: bytes) -> str | None:
+        if frame[12:14] != b"\x08\x06" or frame[20:22] != b"\x00\x02":
+            return None
+        return frame[22:28].hex(":") if socket.inet_ntoa(frame[28:32]) == ip else None
+
+    return read
 
 
 def _from_vm(netns: str, kind: str) -> None:
@@ -266,6 +278,16 @@ def _in_from_the_physical_network(api: Api, gateway: Gateway, netns: dict[str, s
         went.append((sorted(got), bool(back)))
     assert went == [([FLOATING_VM], False), ([FLOATING_VM], False), ([], False), ([], True),
                     ([], True)]  # fmt: skip
+    # The physical network's ARP for each address: the uplink answers for its router's
+    # NAT addresses, nobody for the rest.
+    for dst in (FLOATING_IP, SNAT_IP, NOBODY):
+        body = api.trace("red-router", f"arp && arp.spa == {NEXT_HOP} && arp.tpa == {dst}")
+        assert body["described"] == f"ARP request: who has {dst}, tell {NEXT_HOP}"
+        before = len(gateway.frames())
+        gateway.receive(packets.arp_request(gateway.uplink["next_hop_mac"], NEXT_HOP, dst))
+        replies = gateway.left(before, lambda h: True, _arp_reply_from(dst))
+        assert body["verdict"]["uplink"] == bool(replies), (dst, replies, body["verdict"])
+        assert bool(replies) == (dst != NOBODY), (dst, replies)
 
 
 def _through_each_hypervisors_table(api: Api, nodes: Path) -> None:
