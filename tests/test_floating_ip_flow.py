@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import signal
 import struct
 import subprocess
@@ -49,8 +50,9 @@ def loom_up(*args: str) -> Iterator[subprocess.Popen[str]]:
     """Run `loom up ARGS...` until its banner's last line; stop it (SIGTERM, which stops
     its daemons and the demo's nodes) when done, even on failure."""
     proc = subprocess.Popen(
-        [str(LOOM), "up", *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
+        [str(LOOM), "up", *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env={k: v for k, v in os.environ.items() if not k.startswith("LOOM_")},
+    )  # fmt: skip
     assert proc.stdout is not None
     try:
         lines = []
@@ -131,7 +133,8 @@ def test_the_ordinary_floating_ip_flow_translates_through_the_demos_gateway(
 ) -> None:
     state, port = tmp_path / "s", free_port()
     with loom_up("--demo", "--neutron-auth", "noauth", "--api-port", str(port),
-                 "--admin-token", "t", "--state-dir", str(state)):  # fmt: skip
+                 "--manager-port", str(free_port()), "--admin-token", "t",
+                 "--state-dir", str(state)):  # fmt: skip
         report = json.loads((state / "demo" / "demo.json").read_text())
         assert report["datapath"] == "netdev", "the VMs are network namespaces: run as root"
         conn = openstack.connect(
