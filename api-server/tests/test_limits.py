@@ -649,6 +649,37 @@ def test_connections_past_the_limits_are_429_or_503_when_all_are_busy(
     assert switch_names(store) == {"a0", "a1", "a2", "a3", "b0", "b1", "after"}
 
 
+def test_waits_for_realization_hold_at_most_half_the_threads(
+    config_db: Any, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """No controller realizes anything here, so every wait lasts its whole time: with 4
+    threads two writes wait, a third asking to wait is answered at once (not realized), and
+    plain requests are answered meanwhile."""
+    with serve(request, config_db.remote, tmp_path / "api", "--threads=4") as api:
+        waiting = [busy_request(api.port, "127.0.0.1", f"w{i}") for i in range(2)]
+        try:
+            wait_for(lambda: len(api.request("GET", SWITCHES)[1]["items"]) == 2, WAIT,
+                     "both waiting writes written")  # fmt: skip
+            started = time.monotonic()
+            third = busy_request(api.port, "127.0.0.1", "w2")
+            waiting.append(third)
+            response = third.getresponse()
+            assert response.status == 201, response.read()
+            response.read()
+            assert response.headers["X-Loom-Realized"] == "false"
+            assert time.monotonic() - started < 2.5, "the third write waited for a slot"
+            for _ in range(4):  # the other two threads serve everyone else
+                assert timed_request(api.port) < 2.0
+            for conn in waiting[:2]:
+                held = conn.getresponse()
+                assert held.status == 201
+                held.read()
+                assert held.headers["X-Loom-Realized"] == "false"
+        finally:
+            for conn in waiting:
+                conn.close()
+
+
 def test_bad_connection_limits_are_refused_at_start() -> None:
     from loom_api.__main__ import parse_args
 

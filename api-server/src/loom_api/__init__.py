@@ -9,6 +9,7 @@ Neutron's form under `/v2.0`). Every request is held to `loom_api.limits.Limits`
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -52,6 +53,7 @@ def create_app(store: Store, tokens: Tokens, config: Mapping[str, Any] | None = 
     app.extensions["loom.tokens"] = tokens
     limits = Limits.from_config(app.config)
     app.extensions["loom.limits"] = limits
+    app.extensions["loom.waits"] = threading.BoundedSemaphore(limits.max_waits)
     # Refused on Content-Length before the body is read, and on a chunked body once it passes
     # the limit (waitress refuses first; this holds under any WSGI server).
     app.config["MAX_CONTENT_LENGTH"] = limits.max_body_bytes
@@ -77,7 +79,9 @@ def create_app(store: Store, tokens: Tokens, config: Mapping[str, Any] | None = 
     def api_error(exc: errors.LoomApiError) -> tuple[Response, int]:
         if neutron.is_neutron_path(request.path):  # raised before the blueprint's handler
             return neutron.render_error(exc)
-        return jsonify(exc.to_dict()), exc.status
+        response = jsonify(exc.to_dict())
+        response.headers.update(exc.headers())
+        return response, exc.status
 
     @app.errorhandler(HTTPException)
     def http_error(exc: HTTPException) -> tuple[Response, int]:

@@ -194,6 +194,7 @@ def main(argv: list[str] | None = None) -> int:
         limits.MAX_BODY_BYTES: args.max_body_bytes,
         limits.MAX_JSON_DEPTH: args.max_json_depth,
         limits.MAX_BULK_ITEMS: args.max_bulk_items,
+        limits.MAX_WAITS: max(1, args.threads // 2),
     }
     try:
         serving.ensure_descriptors(args.connections)

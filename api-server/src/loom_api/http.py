@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Collection
 from typing import Any
 
@@ -112,7 +113,14 @@ def written(result: Written, status: int, *, location: str | None = None) -> Res
         response.headers["Location"] = location
     seconds = wait_seconds()
     if seconds is not None:
-        realized = store().wait_realized(result.generation, seconds)
+        waits: threading.BoundedSemaphore = current_app.extensions["loom.waits"]
+        if waits.acquire(blocking=False):
+            try:
+                realized = store().wait_realized(result.generation, seconds)
+            finally:
+                waits.release()
+        else:  # every wait is taken (`Limits.max_waits`): answered at once, as a 0 s wait
+            realized = store().wait_realized(result.generation, 0.0)
         response.headers[REALIZED_GENERATION_HEADER] = str(realized)
         response.headers[REALIZED_HEADER] = "true" if realized >= result.generation else "false"
     return response

@@ -24,6 +24,12 @@ Why the defaults:
 - `max_bulk_items` = 500. One bulk create is one OVSDB transaction, validated and written
   under the store's lock; 500 such ports (200 KB) commit in about 3 s on a 2-core machine,
   which bounds how long one request holds up every other writer.
+- `max_waits` = 4 (`python -m loom_api` makes it half its `--threads`). A write with
+  `X-Loom-Wait-For-Realization` holds a request thread while it waits (up to 300 s), so
+  without a bound a few clients asking to wait would take every thread and every other
+  request would queue behind them. Past the bound a write is answered at once, as a wait of
+  0 s would be (`X-Loom-Realized` says whether it is realized yet; the client asks
+  `/realization` later), so waiting clients can hold at most that many threads.
 
 The HTTP server's connections are held to `ConnectionLimits` (how: `loom_api.serving`).
 Why the defaults:
@@ -61,10 +67,12 @@ from loom_api import errors
 MAX_BODY_BYTES = "LOOM_MAX_BODY_BYTES"
 MAX_JSON_DEPTH = "LOOM_MAX_JSON_DEPTH"
 MAX_BULK_ITEMS = "LOOM_MAX_BULK_ITEMS"
+MAX_WAITS = "LOOM_MAX_WAITS"
 
 DEFAULT_MAX_BODY_BYTES = 1 << 20
 DEFAULT_MAX_JSON_DEPTH = 32
 DEFAULT_MAX_BULK_ITEMS = 500
+DEFAULT_MAX_WAITS = 4
 DEFAULT_MAX_CONNECTIONS = 1000
 DEFAULT_MAX_CONNECTIONS_PER_CLIENT = 100
 DEFAULT_IDLE_TIMEOUT = 15.0
@@ -81,6 +89,7 @@ class Limits:
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     max_json_depth: int = DEFAULT_MAX_JSON_DEPTH
     max_bulk_items: int = DEFAULT_MAX_BULK_ITEMS
+    max_waits: int = DEFAULT_MAX_WAITS
 
     def __post_init__(self) -> None:
         """Refuse limits that are out of range.
@@ -88,7 +97,7 @@ class Limits:
         Raises:
             ValueError: a limit below 1, or a depth above what the parser accepts.
         """
-        for name in ("max_body_bytes", "max_json_depth", "max_bulk_items"):
+        for name in ("max_body_bytes", "max_json_depth", "max_bulk_items", "max_waits"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
@@ -106,6 +115,7 @@ class Limits:
             max_body_bytes=config.get(MAX_BODY_BYTES, DEFAULT_MAX_BODY_BYTES),
             max_json_depth=config.get(MAX_JSON_DEPTH, DEFAULT_MAX_JSON_DEPTH),
             max_bulk_items=config.get(MAX_BULK_ITEMS, DEFAULT_MAX_BULK_ITEMS),
+            max_waits=config.get(MAX_WAITS, DEFAULT_MAX_WAITS),
         )
 
 
