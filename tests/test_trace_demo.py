@@ -4,10 +4,10 @@ test sends through the gateway — from each VM of both tenants to the physical 
 from the physical network (injected into gw1's uplink) to the floating IP, the SNAT address
 and an address nobody has, and its ARP for each — is traced, and the verdict must be what
 the real packet did (left by the uplink from the translated address; reached which VM; went
-back out; was answered). Through a hypervisor's installed table (`--on-node`), a packet that
-leaves by tunnel is said to leave by the port its flow outputs to on that node (the
-gateway's BFD tunnel and the flow-based port are both Geneve). Everything is stopped by the
-fixture, even on failure.
+back out; was answered). Through a node's installed table (`--on-node`: a hypervisor's, and
+gw1's from its uplink), a packet that leaves by tunnel is said to leave by the port its flow
+outputs to on that node (the gateway's BFD tunnels and the flow-based port are all Geneve).
+Everything is stopped by the fixture, even on failure.
 """
 
 from __future__ import annotations
@@ -292,17 +292,24 @@ def _in_from_the_physical_network(api: Api, gateway: Gateway, netns: dict[str, s
 
 def _through_each_hypervisors_table(api: Api, nodes: Path) -> None:
     """Through each red hypervisor's table: to the outside by tunnel to gw1, east-west by
-    tunnel to the other hypervisor, each said to leave by the port the flow outputs to (its
-    ofport on the real node; `nodes`: the sandbox's directory, a node's database in it)."""
+    tunnel to the other hypervisor; through gw1's, from its uplink to the floating IP by
+    tunnel to the VM's hypervisor. Each is said to leave by the port the flow outputs to
+    (its ofport on the real node; `nodes`: the sandbox's directory, a node's database in
+    it)."""
     red = {vm: at for vm, at in VMS_AT.items() if vm.startswith("red/")}
+    traces = []
     for vm, (_, node) in red.items():
         owners = {ip: n for ip, n in red.values() if n != node} | {NEXT_HOP: "gw1"}
         for dst, owner in owners.items():
-            body = api.trace(vm, f"ip4.dst == {dst} && icmp4", node)
-            tunneled = body["verdict"]["tunneled"]
-            assert [t["node"] for t in tunneled] == [owner], (vm, dst, body["verdict"])
-            via = tunneled[0]["via"]
-            db = f"--db=unix:{nodes / node / 'conf.sock'}"
-            ofport = subprocess.run([tool("ovs-vsctl"), db, "get", "Interface", via, "ofport"],
-                                    capture_output=True, text=True, check=True)  # fmt: skip
-            assert int(ofport.stdout) == _output_port(body), (vm, dst, via, body["trace"])
+            traces.append((node, owner, api.trace(vm, f"ip4.dst == {dst} && icmp4", node)))
+    inbound = f"ip4.src == {NEXT_HOP} && ip4.dst == {FLOATING_IP} && icmp4"
+    traces.append(("gw1", VMS_AT[FLOATING_VM][1], api.trace("red-router", inbound, "gw1")))
+    for node, owner, body in traces:
+        tunneled = body["verdict"]["tunneled"]
+        assert [t["node"] for t in tunneled] == [owner], (node, body["verdict"])
+        via = tunneled[0]["via"]
+        db = f"--db=unix:{nodes / node / 'conf.sock'}"
+        ofport = subprocess.run([tool("ovs-vsctl"), db, "get", "Interface", via, "ofport"],
+                                capture_output=True, text=True, check=True)  # fmt: skip
+        assert int(ofport.stdout) == _output_port(body), (node, via, body["trace"])
+    assert traces[-1][2]["verdict"]["tunneled"][0]["port"]["name"] == FLOATING_VM

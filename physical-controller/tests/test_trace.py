@@ -130,6 +130,13 @@ def test_a_trace_from_a_routers_uplink_and_its_next_hop() -> None:
     static = trace.ideal_node(rows, "vm1", {"172.16.0.1": "00:00:00:00:99:01"})
     assert static.stand_ins == []
     assert dict(static.facts.neighbours) == {"172.16.0.1": "00:00:00:00:99:01"}
+    # On a real node: by its uplink (none: refused); a VIF's port is no uplink's.
+    ports = [ScratchPort("eth1", 3, role="uplink"), ScratchPort("tap1", 5, port="vm1")]
+    assert trace.uplink_entry(rows, "r-uplink", ports, "gw1") == (3, "0a:00:00:00:00:01")
+    assert trace.uplink_entry(rows, "vm1", ports, "gw1") is None
+    with pytest.raises(TraceRefused) as no_uplink:
+        trace.uplink_entry(rows, "r-uplink", ports[1:], "hv1")
+    assert (no_uplink.value.status, no_uplink.value.error) == (409, "not_on_node")
     assert (
         trace.microflow("ip", 90, "0a:00:00:00:00:01") == "in_port=90,ip,dl_dst=0a:00:00:00:00:01"
     )

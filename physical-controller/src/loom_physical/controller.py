@@ -582,10 +582,11 @@ class PhysicalController:
 
     def _trace_node(self, port: str, node: str, got: dict[str, Any]) -> set[int]:
         """`_trace_inputs` for a trace on node `node`: its OpenFlow, its ports, where
-        `port`'s VIF is on it; the datapaths it has.
+        `port`'s VIF is on it (a router's uplink: the node's uplink); the datapaths it has.
 
         Raises:
-            TraceRefused: the node is not ours to read, or the port has no VIF on it.
+            TraceRefused: the node is not ours to read, or the port has no VIF on it (or
+                the node no uplink).
         """
         state = self.nodes.get(node)
         if state is None:
@@ -596,13 +597,18 @@ class PhysicalController:
                                      f"{node}'s flows now")  # fmt: skip
         bindings = self.universal.rows["Port_Binding"].values()
         vif_ports = {opt(b["vif_id"]): str(b["logical_port"]) for b in bindings if opt(b["vif_id"])}
-        mine = [vif for vif, bound in vif_ports.items() if bound == port]
-        vif = state.session.vifs().get(mine[0]) if mine else None
-        if vif is None:
-            raise trace.TraceRefused(409, "not_on_node", f"port {port} has no VIF on node "
-                                     f"{node}")  # fmt: skip
-        got["remote"], got["in_port"] = state.session.openflow_remote, vif.ofport
+        got["remote"] = state.session.openflow_remote
         got["ports"] = trace.node_layout(state.session.interfaces(), vif_ports)
+        entry = trace.uplink_entry(self.universal.rows, port, got["ports"], node)
+        if entry is not None:
+            got["in_port"], got["dl_dst"] = entry
+        else:
+            mine = [vif for vif, bound in vif_ports.items() if bound == port]
+            vif = state.session.vifs().get(mine[0]) if mine else None
+            if vif is None:
+                raise trace.TraceRefused(409, "not_on_node", f"port {port} has no VIF on node "
+                                         f"{node}")  # fmt: skip
+            got["in_port"] = vif.ofport
         view = self.core.nodes.get(node)
         return set(view.datapaths) if view is not None else set()
 

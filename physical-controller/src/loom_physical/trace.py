@@ -315,6 +315,28 @@ def node_layout(interfaces: Iterable[Mapping[str, Any]],
     return sorted(ports, key=lambda p: p.ofport)
 
 
+def uplink_entry(rows: Mapping[str, Mapping[str, Mapping[str, Any]]], port: str,
+                 ports: Sequence[ScratchPort], node: str) -> tuple[int, str] | None:  # fmt: skip
+    """Where a packet from the physical network to router uplink `port` enters node
+    `node`'s table: (its uplink's ofport, the uplink's MAC as `eth.dst`); None if `port`
+    is not a router's uplink (`rows`: the universal replica's; `ports`: `node_layout`'s).
+
+    Raises:
+        TraceRefused: the node has no uplink.
+    """
+    binding = next((b for b in rows["Port_Binding"].values() if b["logical_port"] == port), None)
+    if binding is None or binding["type"] != "l3-gateway":
+        return None
+    uplink = next((p for p in ports if p.role == "uplink"), None)
+    if uplink is None:
+        raise TraceRefused(409, "not_on_node", f"node {node} has no uplink (a gateway node's "
+                           "port to the physical network)")  # fmt: skip
+    service = opt(binding["gateway_service"])
+    mac = next((opt(g["uplink_mac"]) for g in rows["Gateway_Assignment"].values()
+                if g["service"] == service), "")  # fmt: skip
+    return uplink.ofport, mac
+
+
 def sources(flow_rows: Iterable[Mapping[str, Any]]) -> dict[int, str]:
     """A universal row's cookie -> the object its flows exist for (its `source`: a config
     uuid, `switches` for datapath 0's; "" for a datapath's conjunctions)."""

@@ -11,8 +11,8 @@ flows of the datapaths its nodes have). With `node` (admin only: a node's table 
 tenant's flows), through that node's installed table, asked of its master.
 
 `from` may also name a router (id or name) with an L3 gateway service: the packet then
-comes from the physical network into the router's uplink (through the universal flows
-only: the ideal node has every gateway service active).
+comes from the physical network into the router's uplink (on the ideal node, every gateway
+service active there; with `node`, into that node's uplink).
 
 A tenant traces its own ports and routers; the admin any.
 """
@@ -71,31 +71,28 @@ def trace_view() -> Response:
 
     def read(view: ReadView) -> tuple[dict[str, Any], list[tuple[str, str]], str]:
         port, router = _source(view, caller, port_ref)
+        query: dict[str, Any]
         if router is not None:
-            if node_ref is not None:
-                raise errors.ValidationFailed(field="node", detail="node: a packet from a "
-                                              "router's uplink is traced through the universal "
-                                              "flows only")  # fmt: skip
-            fields = described.uplink_filled(packet)
-            query: dict[str, Any] = {"port": f"{router.uuid}-uplink",
-                                     "flow": described.uplink_microflow(packet)}  # fmt: skip
-            if not caller.is_admin:
-                keys = _tenant_datapaths(view, caller, router, LogicalRouters)
-                query["datapaths"] = ",".join(str(k) for k in sorted(keys))
-            return query, _candidates(view, None), described.summary(*fields)
-        switch = view.get("Logical_Switch", port.logical_switch.uuid)
-        nearby = [described.Neighbour(p.mac, tuple(p.ips), p.attachment_type == "router")
-                  for p in view.children("Logical_Switch_Port", "logical_switch", switch)
-                  if p.uuid != port.uuid and p.mac]  # fmt: skip
-        fields = described.filled(packet, port.mac, port.ips, nearby)
-        summary = described.summary(*fields)
-        query = {"port": str(port.uuid), "flow": described.microflow(packet, port.mac,
-                                                                     port.ips, nearby)}  # fmt: skip
-        if node_ref is None:
-            if not caller.is_admin:  # (its own datapaths only: not past a shared network)
-                keys = _tenant_datapaths(view, caller, switch)
-                query["datapaths"] = ",".join(str(k) for k in sorted(keys))
-            return query, _candidates(view, port), summary
+            summary = described.summary(*described.uplink_filled(packet))
+            query = {"port": f"{router.uuid}-uplink", "flow": described.uplink_microflow(packet)}
+            if node_ref is None:
+                if not caller.is_admin:
+                    keys = _tenant_datapaths(view, caller, router, LogicalRouters)
+                    query["datapaths"] = ",".join(str(k) for k in sorted(keys))
+                return query, _candidates(view, None), summary
+        else:
+            switch = view.get("Logical_Switch", port.logical_switch.uuid)
+            nearby = [described.Neighbour(p.mac, tuple(p.ips), p.attachment_type == "router")
+                      for p in view.children("Logical_Switch_Port", "logical_switch", switch)
+                      if p.uuid != port.uuid and p.mac]  # fmt: skip
+            summary = described.summary(*described.filled(packet, port.mac, port.ips, nearby))
+            query = {"port": str(port.uuid),
+                     "flow": described.microflow(packet, port.mac, port.ips, nearby)}  # fmt: skip
+            if node_ref is None:
+                if not caller.is_admin:  # (its own datapaths only: not past a shared network)
+                    keys = _tenant_datapaths(view, caller, switch)
+                    query["datapaths"] = ",".join(str(k) for k in sorted(keys))
+                return query, _candidates(view, port), summary
         node = (crud.lookup(view, TransportNodes, caller, node_ref) if _is_uuid(node_ref)
                 else _node_named(view, node_ref))  # fmt: skip
         query["node"] = str(node.system_id)
