@@ -1,4 +1,5 @@
-"""The systemd units in docs/systemd name daemons and flags that exist."""
+"""The systemd units in docs/systemd name daemons and flags that exist, and the databases'
+health check they document runs as written."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from loom_common.ovsdb import tool
+from loom_common.ovsdb import OvsdbServer, tool
 
-UNITS = sorted((Path(__file__).parent.parent / "docs" / "systemd").glob("*.service"))
+SYSTEMD = Path(__file__).parent.parent / "docs" / "systemd"
+UNITS = sorted(u for u in SYSTEMD.glob("*.service") if "Type=oneshot" not in u.read_text())
+"""The daemons' units (a oneshot unit is a check a timer runs, not a daemon)."""
 
 
 def _exec_start(unit: Path) -> list[str]:
@@ -41,3 +44,33 @@ def test_a_unit_restarts_its_daemon_with_flags_it_takes(unit: Path) -> None:
     shown = subprocess.run(helper, capture_output=True, text=True, check=True).stdout
     for flag in {re.split("[=]", a)[0] for a in argv if a.startswith("--")}:
         assert flag in shown, f"{unit.name}: {flag} is not a flag of {helper[:-1]}"
+
+
+def test_the_config_db_health_check_runs_as_written_against_a_real_server(
+    config_db: OvsdbServer,
+) -> None:
+    health = SYSTEMD / "loom-config-db-health.service"
+    text = health.read_text()
+    assert "Requisite=loom-config-db.service" in text
+    assert "SuccessExitStatus=75" in text  # a hold (full disk) is not a failure
+    assert """test "$EXIT_STATUS" != 1 || systemctl restart loom-config-db.service""" in text
+    timer = (SYSTEMD / "loom-config-db-health.timer").read_text()
+    assert "OnUnitInactiveSec=" in timer
+    argv = _exec_start(health)
+    assert argv[1:3] == ["-m", "loom_common.health"]
+    database = _exec_start(SYSTEMD / "loom-config-db.service")
+    assert f"--unixctl={argv[argv.index('--ctl') + 1]}" in database
+    assert argv[argv.index("--file") + 1] == database[1]
+    # The unit's command with this test's server in place of /run/loom and /var/lib/loom.
+    argv[argv.index("--ctl") + 1] = str(config_db.ctl_path)
+    argv[argv.index("--file") + 1] = str(config_db.db_path)
+    argv[argv.index("--interval") + 1] = "0.1"
+    done = subprocess.run([sys.executable, *argv[1:]], capture_output=True, text=True,
+                          timeout=30, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().endswith("healthy")
+    config_db.kill9()
+    done = subprocess.run([sys.executable, *argv[1:]], capture_output=True, text=True,
+                          timeout=60, check=False)  # fmt: skip
+    assert done.returncode == 1, done.stdout
+    assert "unhealthy: ovs-appctl:" in done.stderr

@@ -18,6 +18,8 @@ class LoomApiError(Exception):
     status: ClassVar[int] = 400
     code: ClassVar[str] = "bad_request"
     message: ClassVar[str] = "%(detail)s"
+    retry_after: ClassVar[int | None] = None
+    """Seconds a client should wait before retrying (`Retry-After`), for a passing condition."""
 
     def __init__(self, *, field: str | None = None, **kw: Any) -> None:
         self.field = field
@@ -36,6 +38,10 @@ class LoomApiError(Exception):
     def to_dict(self) -> dict[str, Any]:
         """Return the JSON body of the error response."""
         return {"error": self.code, "message": self.text, "field": self.field}
+
+    def headers(self) -> dict[str, str]:
+        """Return the headers of the error response (`Retry-After`)."""
+        return {} if self.retry_after is None else {"Retry-After": str(self.retry_after)}
 
 
 class BadRequest(LoomApiError):
@@ -172,6 +178,18 @@ class Unavailable(LoomApiError):
     status = 503
     code = "database_unavailable"
     message = "the configuration database is unreachable (%(detail)s); retry later"
+
+
+class StorageFull(Unavailable):
+    """The configuration database cannot write its file: its disk is full or failing (503);
+    nothing was written. It is the server's condition, not the request's: retry later."""
+
+    code = "storage_full"
+    message = (
+        "the configuration database cannot write to its disk (%(detail)s); nothing was "
+        "written; retry later"
+    )
+    retry_after = 5
 
 
 class ControllerUnavailable(LoomApiError):

@@ -241,7 +241,8 @@ _ERROR_RESPONSES: dict[str, tuple[str, str]] = {
         "Unavailable",
         "The configuration database is unreachable (`database_unavailable`: nothing was "
         "written) or was lost while committing (`outcome_unknown`: read back before "
-        "retrying).",
+        "retrying), or cannot write to its disk (`storage_full`: nothing was written; "
+        "`Retry-After`).",
     ),
 }
 

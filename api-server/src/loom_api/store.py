@@ -70,6 +70,9 @@ PARENT_INDEXES: tuple[tuple[str, str], ...] = (
 #: Transaction errors from ovsdb-server that are about the data, not the connection.
 _CONSTRAINT = "constraint violation"
 _REFERENTIAL = "referential integrity violation"
+#: The error of a transaction ovsdb-server could not write to its file (a full disk: its
+#: `io-error` says "No space left on device"): the server's condition, not the request's.
+_IO_ERROR = "I/O error"
 
 
 def _ref_uuid(value: Any) -> Any:
@@ -579,6 +582,8 @@ class Store:
     def _raise_db_error(text: str, *, inserted_global: bool) -> None:
         if inserted_global and _CONSTRAINT in text and GLOBAL_TABLE in text:
             return  # another API server created Loom_Global first: run again
+        if _IO_ERROR in text:
+            raise errors.StorageFull(detail=text)
         if _CONSTRAINT in text:
             raise errors.Conflict(detail=f"the database refused a duplicate: {text}")
         if _REFERENTIAL in text:

@@ -25,12 +25,21 @@ tmpfs, `tests/test_full_disk.py`):
   answers `unknown cluster`, `list-dbs` no longer lists it) while the process runs on. A
   leader fails first, the member elected next fails at its first append, the last stays a
   candidate until it fails too: the cluster has no leader, and none of this ends when space
-  returns. Restarted, a member reads its own log (a write that failed was truncated away)
-  and rejoins: no `ovsdb-tool join-cluster` from the others is needed, and every
-  transaction acknowledged before the disk filled is there. A member restarted while the
-  disk is still full serves for a moment, then closes its database again at its first
-  write; so the check holds a restart (`Verdict` `hold`) while the member's filesystem has
-  less free than its database file takes (at least `MIN_FREE_BYTES`).
+  returns. Restarted, a member mostly reads its own log (a write that failed was truncated
+  away) and rejoins, with every transaction acknowledged before the disk filled. But a
+  member's log can be torn: a record of its commit index written after the entry it
+  points to failed (`error reading record N ...: record N advances commit index to X but
+  last log index is Y`); such a member exits at once on every start. It is mended as
+  ovsdb(7) says for a member whose storage is lost: its file kept aside, a new one made by
+  `ovsdb-tool join-cluster` to the others, its old server ID removed by `cluster/kick`
+  (`OvsdbServer._rejoin`, when a start fails so). A member restarted while the disk is
+  still full serves for a moment, then closes its database again at its first write; so
+  the check holds a restart (`Verdict` `hold`) while the member's filesystem has less free
+  than its database file takes (at least `MIN_FREE_BYTES`).
+
+The API cannot tell a clustered full disk from an election: the members only say they are
+not connected to their cluster, so it answers 503 `database_unavailable`; a standalone
+server's `I/O error` it answers 503 `storage_full`.
 """
 
 from __future__ import annotations
@@ -155,6 +164,8 @@ def schema_name(schema: Path) -> str:
     return name
 
 
+TORN_LOG = "ovsdb error: error reading record"
+"""What ovsdb-server says, exiting, about a log it cannot read to its end."""
 MIN_FREE_BYTES = 1 << 20
 """The least free space on its filesystem for an unhealthy server to be restarted."""
 
@@ -203,12 +214,45 @@ def health_verdict(
     return Verdict("fault", fault)
 
 
+def check_server(
+    ctl_path: Path, db_name: str, *, clustered: bool, db_path: Path, timeout: float = 2.0
+) -> Verdict:
+    """Ask a running ovsdb-server how it is: one `ovs-appctl` (`cluster/status DB` for a RAFT
+    member, `ovsdb-server/list-dbs` otherwise) within about `timeout` seconds, judged by
+    `health_verdict` with the free space beside `db_path`."""
+    command = ("cluster/status", db_name) if clustered else ("ovsdb-server/list-dbs",)
+    output = error = None
+    try:
+        result = subprocess.run(
+            [tool("ovs-appctl"), f"--timeout={max(1, math.ceil(timeout))}", "-t", str(ctl_path),
+             *command],
+            capture_output=True, text=True, timeout=timeout + 1.0, check=False,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        pass
+    else:
+        lines = result.stderr.strip().splitlines()
+        if result.returncode == 0:
+            output = result.stdout
+        else:
+            error = lines[0] if lines else f"exit status {result.returncode}"
+    try:
+        free = shutil.disk_usage(db_path.parent).free
+        needed = max(MIN_FREE_BYTES, db_path.stat().st_size)
+    except OSError:
+        free, needed = 0, MIN_FREE_BYTES
+    return health_verdict(db_name, clustered=clustered, output=output, error=error, free=free,
+                          needed=needed)  # fmt: skip
+
+
 @dataclass(frozen=True)
 class ClusterRole:
     """How a member's database file is made: create the cluster, or join `leader_raft`."""
 
     raft_port: int
     leader_raft: int | None = None
+    peers: tuple[int, ...] = ()
+    """The other members' RAFT ports: a member whose log is torn joins them again."""
 
 
 class OvsdbServer:
@@ -380,8 +424,45 @@ class OvsdbServer:
             pid_path=self.pid_path,
             die_with_parent=self.die_with_parent,
         )
-        self._daemon.start(ready=self._serving, timeout=timeout)
+        try:
+            self._daemon.start(ready=self._serving, timeout=timeout)
+        except DaemonError as exc:
+            if self.cluster is None or not self.cluster.peers or TORN_LOG not in str(exc):
+                raise
+            self._rejoin(timeout)
         return self
+
+    def _rejoin(self, timeout: float) -> None:
+        """Make a member whose log cannot be read a new member of its cluster: its file is
+        kept aside, a new one joins the others (`ovsdb-tool join-cluster`), and once it is
+        in, its old server ID is removed from the cluster (`cluster/kick`), as ovsdb(7)
+        says to mend a member whose storage is lost. Safe for what the cluster
+        acknowledged: an entry is committed only once a majority has written it, and a torn
+        member is one that failed to write."""
+        assert self.cluster is not None
+        assert self._daemon is not None
+        ovsdb_tool = tool("ovsdb-tool")
+        old_sid = _run(ovsdb_tool, "db-sid", str(self.db_path))
+        self.db_path.rename(self.db_path.with_name(f"{self.db_path.name}.torn-{old_sid}"))
+        _run(ovsdb_tool, "join-cluster", str(self.db_path), self.db_name,
+             f"{self._raft_kind}:127.0.0.1:{self.cluster.raft_port}",
+             *(f"{self._raft_kind}:127.0.0.1:{port}" for port in self.cluster.peers))  # fmt: skip
+        self._daemon.start(ready=self._serving, timeout=timeout)
+
+        def kicked() -> bool:
+            try:
+                status = self.appctl("cluster/status", self.db_name)
+                if "Status: cluster member" not in status:
+                    return False
+                if old_sid[:4] not in status.partition("Servers:")[2]:
+                    return True
+                self.appctl("cluster/kick", self.db_name, old_sid)
+            except OvsdbError:
+                return False
+            return False
+
+        self._daemon.wait_until(kicked, timeout, what=f"joined again, its old ID {old_sid} "
+                                                      "removed from the cluster")  # fmt: skip
 
     def _tls_options(self) -> list[str]:
         if self.tls is None:
@@ -419,30 +500,9 @@ class OvsdbServer:
 
     def health(self, timeout: float = 2.0) -> Verdict:
         """Check that it serves its database, and a RAFT member that it is not in failure
-        mode (`health_verdict`), within about `timeout` seconds: one `ovs-appctl`."""
-        command = ("cluster/status", self.db_name) if self.cluster else ("ovsdb-server/list-dbs",)
-        output = error = None
-        try:
-            result = subprocess.run(
-                [tool("ovs-appctl"), f"--timeout={max(1, math.ceil(timeout))}", "-t",
-                 str(self.ctl_path), *command],
-                capture_output=True, text=True, timeout=timeout + 1.0, check=False,
-            )  # fmt: skip
-        except subprocess.TimeoutExpired:
-            pass
-        else:
-            if result.returncode == 0:
-                output = result.stdout
-            else:
-                error = result.stderr.strip().splitlines()[0] if result.stderr.strip() else (
-                    f"exit status {result.returncode}")  # fmt: skip
-        try:
-            free = shutil.disk_usage(self.state_dir).free
-            needed = max(MIN_FREE_BYTES, self.db_size())
-        except OSError:
-            free, needed = 0, MIN_FREE_BYTES
-        return health_verdict(self.db_name, clustered=self.cluster is not None, output=output,
-                              error=error, free=free, needed=needed)  # fmt: skip
+        mode (`check_server`), within about `timeout` seconds."""
+        return check_server(self.ctl_path, self.db_name, clustered=self.cluster is not None,
+                            db_path=self.db_path, timeout=timeout)  # fmt: skip
 
     def stop(self) -> None:
         """Stop the server (SIGTERM, then SIGKILL)."""
@@ -516,7 +576,11 @@ class OvsdbCluster:
                 schema,
                 name=name,
                 port=client[i],
-                cluster=ClusterRole(raft_port=raft[i], leader_raft=None if i == 0 else raft[0]),
+                cluster=ClusterRole(
+                    raft_port=raft[i],
+                    leader_raft=None if i == 0 else raft[0],
+                    peers=tuple(p for p in raft if p != raft[i]),
+                ),
                 tls=tls,
                 host=host,
             )

@@ -11,6 +11,8 @@ Loaded by the root `conftest.py` (`pytest_plugins = ["loom_common.testing"]`).
   when `CI=true` or `LOOM_REQUIRE_INTEGRATION=1`, so CI never goes green by skipping.
 - `serve_db(request, state_dir, schema)`: the same for fixtures of their own.
 - `wait_for(predicate, timeout, what)`: how tests wait for a state (never a bare sleep).
+- `SmallDisk(path, size)`: a tmpfs of `size` mounted on `path` (root), filled and freed on
+  demand, unmounted on exit: a full disk under a database.
 - A failing test's report carries the tails of the logs its daemons wrote.
 """
 
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import subprocess
 import time
 from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
@@ -121,6 +124,46 @@ def serve_db(request: pytest.FixtureRequest, state_dir: Path, schema: str) -> It
         yield server.start()
     finally:
         server.stop()
+
+
+class SmallDisk:
+    """A tmpfs of `size` (`mount -o size=`: `8m`) on `path`, made for a test (root only);
+    `fill()` takes every free byte with one file, `free()` deletes it. Unmounted on exit,
+    after whatever ran on it was stopped (lazily if a process still holds it)."""
+
+    def __init__(self, path: Path, size: str) -> None:
+        self.path = path
+        self.size = size
+        self.filler = path / "filler"
+
+    def __enter__(self) -> SmallDisk:
+        self.path.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={self.size}", "loom-test",
+                        str(self.path)], check=True, capture_output=True)  # fmt: skip
+        return self
+
+    def fill(self) -> None:
+        """Write one file until the filesystem refuses another byte."""
+        fd = os.open(self.filler, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            chunk = 1 << 20
+            while chunk:
+                try:
+                    os.write(fd, b"\0" * chunk)
+                except OSError:
+                    chunk //= 2
+        finally:
+            os.close(fd)
+
+    def free(self) -> None:
+        """Give the space back."""
+        self.filler.unlink(missing_ok=True)
+
+    def __exit__(self, *exc: object) -> None:
+        done = subprocess.run(["umount", str(self.path)], capture_output=True, check=False)
+        if done.returncode != 0:
+            subprocess.run(["umount", "--lazy", str(self.path)], capture_output=True,
+                           check=False)  # fmt: skip
 
 
 @pytest.hookimpl(wrapper=True)

@@ -355,6 +355,7 @@ _NATIVE_TYPES = {
     "precondition_failed": "PreconditionFailed",
     "database_unavailable": "ServiceUnavailable",
     "outcome_unknown": "ServiceUnavailable",
+    "storage_full": "ServiceUnavailable",
 }
 
 

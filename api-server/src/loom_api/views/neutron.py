@@ -61,7 +61,9 @@ def _respond(result: common.Result, status: int) -> Response:
 def render_error(exc: errors.LoomApiError) -> tuple[Response, int]:
     """Render any API error as Neutron does."""
     body, status = neutron_errors.render(exc)
-    return jsonify(body), status
+    response = jsonify(body)
+    response.headers.update(exc.headers())
+    return response, status
 
 
 def render_http_error(exc: HTTPException) -> tuple[Response, int]:
