@@ -359,3 +359,45 @@ def test_the_flow_count_and_the_tlv_map_are_asked_on_the_channel(tmp_path: Path)
         finally:
             switch.close()
             other.close()
+
+
+@pytest.mark.ovs
+def test_an_idle_channel_sees_its_switch_restart_and_claims_it_again(tmp_path: Path) -> None:
+    """A kept channel read only when it is readable (`check`) answers the switch and sees
+    it go (kill -9 of ovs-vswitchd: its end is the only sign, the OVSDB saying nothing); the
+    switch is back with an empty table, no master and no TLV map, and the next exchange
+    connects again (counted: `connections`) and claims the master role with the same
+    generation before anything else."""
+    with Sandbox(tmp_path) as sandbox:
+        node = sandbox.add_node("hv1")
+        node.vsctl(*BR_INT)
+        switch, rival = Switch(node.openflow), Switch(node.openflow)
+        try:
+            switch.channel.claim(7)
+            switch.ensure_tlv_map()
+            switch.apply([("add", Flow(0, 1, "in_port=1", "drop", cookie(1)))])
+            assert switch.channel.connections == 1
+            assert switch.channel.fileno() is not None
+            assert switch.channel.check()  # (nothing to read: still there)
+            node.vswitchd.kill9()
+            wait_for(lambda: not switch.channel.check(), 5.0, "the channel's end seen")
+            assert not switch.channel.connected
+            assert switch.channel.fileno() is None
+            sandbox.restart_vswitchd(node)
+            wait_for(lambda: _connects(switch), 10.0, "the switch back")
+            assert switch.channel.connections == 2
+            assert switch.flow_count() == 0
+            assert "tun_metadata0" not in node.ofctl("dump-tlv-map")
+            with pytest.raises(Deposed):  # (the reconnection claimed it with generation 7)
+                rival.channel.claim(6)
+        finally:
+            switch.close()
+            rival.close()
+
+
+def _connects(switch: Switch) -> bool:
+    try:
+        switch.flow_count()
+    except OpenFlowError:
+        return False
+    return True

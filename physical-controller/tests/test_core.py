@@ -16,7 +16,7 @@ from loom_common.realized import node_realized
 from loom_ddlog import EngineError, Program
 from loom_physical import rules, status
 from loom_physical.controller import NodeState
-from loom_physical.core import Localizer, NodeFacts, liveness
+from loom_physical.core import Localizer, NodeFacts, TableSignals, liveness, table_unknown
 from loom_physical.rules import main_file
 from loom_physical.zones import ZONES, NodeZones
 
@@ -692,6 +692,46 @@ def test_the_realized_generation_is_the_least_of_every_member() -> None:
     assert status.published_ops({"realized_generation:pc1": "5"}, "g", "pc1", 5) == []
 
 
+def test_a_node_that_lost_its_table_realizes_nothing_and_nor_does_the_configuration() -> None:
+    """A switch restarted (its table gone) is not realized while its OVSDB is connected, and
+    the generation every node has realized is 0 until its table is in again, whatever the
+    other members published (the API's `/realization` says not realized)."""
+    published = {"realized_generation:pc2": "6"}
+    lost = _book(hv1=status.NodeReport(0, "its OpenFlow connection closed", {}, False, True),
+                 hv2=status.NodeReport(6, "", {}, True))  # fmt: skip
+    assert lost.any_lost()
+    assert not lost.all_synced()
+    assert lost.own_realized(6) == 0
+    assert lost.realized(6, published, ["pc2"]) == 0
+    said = status.node_status("pc1", lost.reports["hv1"])
+    assert said["realized_generation"] == "0"
+    assert said["synced"] == "false"
+    assert node_realized(said, {"realized_generation:pc1": "6"}) == 0
+    lost.put("hv1", status.NodeReport(6, "", {}, True))  # its whole table pushed again
+    assert not lost.any_lost()
+    assert lost.realized(6, published, ["pc2"]) == 6
+
+
+@pytest.mark.parametrize(("installed", "now", "why"), [
+    (None, (0, False, None, False), None),  # never pushed: its first push is whole anyway
+    ((1, True, "b1", False), (1, True, "b1", False), None),
+    ((1, True, "b1", False), (1, False, "b1", False), "OpenFlow connection closed"),
+    ((1, True, "b1", False), (2, True, "b1", False), "made again"),
+    ((1, True, "b1", False), (1, True, "b2", False), "br-int was made again"),
+    ((1, True, "b1", False), (1, True, "b1", True), "flow-restore-wait"),
+    (None, (1, True, "b1", True), "flow-restore-wait"),
+])  # fmt: skip
+def test_a_tables_signals_say_when_the_switch_may_not_hold_it(
+    installed: tuple[int, bool, str | None, bool] | None,
+    now: tuple[int, bool, str | None, bool],
+    why: str | None,
+) -> None:
+    """The table pushed is the switch's while the channel it went on is the one open, to
+    the same br-int, and ovs-vswitchd is not waiting for flows to be restored."""
+    said = table_unknown(TableSignals(*installed) if installed else None, TableSignals(*now))
+    assert (said is None) if why is None else (said is not None and why in said)
+
+
 def test_a_node_untouched_by_a_change_keeps_its_row() -> None:
     """A new generation that pushed nothing to a node rewrites nothing of its status (its
     controller publishes the generation once); a push, a message or BFD verdicts do."""
@@ -843,14 +883,16 @@ def test_a_node_state_marks_itself_when_its_report_may_change() -> None:
         assert marks == {"hv1"}, name
 
 
-REPORT = st.one_of(st.none(), st.integers(0, 4), st.tuples(st.integers(0, 4), st.booleans()))
-"""A node's report (realized, synced), or None: dropped, or a generation: advanced to it."""
+REPORT = st.one_of(st.none(), st.integers(0, 4),
+                   st.tuples(st.integers(0, 4), st.booleans(), st.booleans()))  # fmt: skip
+"""A node's report (realized, synced, lost), or None: dropped, or a generation: advanced to
+it."""
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(["hv1", "hv2", "hv3", "hv4"]), REPORT)))
 def test_the_report_book_answers_as_a_scan_of_its_reports(
-    steps: list[tuple[str, tuple[int, bool] | None]],
+    steps: list[tuple[str, int | tuple[int, bool, bool] | None]],
 ) -> None:
     """What the realized generation asks of every node mastered, kept as reports come and
     go, equals a scan of them."""
@@ -862,11 +904,14 @@ def test_the_report_book_answers_as_a_scan_of_its_reports(
             before = book.reports.get(node)
             assert book.advance(node, what) == (before is not None)
             if before is not None:  # (only its generation moves)
-                assert book.reports[node] == status.NodeReport(what, "", {}, before.synced)
+                assert book.reports[node] == status.NodeReport(what, "", {}, before.synced,
+                                                               before.lost)  # fmt: skip
         else:
-            book.put(node, status.NodeReport(what[0], "", {}, what[1]))
+            book.put(node, status.NodeReport(what[0], "", {}, what[1], what[2]))
         reports = book.reports.values()
-        least = min([9, *(report.realized for report in reports)])
+        lost = any(report.lost for report in reports)
+        least = 0 if lost else min([9, *(report.realized for report in reports)])
         assert book.own_realized(9) == least
         assert book.all_synced() == all(report.synced for report in reports)
-        assert book.realized(9, {}, []) == (least if book.all_synced() else None)
+        assert book.any_lost() == lost
+        assert book.realized(9, {}, []) == (least if book.all_synced() or lost else None)

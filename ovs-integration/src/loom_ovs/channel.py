@@ -19,7 +19,12 @@ is the bridge empty?) and `map_tlv()` (Nicira's TLV table mod: which Geneve opti
 
 The switch's echo requests are answered whenever the channel reads (before each bundle too):
 an idle channel can outlive the switch's inactivity probe only by being read, and a channel
-the switch closed meanwhile is noticed before a bundle is sent into it.
+the switch closed meanwhile is noticed before a bundle is sent into it. A controller that
+keeps channels idle watches their `fileno()` and calls `check()` when one is readable: it
+answers the switch and says whether the connection is still there (a switch whose
+ovs-vswitchd was restarted has lost its table, and the channel's end is the one certain sign
+of it: OVSDB shows nothing). `connections` counts the connections made: one made again,
+by any call, is a switch whose table is not known any more.
 
 One thread uses a channel at a time (the physical controller pushes a node from one thread).
 """
@@ -79,6 +84,8 @@ class Channel:
         self.generation: int | None = None
         """The generation id this channel claims the master role with (None: no role
         asked; the switch's default, "equal")."""
+        self.connections = 0
+        """Connections made so far (each one's HELLO answered)."""
 
     # ---- connection ----
 
@@ -115,6 +122,7 @@ class Channel:
         if msg_type != ofp.OFPT_HELLO or version < ofp.VERSION:
             self.close()
             raise ChannelError(remote=self.remote, detail=f"no OpenFlow 1.5 (HELLO {version})")
+        self.connections += 1
         if self.generation is not None:
             self._ask_master(self.generation)
         return sock
@@ -158,6 +166,27 @@ class Channel:
                     raise Deposed(remote=self.remote, detail=stale)
                 raise ChannelError(remote=self.remote, detail=_error_text(body, "role request"))
             return
+
+    @property
+    def connected(self) -> bool:
+        """The channel holds a connection (not closed by either side as far as it read)."""
+        return self._sock is not None
+
+    def fileno(self) -> int | None:
+        """The connection's descriptor (None: not connected)."""
+        return self._sock.fileno() if self._sock is not None else None
+
+    def check(self) -> bool:
+        """Read what the switch sent while the channel was idle (its echo requests are
+        answered), without connecting; False if the connection is gone (closed then)."""
+        if self._sock is None:
+            return False
+        try:
+            while self._read(block=False)[1] != -1:
+                pass  # stray replies (none expected) are dropped
+        except ChannelError:
+            return False
+        return True
 
     def close(self) -> None:
         """Close the connection (the next `bundle` connects again)."""

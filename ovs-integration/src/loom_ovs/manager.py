@@ -51,7 +51,7 @@ log = logging.getLogger(__name__)
 DB = "Open_vSwitch"
 BRIDGE = "br-int"
 NODE_TABLES: dict[str, list[str]] = {
-    "Open_vSwitch": ["external_ids", "bridges"],
+    "Open_vSwitch": ["external_ids", "bridges", "other_config"],
     "Bridge": ["name", "ports", "fail_mode", "datapath_type", "protocols", "other_config",
                "external_ids", "controller"],
     "Controller": ["target"],
@@ -279,6 +279,15 @@ class NodeSession:
         """Where the node's `br-int` takes OpenFlow (`external_ids:loom-openflow`)."""
         value = self.external_ids.get("loom-openflow")
         return str(value) if value else None
+
+    @property
+    def flow_restore_wait(self) -> bool:
+        """`Open_vSwitch other_config:flow-restore-wait` is true: the node's ovs-vswitchd
+        (just started, as `ovs-ctl restart` does) waits for its flows to be put back."""
+        for row in self._table("Open_vSwitch").values():
+            other = omap(row.get("other_config", ["map", []]))
+            return str(other.get("flow-restore-wait", "false")) == "true"
+        return False
 
     def bridge(self, name: str = BRIDGE) -> tuple[str, dict[str, Any]] | None:
         """(uuid, row) of bridge `name`, if the node has it."""

@@ -500,6 +500,33 @@ class Sandbox:
             other.appctl("tnl/neigh/set", "br-phy", node.encap_ip, hwaddr)
             node.appctl("tnl/neigh/set", "br-phy", other.encap_ip, underlay_mac(other.index))
 
+    def restart_vswitchd(self, node: OvsNode, timeout: float = 30.0) -> None:
+        """Start `node`'s ovs-vswitchd again after it died (`node.vswitchd.kill9()`: a crash;
+        an OVS upgrade stops and starts it the same way), then give its underlay what a
+        host's network configuration gives it when OVS starts: `br-phy`'s address (on the
+        netdev datapath a new tap device), the route, the neighbours. The node's OVSDB is
+        untouched (what Loom wrote there stays); its OpenFlow tables start empty."""
+        node.vswitchd.stop()  # (reaped; what a crash left of its sockets goes below)
+        node.ctl.unlink(missing_ok=True)
+        node.vswitchd.start(ready=node.ctl.exists, timeout=timeout)
+        if self.datapath == "dummy":
+            node.appctl("netdev-dummy/ip4addr", "br-phy", f"{node.encap_ip}/16")
+        else:
+            deadline = time.monotonic() + timeout
+            link = ["ip", "-n", node.netns, "link", "show", "br-phy"]
+            while subprocess.run(link, capture_output=True, check=False).returncode != 0:
+                if time.monotonic() > deadline:
+                    raise SandboxError(detail=f"{node.system_id}: no br-phy after a restart")
+                time.sleep(0.02)  # (ovs-vswitchd makes the tap device when it has read its DB)
+            # (`replace`: the tap device may have outlived the crash, its address with it)
+            _run(["ip", "-n", node.netns, "addr", "replace", f"{node.encap_ip}/16", "dev",
+                  "br-phy"])  # fmt: skip
+            _run(["ip", "-n", node.netns, "link", "set", "br-phy", "up"])
+        _add_route(node, f"{node.encap_ip}/16", "br-phy")
+        for other in self.nodes.values():
+            if other is not node:
+                node.appctl("tnl/neigh/set", "br-phy", other.encap_ip, underlay_mac(other.index))
+
     @property
     def underlay_netns(self) -> str:
         """The netdev underlay's namespace (a Linux bridge)."""

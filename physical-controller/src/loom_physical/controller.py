@@ -59,7 +59,14 @@ from loom_ovs.manager import Manager, NodeSession, TunnelSpec, omap
 from loom_ovs.openflow import Flow, Key, OpenFlowError, Switch
 from loom_physical import flowsview, status, trace
 from loom_physical import rules as physical_rules
-from loom_physical.core import Localizer, NodeFacts, node_liveness, unindex
+from loom_physical.core import (
+    Localizer,
+    NodeFacts,
+    TableSignals,
+    node_liveness,
+    table_unknown,
+    unindex,
+)
 from loom_physical.images import PartKey
 from loom_physical.inputs import opt
 from loom_physical.rules import main_file
@@ -84,6 +91,10 @@ look (`_let_waiters_look`)."""
 PROBE_INTERVAL = 30.0
 """Seconds between a node's ARP requests for its L3 services' next hops (learned ones are
 kept fresh: a next hop's new MAC is learned from the next reply)."""
+RECONNECT_S = 0.1
+"""Seconds between tries to reach a switch that lost its table (its ovs-vswitchd is
+restarting: a try is a connect to its socket, and its table goes in at the first that
+succeeds)."""
 SLOW_PUSH = 0.5
 """Seconds after which a node's push is logged with where its time went."""
 LONG_PASS = 0.5
@@ -99,7 +110,7 @@ RETRY_DELAYS = (1.0, 2.0, 4.0, 8.0)
 cluster, so that a standby takes its nodes over, and the daemon exits non-zero."""
 
 
-REPORTED = frozenset({"realized", "message", "bfd", "full_sync"})
+REPORTED = frozenset({"realized", "message", "bfd", "full_sync", "lost"})
 """The `NodeState` fields its status report (`status.NodeReport`) is made of."""
 
 
@@ -149,6 +160,11 @@ class NodeState:
     learned: set[Key] = field(default_factory=set)
     """The keys of the flows its datapath learns, as of its last push (one it no longer
     learns is deleted by the next: a gateway's next hop after its service left)."""
+    lost: str = ""
+    """Why the table last pushed to it is not known to be its switch's any more
+    (`core.table_unknown`; "" while it is): it realizes nothing until pushed whole."""
+    installed_as: TableSignals | None = None
+    """Its switch's signals when its whole table was last pushed (`signals`)."""
     marks: set[str] | None = field(default=None, repr=False, compare=False)
     """The controller's nodes whose report may have changed (None: reported by nobody)."""
 
@@ -169,6 +185,17 @@ class NodeState:
             uplinks=tuple(session.uplinks()),
             neighbours=dict(session.neighbours()),
         )  # fmt: skip
+
+    def signals(self) -> TableSignals:
+        """What says now whether its switch still holds the table pushed (`TableSignals`)."""
+        channel = self.switch.channel if self.switch is not None else None
+        bridge = self.session.bridge()
+        return TableSignals(
+            connection=channel.connections if channel is not None else 0,
+            open=channel is not None and channel.connected,
+            bridge=bridge[0] if bridge is not None else None,
+            restoring=self.session.flow_restore_wait,
+        )
 
     def close(self) -> None:
         """Close the node's connections (its OVSDB session, its OpenFlow channel)."""
@@ -199,10 +226,14 @@ class NodeSockets:
     def drop(self, node: str) -> None:
         """`node` is gone (its socket may be closed already: the kernel dropped it then)."""
         fd = self._node_fd.pop(node, None)
-        if fd is not None:
+        if fd is not None and self._fd_node.get(fd) == node:  # (not a number reused since)
             self._fd_node.pop(fd, None)
             with contextlib.suppress(OSError):
                 self._epoll.unregister(fd)
+
+    def watching(self, node: str) -> int | None:
+        """The descriptor watched for `node` (None: none)."""
+        return self._node_fd.get(node)
 
     def ready(self) -> set[str]:
         """The nodes whose socket is readable (or closed) now."""
@@ -345,6 +376,15 @@ class PhysicalController:
         pushed something: `poll` (nodes and databases), `engine`, `push` (OVSDB config and
         OpenFlow), `report` (status)."""
         self._node_fds = NodeSockets()
+        self._channel_fds = NodeSockets()
+        """The nodes' kept OpenFlow channels: one that is readable is read between pushes
+        (the switch's echo requests; its end: the switch lost its table)."""
+        self._channels_ready: set[str] = set()
+        """Nodes whose channel was readable when the loop last waited."""
+        self._table_check: set[str] = set()
+        """Nodes whose signals of their table (`TableSignals`) may have changed."""
+        self._lost_nodes: set[str] = set()
+        """Nodes whose switch lost its table and has not had it again (`NodeState.lost`)."""
         self._to_read: set[str] | None = None
         """The nodes `_poll_nodes` reads (None: every node): readable, or written to since
         they were read (a transaction's reply can bring their updates along)."""
@@ -711,6 +751,7 @@ class PhysicalController:
         for state in self.nodes.values():
             state.close()
         self._node_fds.close()
+        self._channel_fds.close()
         for session in [*self._pending, *self._accepted]:
             session.close()
         self.manager.close()
@@ -914,6 +955,7 @@ class PhysicalController:
         """Wait until a node, a database or `_wake` has something, a link is due to
         reconnect, or `POLL_MS` passed; the nodes with something to read are noted."""
         self._wait_for_input()
+        self._channels_ready |= self._channel_fds.ready()
         if self._to_read is not None:
             self._to_read |= self._node_fds.ready()
             kept = self.manager.kept
@@ -923,8 +965,8 @@ class PhysicalController:
                     self._to_read.add(session.system_id)
 
     def _wait_for_input(self) -> None:
-        fds = [self._wake_r]
-        timeout = POLL_MS / 1000
+        fds = [self._wake_r, self._channel_fds.fileno()]
+        timeout = POLL_MS / 1000 if not self._lost_nodes else RECONNECT_S
         for link in self.links:
             if link.has_pending():
                 return
@@ -961,6 +1003,7 @@ class PhysicalController:
         self._poll_config()
         self._poll_universal()
         self._poll_nodes()
+        self._watch_tables()
         polled = time.perf_counter()
         core = self.core
         self._follow_nodes()
@@ -1081,6 +1124,7 @@ class PhysicalController:
                 self._report_marks.add(system_id)
             else:
                 state.close()  # the node came back: a new session, a new OpenFlow channel
+                self._channel_fds.drop(system_id)
                 state.session, state.switch = session, None
                 state.qos_dirty, state.qos_written = True, None
                 state.full_sync = True
@@ -1171,6 +1215,7 @@ class PhysicalController:
             if state.session.alive and state.session.replica.has_pending():
                 self._to_read.add(system_id)  # (read the rest next pass; `_wait` returns)
             if state.session.poll():
+                self._table_check.add(system_id)
                 state.reconfigure = True
                 self._due.add(system_id)
                 self.core.node(system_id, state.facts(), state.session.zones())
@@ -1183,6 +1228,8 @@ class PhysicalController:
                 self._report_due = self._shards_due = True
                 self._nodes_version += 1
                 self._node_fds.drop(system_id)
+                self._channel_fds.drop(system_id)
+                self._lost_nodes.discard(system_id)
                 self._to_read.discard(system_id)
                 self._set_parts(system_id, state, set())
                 self._due.discard(system_id)
@@ -1190,6 +1237,51 @@ class PhysicalController:
                 self._probing.discard(system_id)
                 self.nodes.pop(system_id).close()
                 self.core.node_gone(system_id)
+
+    def _watch_tables(self) -> None:
+        """Notice the nodes whose switch may have lost its table: their channel readable
+        (read: the switch's echo requests answered, or its end), their OVSDB changed
+        (br-int made again, flow-restore-wait). A restarted ovs-vswitchd says so only by
+        the end of its OpenFlow connections: the node's OVSDB stays connected and shows
+        nothing, and the channel is otherwise read only when something is pushed."""
+        ready, self._channels_ready = self._channels_ready, set()
+        for system_id in ready:
+            state = self.nodes.get(system_id)
+            if state is not None and state.switch is not None and not state.switch.channel.check():
+                self._channel_fds.drop(system_id)
+                self._table_check.add(system_id)
+        check, self._table_check = self._table_check, set()
+        for system_id in check:
+            state = self.nodes.get(system_id)
+            if state is None or state.lost:
+                continue
+            why = table_unknown(state.installed_as, state.signals())
+            if why is not None:
+                self._table_lost(system_id, state, why)
+
+    def _table_lost(self, system_id: str, state: NodeState, why: str) -> None:
+        """Node `system_id`'s table is not known any more (`why`): it realizes nothing and
+        is pushed whole as soon as its switch answers (`Switch.load`: an empty table gets
+        its flows at once; one ovs-vswitchd restored is compared, the difference sent),
+        the master role claimed again and the Geneve option mapped again first."""
+        log.warning("node %s: %s: its table goes in again when its switch answers", system_id,
+                    why, extra={"node": system_id})  # fmt: skip
+        state.lost, state.message = why, why
+        state.full_sync = True
+        self._lost_nodes.add(system_id)
+        self._due.add(system_id)
+        self._touched.add(system_id)
+        self._report_due = True
+
+    def _watch_channel(self, system_id: str) -> None:
+        """Watch node `system_id`'s channel as it is now (after a push: it may have
+        connected again, or been closed)."""
+        state = self.nodes.get(system_id)
+        fd = state.switch.channel.fileno() if state is not None and state.switch else None
+        if fd is None:
+            self._channel_fds.drop(system_id)
+        elif self._channel_fds.watching(system_id) != fd:
+            self._channel_fds.watch(system_id, fd)
 
     # ---- writing to the nodes ----
 
@@ -1225,6 +1317,12 @@ class PhysicalController:
             pushed = sum(self._realize(system_id, generation) for system_id in busy)
         else:
             pushed = sum(self._pushers.map(lambda n: self._realize(n, generation), busy))
+        for system_id in busy:
+            self._watch_channel(system_id)
+            if self.nodes[system_id].lost:
+                self._lost_nodes.add(system_id)
+        if self._lost_nodes:  # (those still to reach, while they are ours: tried again soon)
+            self._lost_nodes = {n for n in self._lost_nodes & masters if self.nodes[n].lost}
         if not first:  # what is still to do (a tunnel port's ofport, a record to confirm);
             # the nodes not looked at (a standby's: another controller pushes them) stay as
             # they are -- a look at each of them was ~15 ms a pass at NVP's scale
@@ -1290,8 +1388,11 @@ class PhysicalController:
                 return False
             sent = self._send(state, remote) or configured
         except Exception as exc:  # any failure: this node is pushed whole next time
-            log.warning("node %s: %s", system_id, exc, extra={"node": system_id})
+            if str(exc) != state.message:  # (a switch restarting: said once, tried again)
+                log.warning("node %s: %s", system_id, exc, extra={"node": system_id})
             if state.switch is not None:
+                if not state.switch.channel.connected and state.installed_as is not None:
+                    state.lost = state.lost or f"its OpenFlow connection broke ({exc})"
                 state.switch.close()  # and on a new connection
             state.message = str(exc)
             self._report_due = True
@@ -1352,6 +1453,8 @@ class PhysicalController:
         waiting = None
         if remote is None:
             waiting = "the node does not say where its OpenFlow is (loom-openflow)"
+        elif state.session.flow_restore_wait:  # (its table is compared once they are back)
+            waiting = "ovs-vswitchd waits for its flows to be restored (flow-restore-wait)"
         elif state.full_sync and not state.session.bridge_created():
             waiting = "waiting for ovs-vswitchd to create br-int"
         if waiting is None:
@@ -1460,10 +1563,13 @@ class PhysicalController:
             if generation >= 0 and state.switch.channel.generation != generation:
                 state.switch.channel.claim(generation)
         system_id = state.session.system_id or ""
+        if not state.full_sync and (why := table_unknown(state.installed_as, state.signals())):
+            state.lost, state.full_sync = why, True  # (its end not seen yet: closed meanwhile)
         desired = self.desired_parts(system_id)
         images = self.core.images
         learned = self.core.learned(system_id)
         if state.full_sync:
+            # (a switch that lost its table forgot the option's mapping too)
             state.switch.ensure_tlv_map()
             # (the flows its datapath learned stay: the rules compute their keys, not them)
             state.switch.load(images.flows(desired), images.encoded(desired), keep=learned)
@@ -1473,6 +1579,7 @@ class PhysicalController:
             state.pushed, state.placed = True, False
             self._pushed_states.append(state)
             state.full_sync = False
+            state.installed_as, state.lost = state.signals(), ""
             self._bulk_loaded = True
             self._recheck |= self.core.located(system_id)  # their status waited for this
             return True
@@ -1485,6 +1592,11 @@ class PhysicalController:
             state.switch.apply(mods)
         elif mods or adds:
             state.switch.apply(mods, adds, lambda: images.flows(new))
+        if state.installed_as is None or state.switch.channel.connections != (
+            state.installed_as.connection
+        ):  # connected again to send them: the switch's table is not known, pushed whole
+            state.lost, state.full_sync = "its OpenFlow connection was made again", True
+            return self._push_flows(state, remote)
         state.learned = set(learned)
         self._set_parts(system_id, state, desired)
         self._count_flows(system_id, desired)
@@ -1625,8 +1737,9 @@ class PhysicalController:
         remade = (marks & masters) | (masters - book.reports.keys())
         for n in remade:
             state = self.nodes[n]
-            book.put(n, status.NodeReport(state.realized, state.message, state.bfd,
-                                          not state.full_sync))  # fmt: skip
+            book.put(n, status.NodeReport(0 if state.lost else state.realized, state.message,
+                                          state.bfd, not state.full_sync,
+                                          bool(state.lost)))  # fmt: skip
         return book.reports, remade
 
     def _realized_ops(self, sent: _Sent) -> list[status.Op]:
@@ -1635,8 +1748,8 @@ class PhysicalController:
         (`Loom_Global`, and the universal DB's copy)."""
         rows = self.config.rows["Loom_Global"]
         book = self._reports  # (asked in O(distinct generations), not O(nodes))
-        if not rows or not book.all_synced():
-            return []
+        if not rows or not (book.all_synced() or book.any_lost()):
+            return []  # (a node that lost its table: every node's realized is 0 now)
         uuid, row = next(iter(rows.items()))
         published = omap(row.get("external_ids", ["map", []]))
         generation = self.core.generation

@@ -724,3 +724,37 @@ def node_liveness(row: Mapping[str, Any]) -> tuple[str, bool, set[tuple[str, str
     verdicts = {(node, key[len("bfd:") :], value == "up")
                 for key, value in status.items() if key.startswith("bfd:")}  # fmt: skip
     return node, True, verdicts
+
+
+@dataclass(frozen=True)
+class TableSignals:
+    """What says whether the OpenFlow table a node's switch holds is still the one pushed
+    to it: the table lives in ovs-vswitchd, and a restarted ovs-vswitchd has an empty one
+    while the node's OVSDB (ovsdb-server kept running) stays connected and shows nothing."""
+
+    connection: int
+    """The kept channel's connections made so far (`Channel.connections`)."""
+    open: bool
+    """The channel's connection is there (the switch has not closed it)."""
+    bridge: str | None
+    """br-int's row uuid in the node's OVSDB (None: no br-int)."""
+    restoring: bool
+    """`Open_vSwitch other_config:flow-restore-wait` is true: ovs-vswitchd waits for its
+    flows to be put back (as `ovs-ctl restart` does) and forwards nothing meanwhile."""
+
+
+def table_unknown(installed: TableSignals | None, now: TableSignals) -> str | None:
+    """Why the table last installed on a node (`installed`: the signals when its whole
+    table was last pushed; None: never) is not known to be the switch's any more, in words,
+    or None while it is. The node realizes nothing until it is pushed whole again."""
+    if now.restoring:
+        return "ovs-vswitchd waits for its flows to be restored (flow-restore-wait)"
+    if installed is None:
+        return None
+    if not now.open:
+        return "its OpenFlow connection closed (ovs-vswitchd stopped or restarted)"
+    if now.connection != installed.connection:
+        return "its OpenFlow connection was made again (ovs-vswitchd restarted?)"
+    if now.bridge != installed.bridge:
+        return "br-int was made again"
+    return None

@@ -43,6 +43,10 @@ class NodeReport:
     """Its BFD sessions' verdicts, by peer."""
     synced: bool
     """Its whole table has been pushed since it connected or was taken over."""
+    lost: bool = False
+    """The table pushed to it is not known to be its switch's any more (its ovs-vswitchd
+    restarted, or may have: `core.table_unknown`); it realizes nothing (`realized` 0) until
+    its whole table is in again."""
 
 
 def binding_ops(
@@ -191,6 +195,7 @@ class ReportBook:
         """Node -> its report (do not modify: `put`, `drop`)."""
         self._realized: collections.Counter[int] = collections.Counter()
         self._unsynced = 0
+        self._lost = 0
 
     def put(self, node: str, report: NodeReport) -> None:
         """Node `node`'s report is `report` now."""
@@ -198,6 +203,7 @@ class ReportBook:
         self.reports[node] = report
         self._realized[report.realized] += 1
         self._unsynced += not report.synced
+        self._lost += report.lost
 
     def drop(self, node: str) -> None:
         """Node `node` has no report here (not mastered any more)."""
@@ -208,6 +214,7 @@ class ReportBook:
         if not self._realized[old.realized]:
             del self._realized[old.realized]
         self._unsynced -= not old.synced
+        self._lost -= old.lost
 
     def advance(self, node: str, generation: int) -> bool:
         """Node `node`'s report says `generation` realized now, the rest as it was; False
@@ -216,16 +223,24 @@ class ReportBook:
         if old is None:
             return False
         if old.realized != generation:
-            self.put(node, NodeReport(generation, old.message, old.bfd, old.synced))
+            self.put(node, NodeReport(generation, old.message, old.bfd, old.synced, old.lost))
         return True
 
     def all_synced(self) -> bool:
         """Every node here has had its whole table since it connected or was taken over."""
         return self._unsynced == 0
 
+    def any_lost(self) -> bool:
+        """A node here has lost its table (`NodeReport.lost`): every node's realized
+        generation is then 0, whatever the others have (the configuration is not realized
+        on every node), until its table is in again."""
+        return self._lost > 0
+
     def own_realized(self, generation: int) -> int:
         """The generation every node mastered here has realized (`generation`, the latest,
-        if it masters none)."""
+        if it masters none; 0 while one has lost its table)."""
+        if self._lost:
+            return 0
         return min([generation, *self._realized])
 
     def realized(self, generation: int, published: Mapping[str, str],
@@ -233,7 +248,10 @@ class ReportBook:
         """The generation every connected node has realized: the nodes mastered here as
         their reports say, the other controllers' (`others`: the cluster's other members)
         as they published (`published`: `Loom_Global.external_ids`); None while a node
-        mastered here has not had its whole table yet, or a member has published nothing."""
+        mastered here has not had its whole table yet, or a member has published nothing;
+        0 while a node mastered here has lost its table (`any_lost`)."""
+        if self._lost:
+            return 0
         if not self.all_synced():
             return None
         generation = self.own_realized(generation)
