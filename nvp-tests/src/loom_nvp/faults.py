@@ -1,14 +1,17 @@
 """The fault matrix: one daemon killed (or hung) under load, and what it cost.
 
-Each `Fault` names a process of the site and how it fails: `kill` (SIGKILL: a crash) or
-`hang` (SIGSTOP for longer than the ZooKeeper session, then SIGCONT). `inject` runs one
+Each `Fault` names a process of the site and how it fails: `kill` (SIGKILL: a crash),
+`hang` (SIGSTOP for longer than the ZooKeeper session, then SIGCONT) or `full` (the disk
+under the config DB — a tmpfs the matrix mounts, `loom_common.testing.SmallDisk` — filled
+for `FULL_FOR` seconds past the first refused write, then freed). `inject` runs one
 with a write load through the API and a ping between VMs on two nodes under way, and
 returns its row:
 
 - `restarted_by`: who brings it back — `loom up`'s supervisor (`loom_common.supervise`,
   restarting the daemon on its own files and ports), or nobody (a hung process: its
   ZooKeeper session expires and a standby takes its shards);
-- `restarted_s`: from the fault until the supervisor had it ready again;
+- `restarted_s`: from the fault until the supervisor had it ready again (for a full disk:
+  from the space's return until every member it restarted on its health was ready);
 - `api_downtime_s`: the longest time without an acknowledged write from the fault until the
   row ends;
 - `acked_writes` and `acked_lost` (must be 0): writes the API acknowledged, and those the
@@ -28,15 +31,20 @@ import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from loom_nvp import fresh
 from loom_nvp.load import Writer
 from loom_nvp.ping import Pinger
 from loom_nvp.site import Site
 
+if TYPE_CHECKING:
+    from loom_common.testing import SmallDisk
+
 WAIT = 120.0
 """The longest any step of a row may take."""
+FULL_FOR = 5.0
+"""How long a full disk lasts past the first write it refused."""
 
 
 @dataclass(frozen=True)
@@ -47,7 +55,7 @@ class Fault:
     """The row's name."""
     process: str
     """The site's process name (`Deployment.processes`)."""
-    kind: Literal["kill", "hang"]
+    kind: Literal["kill", "hang", "full"]
 
 
 def physical_master(site: Site, node: str) -> str:
@@ -62,8 +70,9 @@ def physical_master(site: Site, node: str) -> str:
 
 
 def inject(site: Site, fault: Fault, *, switch: str, src: Any, dst_ip: str,
-           scratch: Path) -> dict[str, Any]:  # fmt: skip
-    """Run `fault` under load (see the module docstring); its row."""
+           scratch: Path, disk: SmallDisk | None = None) -> dict[str, Any]:  # fmt: skip
+    """Run `fault` under load (see the module docstring); its row. A `full` fault fills
+    `disk`, which holds the config DB."""
     writer = Writer(site.api, switch, prefix=fault.row.replace(" ", "-")).start()
     pinger = Pinger(src, dst_ip).start()
     row: dict[str, Any] = {"row": fault.row, "process": fault.process, "fault": fault.kind}
@@ -79,6 +88,9 @@ def inject(site: Site, fault: Fault, *, switch: str, src: Any, dst_ip: str,
                       WAIT, f"{fault.process} restarted")  # fmt: skip
             row["restarted_by"] = "loom up's supervisor"
             row["restarted_s"] = round(time.monotonic() - began, 3)
+        elif fault.kind == "full":
+            assert disk is not None, "a full disk needs the disk under the config DB"
+            row.update(_fill(site, disk, writer, began))
         else:
             site.signal(fault.process, signal.SIGSTOP)
             try:
@@ -111,3 +123,32 @@ def inject(site: Site, fault: Fault, *, switch: str, src: Any, dst_ip: str,
     if not check["equal"]:
         row["universal_differences"] = check["differences"]
     return row
+
+
+def _fill(site: Site, disk: SmallDisk, writer: Writer, began: float) -> dict[str, Any]:
+    """Fill `disk` until the API has refused a write for `FULL_FOR` seconds, free it, and
+    wait until every config DB member the supervisor restarted on its health (none for a
+    standalone server, which writes again by itself) is ready again."""
+    members = [n for n in site.deployment.processes if n.startswith("config DB")]
+    restarts = {n: site.supervisor.restarts.get(n, 0) for n in members}
+    disk.fill()
+    try:
+        site.wait(lambda: any(at > began for at, _, _ in writer.refused), WAIT,
+                  "a write refused on the full disk")  # fmt: skip
+        refused = next(at for at, _, _ in writer.refused if at > began)
+        site.wait(lambda: time.monotonic() > refused + FULL_FOR, FULL_FOR + 5, "the full spell")
+        errors = sorted({f"{status} {error}" for at, status, error in writer.refused
+                         if at > began})  # fmt: skip
+    finally:
+        disk.free()
+    freed = time.monotonic()
+    writer.wait_acked(1, WAIT)
+    restarted = [n for n in members if site.supervisor.restarts.get(n, 0) > restarts[n]]
+    return {
+        "restarted_by": ("loom up's supervisor, on the members' health" if restarted
+                         else "nobody: it writes again by itself"),
+        "restarted": restarted,
+        "restarted_s": round(time.monotonic() - freed, 3),
+        "full_s": round(freed - began, 3),
+        "refused_while_full": errors,
+    }  # fmt: skip

@@ -85,6 +85,7 @@ class Site:
         try:
             self.deployment.start()
             self._thread.start()
+            self.supervisor.start_checking()  # the databases' health, as `loom up` checks it
             self.zone = self.api.create("/transport-zones", {"name": "site"})
         except BaseException:
             self.stop()
@@ -198,6 +199,7 @@ class Site:
         self._stop.set()
         if self._thread.ident is not None:
             self._thread.join(timeout=60)
+        self.supervisor.stop_checking()
         for name in self.deployment.processes:
             pid = getattr(self.deployment.processes[name], "pid", None)
             if pid is not None:  # a process left stopped by a test: let SIGTERM reach it
