@@ -227,6 +227,30 @@ def test_trace_verdicts_are_the_north_south_packets(tmp_path: Path) -> None:
         _out_to_the_physical_network(api, gateway, demo["netns"])
         _in_from_the_physical_network(api, gateway, demo["netns"])
         _through_each_hypervisors_table(api, Path(demo["uplink"]["ctl"]).parent.parent)
+        _as_loom_trace_prints_them(state)
+
+
+def _loom(state: Path, *args: str) -> list[str]:
+    """`loom ARGS` on the demo (its client file in `state`); its lines (it must succeed)."""
+    done = subprocess.run([str(LOOM), *args, "--state-dir", str(state)], capture_output=True,
+                          text=True, timeout=120, env={k: v for k, v in os.environ.items()
+                                                       if not k.startswith("LOOM_")})  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return done.stdout.rstrip().splitlines()
+
+
+def _as_loom_trace_prints_them(state: Path) -> None:
+    """`loom trace` says what the packet is, the address it leaves the uplink from, and a
+    tunnel to the gateway as for the router's uplink."""
+    bare = _loom(state, "trace", "--from", "red/vm1", f"ip4.dst == {NEXT_HOP}")
+    assert bare[0] == (f"red/vm1: ip4.dst == {NEXT_HOP} (IPv4 protocol 0, no transport header, "
+                       f"from 10.0.1.11 to {NEXT_HOP}, TTL 64)"), bare  # fmt: skip
+    out = _loom(state, "trace", "--from", "red/vm1", f"ip4.dst == {NEXT_HOP} && icmp4")
+    assert out[-1] == f"verdict: out of the gateway's uplink from {SNAT_IP}", out
+    node = _loom(state, "trace", "--from", "red/vm1", "--on-node", "hv1",
+                 f"ip4.dst == {NEXT_HOP} && icmp4")  # fmt: skip
+    assert re.fullmatch(r"verdict: tunneled to gw1 for red-router's uplink \(out of \S+\)",
+                        node[-1]), node  # fmt: skip
 
 
 def _out_to_the_physical_network(api: Api, gateway: Gateway, netns: dict[str, str]) -> None:

@@ -321,7 +321,9 @@ def _verdict_line(verdict: dict[str, Any]) -> str:
                     + (f" (bound on {d['node']})" if d.get("node") else ""))  # fmt: skip
     for t in verdict["tunneled"]:
         port = t.get("port")
-        port = port.get("name") or port.get("id") if isinstance(port, dict) else port
+        if isinstance(port, dict):
+            uplink = "'s uplink" if port.get("kind") == "router uplink" else ""
+            port = f"{port.get('name') or port.get('id')}{uplink}"
         said.append(f"tunneled to {t.get('node') or t.get('ip')} for {port} "
                     f"(out of {t.get('via')})")  # fmt: skip
     if verdict.get("uplink"):
