@@ -14,6 +14,9 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import re
+import signal
+import subprocess
 import sys
 import threading
 import time
@@ -46,19 +49,11 @@ class Reply:
     retry_after: str | None = None
 
 
-class Api:
-    """A `python -m loom_api` process and a tiny JSON client for it."""
+class Client:
+    """A tiny JSON client of the API on 127.0.0.1:`port`."""
 
-    def __init__(self, db_remote: str, state: Path) -> None:
-        self.port = free_port()
-        command = [sys.executable, "-m", "loom_api", "--db", db_remote,
-                   "--listen", f"127.0.0.1:{self.port}"]  # fmt: skip
-        self.daemon = Daemon("api-server", command, state, env={"LOOM_ADMIN_TOKEN": TOKEN})
-
-    def start(self) -> Api:
-        self.daemon.start(ready=lambda: self.call("GET", "/api/v1/health").status == 200,
-                          timeout=WAIT)  # fmt: skip
-        return self
+    def __init__(self, port: int) -> None:
+        self.port = port
 
     def call(self, method: str, path: str, body: Any = None) -> Reply:
         """One request; status 0 if nobody answered."""
@@ -90,12 +85,27 @@ class Api:
         return stored is not None and names <= stored
 
 
+class Api(Client):
+    """A `python -m loom_api` process, and its client."""
+
+    def __init__(self, db_remote: str, state: Path) -> None:
+        super().__init__(free_port())
+        command = [sys.executable, "-m", "loom_api", "--db", db_remote,
+                   "--listen", f"127.0.0.1:{self.port}"]  # fmt: skip
+        self.daemon = Daemon("api-server", command, state, env={"LOOM_ADMIN_TOKEN": TOKEN})
+
+    def start(self) -> Api:
+        self.daemon.start(ready=lambda: self.call("GET", "/api/v1/health").status == 200,
+                          timeout=WAIT)  # fmt: skip
+        return self
+
+
 @dataclass
 class Writer:
     """Creates transport zones z-0, z-1, ... and remembers what was acknowledged and
     refused, and when."""
 
-    api: Api
+    api: Client
     acked: list[tuple[float, str]] = field(default_factory=list)
     refused: list[tuple[float, Reply]] = field(default_factory=list)
     stop: threading.Event = field(default_factory=threading.Event)
@@ -272,3 +282,56 @@ def test_clustered_full_disk_members_restarted_on_health_once_space_returns(
             ticking.join(timeout=WAIT)
         supervisor.stop_checking()
         cluster.stop()
+
+
+def test_loom_up_db_cluster_restarts_failed_members_once_space_returns(tmp_path: Path) -> None:
+    """The same through `loom up --db-cluster` itself: its wait loop runs the health checks
+    and says each step."""
+    assert os.geteuid() == 0, "a full disk is a tmpfs the test mounts: it runs as root"
+    state = tmp_path / "s"
+    port = free_port()
+    loom = Path(sys.executable).parent / "loom"
+    with SmallDisk(state / "config-db-cluster", "16m") as disk:
+        proc = subprocess.Popen(
+            [str(loom), "up", "--db-cluster", "--api-port", str(port), "--state-dir", str(state)],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            env={**os.environ, "LOOM_ADMIN_TOKEN": TOKEN},
+        )  # fmt: skip
+        said: list[str] = []
+        banner = threading.Event()
+
+        def read() -> None:
+            for line in proc.stdout or []:
+                said.append(line)
+                if "Ctrl-C stops everything." in line:
+                    banner.set()
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        try:
+            assert banner.wait(WAIT), "".join(said)
+            client = Client(port)
+            writer = Writer(client).start()
+            filled, freed = _fill_and_free(disk, writer, full_for=5.0)
+            writer.wait_for("writes again", lambda w: bool(w.acked_after(freed)))
+            back = writer.acked_after(freed)[0] - freed
+            acked = writer.finish()
+            print(json.dumps({"loom_up_full_s": round(freed - filled, 2),
+                              "freed_to_first_write_s": round(back, 3)}))  # fmt: skip
+            assert back < BACK_WITHIN["clustered"]
+            assert client.has_all(acked)
+
+            def told() -> bool:
+                text = "".join(said)
+                return "; restarting it once that passes" in text and bool(
+                    re.search(r"loom: config DB member \d restarted \(", text))  # fmt: skip
+
+            wait_for(told, 10, "loom up's lines: the members held, then restarted")
+            assert proc.poll() is None, "".join(said)
+        finally:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGINT)  # loom up stops what it started, by PID
+            proc.wait(timeout=60)
+            reader.join(timeout=10)  # it reads to the end of loom up's output
+            assert proc.stdout is not None
+            proc.stdout.close()
