@@ -1245,16 +1245,19 @@ class PhysicalController:
         the end of its OpenFlow connections: the node's OVSDB stays connected and shows
         nothing, and the channel is otherwise read only when something is pushed."""
         ready, self._channels_ready = self._channels_ready, set()
+        ended = set()
         for system_id in ready:
             state = self.nodes.get(system_id)
             if state is not None and state.switch is not None and not state.switch.channel.check():
                 self._channel_fds.drop(system_id)
-                self._table_check.add(system_id)
-        check, self._table_check = self._table_check, set()
+                ended.add(system_id)
+        check, self._table_check = self._table_check | ended, set()
         for system_id in check:
             state = self.nodes.get(system_id)
             if state is None or state.lost:
                 continue
+            if state.full_sync and system_id not in ended and not state.session.flow_restore_wait:
+                continue  # (pushed whole next anyway: a node back, taken over, a push failed)
             why = table_unknown(state.installed_as, state.signals())
             if why is not None:
                 self._table_lost(system_id, state, why)
@@ -1272,6 +1275,16 @@ class PhysicalController:
         self._due.add(system_id)
         self._touched.add(system_id)
         self._report_due = True
+
+    def _watch_pushed(self, pushed: Iterable[str], masters: set[str]) -> None:
+        """After pushes (on the loop's thread): watch the channels of the nodes `pushed` as
+        they are now, and keep the nodes still to reach (`_lost_nodes`) while ours."""
+        for system_id in pushed:
+            self._watch_channel(system_id)
+            if self.nodes[system_id].lost:
+                self._lost_nodes.add(system_id)
+        if self._lost_nodes:  # (tried again every `RECONNECT_S`)
+            self._lost_nodes = {n for n in self._lost_nodes & masters if self.nodes[n].lost}
 
     def _watch_channel(self, system_id: str) -> None:
         """Watch node `system_id`'s channel as it is now (after a push: it may have
@@ -1317,12 +1330,7 @@ class PhysicalController:
             pushed = sum(self._realize(system_id, generation) for system_id in busy)
         else:
             pushed = sum(self._pushers.map(lambda n: self._realize(n, generation), busy))
-        for system_id in busy:
-            self._watch_channel(system_id)
-            if self.nodes[system_id].lost:
-                self._lost_nodes.add(system_id)
-        if self._lost_nodes:  # (those still to reach, while they are ours: tried again soon)
-            self._lost_nodes = {n for n in self._lost_nodes & masters if self.nodes[n].lost}
+        self._watch_pushed(busy, masters)
         if not first:  # what is still to do (a tunnel port's ofport, a record to confirm);
             # the nodes not looked at (a standby's: another controller pushes them) stay as
             # they are -- a look at each of them was ~15 ms a pass at NVP's scale
