@@ -134,26 +134,26 @@ FAULT = Verdict("fault", "in failure mode")
 def test_a_fault_needs_several_answers_in_a_row_and_a_healthy_one_ends_the_streak() -> None:
     streak = Streak()
     for _ in range(2):
-        streak = judge(HEALTH, streak, FAULT)
+        streak = judge(streak, FAULT)
         assert not unhealthy(HEALTH, streak)
-    assert judge(HEALTH, streak, HEALTHY) == Streak()
-    assert unhealthy(HEALTH, judge(HEALTH, streak, FAULT))
+    assert judge(streak, HEALTHY) == Streak()
+    assert unhealthy(HEALTH, judge(streak, FAULT))
 
 
 def test_silence_is_a_fault_only_when_it_lasts_longer() -> None:
     streak = Streak()
     for _ in range(4):
-        streak = judge(HEALTH, streak, Verdict("unanswered", "no answer in time"))
+        streak = judge(streak, Verdict("unanswered", "no answer in time"))
         assert not unhealthy(HEALTH, streak)
-    assert unhealthy(HEALTH, judge(HEALTH, streak, Verdict("unanswered", "no answer")))
+    assert unhealthy(HEALTH, judge(streak, Verdict("unanswered", "no answer")))
 
 
 def test_a_hold_is_never_acted_on_and_the_fault_after_it_is_at_once() -> None:
     streak = Streak()
     for _ in range(10):
-        streak = judge(HEALTH, streak, Verdict("hold", "disk full"))
+        streak = judge(streak, Verdict("hold", "disk full"))
         assert not unhealthy(HEALTH, streak)
-    assert unhealthy(HEALTH, judge(HEALTH, streak, FAULT))
+    assert unhealthy(HEALTH, judge(streak, FAULT))
 
 
 class SickProc(FakeProc):

@@ -43,7 +43,7 @@ def verdict_of(
     for i in range(checks):
         if i:
             sleep(policy.interval)
-        streak = judge(policy, streak, ask())
+        streak = judge(streak, ask())
         if unhealthy(policy, streak):
             return EXIT_UNHEALTHY, f"unhealthy: {streak.last.reason} ({streak.count} in a row)"
     if streak.last.state == "hold":

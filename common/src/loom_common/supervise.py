@@ -104,7 +104,7 @@ class Streak:
     last: Verdict = HEALTHY
 
 
-def judge(policy: HealthPolicy, streak: Streak, verdict: Verdict) -> Streak:
+def judge(streak: Streak, verdict: Verdict) -> Streak:
     """The streak after one more verdict (a healthy one ends it)."""
     if verdict.state == "ok":
         return Streak()
@@ -238,7 +238,7 @@ class Supervisor:
             for (name, epoch, _), verdict in zip(asked, verdicts, strict=True):
                 if self._epochs.get(name, 0) == epoch:
                     streak = self._streaks.get(name, Streak())
-                    self._streaks[name] = judge(self.health, streak, verdict)
+                    self._streaks[name] = judge(streak, verdict)
 
     def start_checking(self) -> None:
         """Check health every `HealthPolicy.interval` seconds in a thread of its own, until
