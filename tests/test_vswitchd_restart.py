@@ -14,9 +14,10 @@ the fixtures, even on failure.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ from loom_common.pki import Pki
 from loom_common.testing import tls_controller, wait_for
 from loom_logical.controller import LogicalController
 from loom_nvp.ping import Pinger
+from loom_ovs import packets
 from loom_ovs.sandbox import OvsNode, Sandbox, Vif
 from loom_physical.controller import PhysicalController
 
@@ -83,15 +85,14 @@ def _hypervisor(api: ApiClient, sandbox: Sandbox, physical: PhysicalController, 
     return node.add_vif(f"vm{i}", f"vif-vm{i}", mac, f"{ip}/24")
 
 
-@pytest.fixture
-def site(config_db: OvsdbServer, universal_db: OvsdbServer, pki: Pki,
-         tmp_path: Path) -> Iterator[Site]:  # fmt: skip
-    """API (in-process), a logical and a physical controller, two netdev hypervisors with
-    a VM each on one switch, realized."""
-    assert os.geteuid() == 0, "pings between VMs in namespaces: runs as root (netdev)"
+@contextlib.contextmanager
+def _running(config_db: OvsdbServer, universal_db: OvsdbServer, pki: Pki, root: Path,
+             datapath: str) -> Iterator[Site]:  # fmt: skip
+    """API (in-process), a logical and a physical controller, two hypervisors with a VM
+    each on one switch, realized; every daemon stopped at the end."""
     with (
         running_store(config_db.remote) as store,
-        Sandbox(tmp_path / "nodes", datapath="netdev", pki=pki) as sandbox,
+        Sandbox(root / "nodes", datapath=datapath, pki=pki) as sandbox,
     ):
         app: Flask = create_app(store, Tokens(admin=TOKEN, tenants={}))
         api = ApiClient(app.test_client(), TOKEN)
@@ -115,6 +116,23 @@ def site(config_db: OvsdbServer, universal_db: OvsdbServer, pki: Pki,
                 physical.stop()
         finally:
             logical.stop()
+
+
+@pytest.fixture
+def site(config_db: OvsdbServer, universal_db: OvsdbServer, pki: Pki,
+         tmp_path: Path) -> Iterator[Site]:  # fmt: skip
+    """Two netdev hypervisors, each VM a namespace (root)."""
+    assert os.geteuid() == 0, "pings between VMs in namespaces: runs as root (netdev)"
+    with _running(config_db, universal_db, pki, tmp_path, "netdev") as running:
+        yield running
+
+
+@pytest.fixture
+def tls_site(config_db: OvsdbServer, universal_db: OvsdbServer, pki: Pki,
+             tmp_path: Path) -> Iterator[Site]:  # fmt: skip
+    """Two dummy-datapath hypervisors whose OpenFlow is reached over TLS (`ssl:`)."""
+    with _running(config_db, universal_db, pki, tmp_path, "dummy") as running:
+        yield running
 
 
 def _says_realized(site: Site, name: str, generation: int) -> bool:
@@ -198,3 +216,41 @@ def test_flow_restore_wait_holds_the_table_until_the_flows_are_back(site: Site) 
     assert _in_sync(site, "hv1")
     assert "cookie=0x7," not in hv1.ofctl("dump-flows")
     assert site.realization()
+
+
+def test_a_tls_nodes_restarted_switch_gets_its_table_and_tlv_map_back(tls_site: Site) -> None:
+    """A node whose OpenFlow is an `ssl:` address (the bridge listens with the node's
+    certificate): after a kill -9 and restart of its ovs-vswitchd the channel is made again
+    over TLS, the Geneve option mapped again (a restarted switch forgets it, and the flows
+    that match the option need it) and the whole table installed; a packet crosses again."""
+    site = tls_site
+    generation = site.generation()
+    hv1, hv2 = site.node("hv1"), site.node("hv2")
+    assert hv1.openflow_address is not None
+    assert hv1.openflow_address.startswith("ssl:")
+    echo = packets.icmp_echo(site.vm1.mac, site.vm2.mac, "10.7.0.1", "10.7.0.2")
+
+    def crosses() -> bool:
+        before = hv2.tx_packets("vm2")
+        hv1.receive("vm1", echo)
+        return wait_until(lambda: hv2.tx_packets("vm2") > before, 0.5)
+
+    wait_for(crosses, WAIT, "vm1's packet at vm2")
+    hv1.vswitchd.kill9()
+    wait_for(lambda: not _says_realized(site, "hv1", generation), 5.0, "hv1 not realized")
+    site.sandbox.restart_vswitchd(hv1)  # (its TLV map empty: test_openflow.py)
+    wait_for(lambda: _says_realized(site, "hv1", generation), WAIT, "hv1 realized again")
+    assert _in_sync(site, "hv1")
+    assert "0x102" in hv1.ofctl("dump-tlv-map")
+    wait_for(crosses, WAIT, "vm1's packet at vm2 again")
+    assert site.realization()
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float) -> bool:
+    """Poll `predicate` for up to `timeout` seconds; whether it held."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
