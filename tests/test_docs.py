@@ -46,30 +46,36 @@ def test_a_unit_restarts_its_daemon_with_flags_it_takes(unit: Path) -> None:
         assert flag in shown, f"{unit.name}: {flag} is not a flag of {helper[:-1]}"
 
 
-def test_the_config_db_health_check_runs_as_written_against_a_real_server(
-    config_db: OvsdbServer,
+HEALTH_UNITS = sorted(SYSTEMD.glob("*-health.service"))
+
+
+@pytest.mark.parametrize("health", HEALTH_UNITS, ids=[u.name for u in HEALTH_UNITS])
+def test_a_database_health_check_runs_as_written_against_a_real_server(
+    health: Path, config_db: OvsdbServer, universal_db: OvsdbServer
 ) -> None:
-    health = SYSTEMD / "loom-config-db-health.service"
     text = health.read_text()
-    assert "Requisite=loom-config-db.service" in text
+    unit = health.name.replace("-health.service", ".service")
+    assert f"Requisite={unit}" in text
     assert "SuccessExitStatus=75" in text  # a hold (full disk) is not a failure
-    assert """test "$EXIT_STATUS" != 1 || systemctl restart loom-config-db.service""" in text
-    timer = (SYSTEMD / "loom-config-db-health.timer").read_text()
+    assert f"""test "$EXIT_STATUS" != 1 || systemctl restart {unit}""" in text
+    timer = (SYSTEMD / health.name.replace(".service", ".timer")).read_text()
     assert "OnUnitInactiveSec=" in timer
     argv = _exec_start(health)
     assert argv[1:3] == ["-m", "loom_common.health"]
-    database = _exec_start(SYSTEMD / "loom-config-db.service")
+    database = _exec_start(SYSTEMD / unit)
     assert f"--unixctl={argv[argv.index('--ctl') + 1]}" in database
     assert argv[argv.index("--file") + 1] == database[1]
+    server = {"Loom_Config": config_db, "Loom_Universal": universal_db}[
+        argv[argv.index("--db") + 1]]  # fmt: skip
     # The unit's command with this test's server in place of /run/loom and /var/lib/loom.
-    argv[argv.index("--ctl") + 1] = str(config_db.ctl_path)
-    argv[argv.index("--file") + 1] = str(config_db.db_path)
+    argv[argv.index("--ctl") + 1] = str(server.ctl_path)
+    argv[argv.index("--file") + 1] = str(server.db_path)
     argv[argv.index("--interval") + 1] = "0.1"
     done = subprocess.run([sys.executable, *argv[1:]], capture_output=True, text=True,
                           timeout=30, check=False)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().endswith("healthy")
-    config_db.kill9()
+    server.kill9()
     done = subprocess.run([sys.executable, *argv[1:]], capture_output=True, text=True,
                           timeout=60, check=False)  # fmt: skip
     assert done.returncode == 1, done.stdout
