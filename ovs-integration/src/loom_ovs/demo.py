@@ -118,9 +118,10 @@ def build(api: Api, sandbox: Sandbox, managers: list[str]) -> list[Vm]:
         router = api.create("/logical-routers", {"name": f"{tenant}-router", "tenant": tenant})
         switches = {}
         for subnet, prefix in SUBNETS.items():
+            # (no replication mode: the default, source replication where no service
+            # node is, as in this demo)
             switches[subnet] = api.create("/logical-switches", {
-                "name": f"{tenant}-net-{subnet}", "tenant": tenant,
-                "replication_mode": "source"})  # fmt: skip
+                "name": f"{tenant}-net-{subnet}", "tenant": tenant})  # fmt: skip
             api.create(f"/logical-routers/{router}/ports", {
                 "name": f"{tenant}-r-{subnet}", "ip_prefix": f"{prefix}.1/24",
                 "logical_switch_id": switches[subnet], "mac": ROUTER_MAC[subnet]})  # fmt: skip
