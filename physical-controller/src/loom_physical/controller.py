@@ -379,8 +379,8 @@ class PhysicalController:
         self._channel_fds = NodeSockets()
         """The nodes' kept OpenFlow channels: one that is readable is read between pushes
         (the switch's echo requests; its end: the switch lost its table)."""
-        self._channels_ready: set[str] = set()
-        """Nodes whose channel was readable when the loop last waited."""
+        self._channels_ended: set[str] = set()
+        """Nodes whose channel ended while the loop waited (`_answer_channels`)."""
         self._table_check: set[str] = set()
         """Nodes whose signals of their table (`TableSignals`) may have changed."""
         self._lost_nodes: set[str] = set()
@@ -953,9 +953,12 @@ class PhysicalController:
 
     def _wait(self) -> None:
         """Wait until a node, a database or `_wake` has something, a link is due to
-        reconnect, or `POLL_MS` passed; the nodes with something to read are noted."""
-        self._wait_for_input()
-        self._channels_ready |= self._channel_fds.ready()
+        reconnect, or `POLL_MS` passed; the nodes with something to read are noted. What
+        a switch sends on an idle channel (its echo requests) is answered here, and waited
+        on again: no pass for it unless the channel ended (`_watch_tables`)."""
+        only_channels = self._wait_for_input()
+        while not self._answer_channels() and only_channels and not self._stop.is_set():
+            only_channels = self._wait_for_input()
         if self._to_read is not None:
             self._to_read |= self._node_fds.ready()
             kept = self.manager.kept
@@ -964,12 +967,26 @@ class PhysicalController:
                 if session.system_id is not None:
                     self._to_read.add(session.system_id)
 
-    def _wait_for_input(self) -> None:
-        fds = [self._wake_r, self._channel_fds.fileno()]
+    def _answer_channels(self) -> bool:
+        """Read the channels that are readable (`Channel.check`); True if one ended (its
+        node is looked at by the next pass)."""
+        ended = False
+        for system_id in self._channel_fds.ready():
+            state = self.nodes.get(system_id)
+            if state is None or state.switch is None or not state.switch.channel.check():
+                self._channel_fds.drop(system_id)
+                self._channels_ended.add(system_id)
+                ended = True
+        return ended
+
+    def _wait_for_input(self) -> bool:
+        """Wait (see `_wait`); True if what woke it was the channels alone."""
+        channels = self._channel_fds.fileno()
+        fds = [self._wake_r, channels]
         timeout = POLL_MS / 1000 if not self._lost_nodes else RECONNECT_S
         for link in self.links:
             if link.has_pending():
-                return
+                return False
             fd = link.fileno()
             if fd is not None:
                 fds.append(fd)
@@ -977,7 +994,7 @@ class PhysicalController:
                 timeout = min(timeout, link.retry_in() or 0.0)
         to_read = self._to_read
         if to_read is None:
-            return  # (the first pass reads every node)
+            return False  # (the first pass reads every node)
         if time.monotonic() - self._swept > SWEEP_S:  # a safety net: ~1 us a node
             self._swept = time.monotonic()
             for system_id, node in self.nodes.items():
@@ -986,7 +1003,7 @@ class PhysicalController:
         for system_id in to_read:  # written to: a reply may have brought more
             state = self.nodes.get(system_id)
             if state is not None and state.session.alive and state.session.replica.has_pending():
-                return
+                return False
         fds.append(self._node_fds.fileno())
         fds += [s.fileno() for s in self._pending if s.alive]
         ready = readable(fds, timeout)
@@ -994,6 +1011,7 @@ class PhysicalController:
             with contextlib.suppress(BlockingIOError):
                 while os.read(self._wake_r, 4096):
                     pass
+        return set(ready) == {channels}
 
     def _step(self) -> set[str] | None:
         """Poll, compute, push; return the nodes mastered (None: nothing pushed, the
@@ -1239,18 +1257,12 @@ class PhysicalController:
                 self.core.node_gone(system_id)
 
     def _watch_tables(self) -> None:
-        """Notice the nodes whose switch may have lost its table: their channel readable
-        (read: the switch's echo requests answered, or its end), their OVSDB changed
-        (br-int made again, flow-restore-wait). A restarted ovs-vswitchd says so only by
+        """Notice the nodes whose switch may have lost its table: their channel ended
+        (`_answer_channels`, as the loop waited), their OVSDB changed (br-int made again,
+        flow-restore-wait). A restarted ovs-vswitchd says so only by
         the end of its OpenFlow connections: the node's OVSDB stays connected and shows
         nothing, and the channel is otherwise read only when something is pushed."""
-        ready, self._channels_ready = self._channels_ready, set()
-        ended = set()
-        for system_id in ready:
-            state = self.nodes.get(system_id)
-            if state is not None and state.switch is not None and not state.switch.channel.check():
-                self._channel_fds.drop(system_id)
-                ended.add(system_id)
+        ended, self._channels_ended = self._channels_ended, set()
         check, self._table_check = self._table_check | ended, set()
         for system_id in check:
             state = self.nodes.get(system_id)
