@@ -6,7 +6,10 @@ and OpenFlow channels, the two databases, ZooKeeper.
 One thread runs the loop. Each pass:
 
 1. accepts nodes that dialled in (`loom_ovs.manager.Manager`), polls their replicas and
-   gives the core what each says (`NodeFacts`, its zone record);
+   gives the core what each says (`NodeFacts`, its zone record); a node whose switch may
+   have lost its table (its OpenFlow channel ended, as the loop waited: a restarted
+   ovs-vswitchd, which its OVSDB does not show) realizes nothing until pushed whole
+   (`_watch_tables`, `core.table_unknown`);
 2. polls the universal DB (`UniversalReplica`: small tables whole, `Universal_Flow` only for
    the datapaths the nodes need) and gives the core its changes;
 3. computes (`Localizer.compute`: one engine transaction of the physical rules, the
@@ -15,8 +18,9 @@ One thread runs the loop. Each pass:
    feed back, and the pass computes again until nothing is left;
 4. for the nodes it masters: writes `br-int` and the tunnel ports the core asks for,
    records new zones on the node, pushes the flow changes in one bundle per node (a node
-   that (re)connected or was just taken over is reconciled: `Switch.replace`, only the
-   difference sent, in one bundle; nothing is removed and re-added), writes QoS, and
+   that (re)connected, was just taken over or whose switch lost its table is reconciled:
+   `Switch.replace`, only the difference sent, in one bundle; nothing is removed and
+   re-added), writes QoS, and
    reports: `Port_Binding.chassis`/`up` in the universal DB, `Transport_Node.status`,
    `Logical_Switch_Port.status` and `Loom_Global.realized_generation` in the config DB.
 
