@@ -1412,13 +1412,14 @@ class PhysicalController:
                 return False
             sent = self._send(state, remote) or configured
         except Exception as exc:  # any failure: this node is pushed whole next time
-            if str(exc) != state.message:  # (a switch restarting: said once, tried again)
-                log.warning("node %s: %s", system_id, exc, extra={"node": system_id})
             if state.switch is not None:
                 if not state.switch.channel.connected and state.installed_as is not None:
-                    state.lost = state.lost or f"its OpenFlow connection broke ({exc})"
+                    state.lost = state.lost or "its OpenFlow connection broke"
                 state.switch.close()  # and on a new connection
-            state.message = str(exc)
+            message = f"{state.lost}; {exc}" if state.lost else str(exc)
+            if message != state.message:  # (a switch restarting: said once, tried again)
+                log.warning("node %s: %s", system_id, message, extra={"node": system_id})
+            state.message = message
             self._report_due = True
             state.full_sync = True
             state.reconfigure = True
