@@ -41,6 +41,7 @@ ROWS: dict[str, list[tuple[str, str, str]]] = {
         ("physical master killed", "physical master of hv1", "kill"),
         ("logical controller hung", "logical controller 1", "hang"),
         ("physical master hung", "physical master of hv1", "hang"),
+        ("logical controller paused under churn", "logical controller 0", "pause"),
         ("config DB disk full", "config DB", "full"),
     ],
     "clustered": [
@@ -140,6 +141,10 @@ def _run(bench: Bench, row: str, process: str, kind: str) -> dict[str, Any]:
     assert result["universal_equals_fresh"], result
     if kind == "kill":
         assert f"loom: {fault.process} restarted (" in "\n".join(bench.site.said)
+    if kind in ("hang", "pause"):
+        assert result["resumed_cleanly"], result
+    if kind == "pause":
+        assert result["churn_left"] == [], result
     if kind == "full":
         assert {e.split()[0] for e in result["refused_while_full"]} == {"503"}, result
         if process == "config DB members":  # failed members, restarted once space returned

@@ -1,12 +1,17 @@
 """The fault matrix: one daemon killed (or hung) under load, and what it cost.
 
 Each `Fault` names a process of the site and how it fails: `kill` (SIGKILL: a crash),
-`hang` (SIGSTOP for longer than the ZooKeeper session, then SIGCONT) or `full` (the disk
+`hang` (SIGSTOP for longer than the ZooKeeper session, then SIGCONT), `pause` (SIGSTOP for
+`PAUSE_FOR` seconds while the writer also creates and deletes ports: rows that come and go
+while the process cannot read them) or `full` (the disk
 under the config DB — a tmpfs the matrix mounts, `loom_common.testing.SmallDisk` — filled
 for `FULL_FOR` seconds past the first refused write, then freed). `inject` runs one
 with a write load through the API and a ping between VMs on two nodes under way, and
 returns its row:
 
+- `resumed_cleanly` (a hung or paused process): it runs at the row's end, was never
+  restarted, and its log has no failed pass since the fault — it took its place again
+  rather than failing once it could read again;
 - `restarted_by`: who brings it back — `loom up`'s supervisor (`loom_common.supervise`,
   restarting the daemon on its own files and ports), or nobody (a hung process: its
   ZooKeeper session expires and a standby takes its shards);
@@ -43,6 +48,8 @@ if TYPE_CHECKING:
 
 WAIT = 120.0
 """The longest any step of a row may take."""
+PAUSE_FOR = 10.0
+"""How long a `pause` lasts: more than twice the ZooKeeper session."""
 FULL_FOR = 5.0
 """How long a full disk lasts past the first write it refused."""
 
@@ -55,7 +62,7 @@ class Fault:
     """The row's name."""
     process: str
     """The site's process name (`Deployment.processes`)."""
-    kind: Literal["kill", "hang", "full"]
+    kind: Literal["kill", "hang", "pause", "full"]
 
 
 def physical_master(site: Site, node: str) -> str:
@@ -73,13 +80,16 @@ def inject(site: Site, fault: Fault, *, switch: str, src: Any, dst_ip: str,
            scratch: Path, disk: SmallDisk | None = None) -> dict[str, Any]:  # fmt: skip
     """Run `fault` under load (see the module docstring); its row. A `full` fault fills
     `disk`, which holds the config DB."""
-    writer = Writer(site.api, switch, prefix=fault.row.replace(" ", "-")).start()
+    writer = Writer(site.api, switch, prefix=fault.row.replace(" ", "-"),
+                    churn=fault.kind == "pause").start()  # fmt: skip
     pinger = Pinger(src, dst_ip).start()
     row: dict[str, Any] = {"row": fault.row, "process": fault.process, "fault": fault.kind}
     try:
         writer.wait_acked(5, WAIT)
         pinger.wait_replies(5, WAIT)
         restarts = site.supervisor.restarts.get(fault.process, 0)
+        log = _log_of(site, fault.process) if fault.kind in ("hang", "pause") else None
+        logged = log.stat().st_size if log is not None else 0
         began = time.monotonic()
         fault_echo = max(pinger.replied)
         if fault.kind == "kill":
@@ -95,7 +105,7 @@ def inject(site: Site, fault: Fault, *, switch: str, src: Any, dst_ip: str,
             site.signal(fault.process, signal.SIGSTOP)
             try:
                 # the fault's length: past the session, so its shards move
-                time.sleep(site.session_timeout + 2.0)
+                time.sleep(PAUSE_FOR if fault.kind == "pause" else site.session_timeout + 2.0)
             finally:
                 site.signal(fault.process, signal.SIGCONT)
             row["restarted_by"] = "nobody: its ZooKeeper session expired, a standby took over"
@@ -110,6 +120,13 @@ def inject(site: Site, fault: Fault, *, switch: str, src: Any, dst_ip: str,
         pinger.wait_replies(len(pinger.replied) + 5, WAIT)
     finally:
         pings, lost = pinger.stop()
+    if fault.kind in ("hang", "pause"):
+        failed = log is not None and " pass failed (" in log.read_text()[logged:]
+        row["resumed_cleanly"] = (site.supervisor.restarts.get(fault.process, 0) == restarts
+                                  and site.process(fault.process).running
+                                  and not failed)  # fmt: skip
+    if writer.churn:
+        row["churn_left"] = writer.leftover()
     row["api_downtime_s"] = round(writer.longest_gap(began), 3)
     row["acked_writes"] = len(writer.acked)
     row["acked_lost"] = len(writer.lost())
@@ -123,6 +140,12 @@ def inject(site: Site, fault: Fault, *, switch: str, src: Any, dst_ip: str,
     if not check["equal"]:
         row["universal_differences"] = check["differences"]
     return row
+
+
+def _log_of(site: Site, name: str) -> Path | None:
+    """The log file of process `name`, if it is a daemon with one."""
+    path = getattr(site.process(name), "log_path", None)
+    return Path(path) if path is not None else None
 
 
 def _fill(site: Site, disk: SmallDisk, writer: Writer, began: float) -> dict[str, Any]:

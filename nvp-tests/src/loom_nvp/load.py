@@ -5,6 +5,11 @@ stopped: each 201 is recorded with its name, the generation it was acknowledged 
 when; each refusal with its status and when. Afterwards every acknowledged port must be in
 the configuration (`lost`), and the longest time between two acknowledgements tells how
 long the API could not write (`longest_gap`).
+
+With `churn`, each acknowledged port is followed by a short-lived one, created and deleted
+at once (`NAME-tmp`): rows that come and go between two reads of a controller that is
+paused or reconnecting, which must reach its engine as nothing at all. None may be left
+afterwards (`leftover`).
 """
 
 from __future__ import annotations
@@ -29,8 +34,9 @@ class Ack:
 class Writer:
     """See the module docstring."""
 
-    def __init__(self, api: Http, switch: str, prefix: str) -> None:
+    def __init__(self, api: Http, switch: str, prefix: str, *, churn: bool = False) -> None:
         self.api = api
+        self.churn = churn
         self.switch = switch
         self.prefix = prefix
         self.acked: list[Ack] = []
@@ -61,10 +67,22 @@ class Writer:
             now = time.monotonic()
             if reply.status == 201 and reply.generation is not None:
                 self.acked.append(Ack(name, reply.generation, now))
+                if self.churn:
+                    self._come_and_go(f"{name}-tmp")
             else:
                 error = reply.body.get("error") if isinstance(reply.body, dict) else reply.body
                 self.refused.append((now, reply.status, str(error)[:80]))
                 self._stop.wait(0.05)  # (a refused write is tried again, not spun on)
+
+    def _come_and_go(self, name: str) -> None:
+        """Create port `name` and delete it (a refused delete is tried again)."""
+        reply = self.api.request("POST", f"/logical-switches/{self.switch}/ports",
+                                 {"name": name})  # fmt: skip
+        if reply.status != 201:
+            return
+        port = f"/logical-switches/{self.switch}/ports/{reply.body['id']}"
+        while self.api.request("DELETE", port).status not in (204, 404):
+            self._stop.wait(0.05)
 
     def wait_acked(self, count: int, timeout: float) -> None:
         """Wait until `count` more writes than now are acknowledged."""
@@ -84,6 +102,15 @@ class Writer:
 
     def lost(self) -> list[str]:
         """The acknowledged ports that the configuration does not have."""
+        names = self._names()
+        return [a.name for a in self.acked if a.name not in names]
+
+    def leftover(self) -> list[str]:
+        """The short-lived ports (`churn`) that the configuration still has."""
+        return sorted(n for n in self._names() if n.startswith(self.prefix) and n.endswith("-tmp"))
+
+    def _names(self) -> set[str]:
+        """The names of the switch's ports."""
         reply = self.api.request("GET", f"/logical-switches/{self.switch}/ports?limit=1000")
         names: set[str] = set()
         while True:
@@ -95,7 +122,7 @@ class Writer:
             reply = self.api.request(
                 "GET", f"/logical-switches/{self.switch}/ports?limit=1000&cursor={cursor}"
             )
-        return [a.name for a in self.acked if a.name not in names]
+        return names
 
     @property
     def last_generation(self) -> int:
