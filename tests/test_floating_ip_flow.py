@@ -14,14 +14,9 @@ answer, its packets leaving from the floating IP.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import signal
 import struct
 import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +24,7 @@ import openstack
 import pytest
 
 from loom_common.ovsdb import free_port, tool
-from loom_common.testing import wait_for
+from loom_common.testing import loom_up, wait_for
 from loom_ovs import packets
 
 pytestmark = [
@@ -39,38 +34,9 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore::openstack.warnings._RemovedInSDKWarning"),
 ]
 
-LOOM = Path(sys.executable).parent / "loom"
 WAIT = 60.0
 OUTSIDE = "203.0.113.7"
 """A host beyond the uplink's next hop (the Internet, to the deployment)."""
-
-
-@contextlib.contextmanager
-def loom_up(*args: str) -> Iterator[subprocess.Popen[str]]:
-    """Run `loom up ARGS...` until its banner's last line; stop it (SIGTERM, which stops
-    its daemons and the demo's nodes) when done, even on failure."""
-    proc = subprocess.Popen(
-        [str(LOOM), "up", *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env={k: v for k, v in os.environ.items() if not k.startswith("LOOM_")},
-    )  # fmt: skip
-    assert proc.stdout is not None
-    try:
-        lines = []
-        for line in proc.stdout:
-            lines.append(line)
-            if line.startswith("Ctrl-C"):
-                break
-        assert proc.poll() is None, "".join(lines)
-        yield proc
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.communicate(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.communicate()
-        proc.stdout.close()
 
 
 class Uplink:
@@ -134,7 +100,8 @@ def test_the_ordinary_floating_ip_flow_translates_through_the_demos_gateway(
     state, port = tmp_path / "s", free_port()
     with loom_up("--demo", "--neutron-auth", "noauth", "--api-port", str(port),
                  "--manager-port", str(free_port()), "--admin-token", "t",
-                 "--state-dir", str(state)):  # fmt: skip
+                 "--state-dir", str(state)) as (proc, said):  # fmt: skip
+        assert proc.poll() is None, said
         report = json.loads((state / "demo" / "demo.json").read_text())
         assert report["datapath"] == "netdev", "the VMs are network namespaces: run as root"
         conn = openstack.connect(

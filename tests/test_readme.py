@@ -30,10 +30,8 @@ from __future__ import annotations
 
 import contextlib
 import difflib
-import os
 import re
 import shlex
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -43,6 +41,7 @@ from pathlib import Path
 import pytest
 
 from loom_common.ovsdb import free_port
+from loom_common.testing import loom_up
 from loom_ovs.sandbox import OvsNode
 
 ROOT = Path(__file__).parent.parent
@@ -221,34 +220,15 @@ def _demo(tmp: Path) -> Iterator[Tour]:
     cwd.mkdir()
     (cwd / ".venv").symlink_to(VENV)
     api, manager = free_port(), free_port()
-    proc = subprocess.Popen(
-        [str(VENV / "bin" / "loom"), "up", "--demo", "--api-port", str(api), "--manager-port",
-         str(manager)], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        start_new_session=True,
-    )  # fmt: skip
-    assert proc.stdout is not None
-    try:
-        lines = []
-        for line in proc.stdout:
-            lines.append(line)
-            if line.startswith("Ctrl-C stops everything."):
-                break
-        assert proc.poll() is None, "".join(lines)
-        tour = Tour(cwd, api, manager, "".join(lines))
+    args = ["--demo", "--api-port", str(api), "--manager-port", str(manager)]
+    with loom_up(*args, cwd=cwd) as (proc, output):
+        assert proc.poll() is None, output
+        tour = Tour(cwd, api, manager, output)
         try:
             yield tour
         finally:
             for node in tour.extra.values():
                 node.stop()
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.communicate(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.communicate()
-        proc.stdout.close()
 
 
 @pytest.fixture(scope="module")

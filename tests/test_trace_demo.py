@@ -16,7 +16,6 @@ import contextlib
 import json
 import os
 import re
-import signal
 import socket
 import subprocess
 import sys
@@ -31,7 +30,7 @@ from typing import Any
 import pytest
 
 from loom_common.ovsdb import free_port, tool
-from loom_common.testing import wait_for
+from loom_common.testing import loom_up, wait_for
 from loom_ovs import packets
 from loom_ovs.demo import CAPTURE, CONNECT, SUBNETS, TENANTS, VMS
 
@@ -50,35 +49,13 @@ WINDOW = 1.0
 
 @contextlib.contextmanager
 def _demo(state: Path) -> Iterator[int]:
-    """`loom up --demo` in `state`; yields the API port once the demo has run. Stopped by
-    SIGTERM (and its process group killed by PID if it does not stop)."""
+    """`loom up --demo` in `state`; yields the API port once the demo has run."""
     port = free_port()
-    proc = subprocess.Popen(
-        [str(LOOM), "up", "--demo", "--api-port", str(port), "--manager-port", str(free_port()),
-         "--admin-token", TOKEN, "--state-dir", str(state)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
-        env={k: v for k, v in os.environ.items() if not k.startswith("LOOM_")},
-    )  # fmt: skip
-    assert proc.stdout is not None
-    try:
-        said = []
-        for line in proc.stdout:
-            said.append(line)
-            if line.startswith("Ctrl-C"):
-                break
-        assert proc.poll() is None, "".join(said)
-        assert "demo: every outcome held" in "".join(said), "".join(said)
+    with loom_up("--demo", "--api-port", str(port), "--manager-port", str(free_port()),
+                 "--admin-token", TOKEN, "--state-dir", str(state)) as (proc, said):  # fmt: skip
+        assert proc.poll() is None, said
+        assert "demo: every outcome held" in said, said
         yield port
-    finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.communicate(timeout=60)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.communicate()
-        proc.stdout.close()
 
 
 class Api:

@@ -11,6 +11,9 @@ Loaded by the root `conftest.py` (`pytest_plugins = ["loom_common.testing"]`).
   when `CI=true` or `LOOM_REQUIRE_INTEGRATION=1`, so CI never goes green by skipping.
 - `serve_db(request, state_dir, schema)`: the same for fixtures of their own.
 - `wait_for(predicate, timeout, what)`: how tests wait for a state (never a bare sleep).
+- `loom_up(*args, cwd=...)`: a `loom up` process as an operator runs it, yielded with what
+  it printed up to "Ctrl-C stops everything." (its banner, and the demo's matrix with
+  `--demo`), stopped with its daemons when done, even on failure.
 - `SmallDisk(path, size)`: a tmpfs of `size` mounted on `path` (root), filled and freed on
   demand, unmounted on exit: a full disk under a database.
 - A failing test's report carries the tails of the logs its daemons wrote.
@@ -20,7 +23,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
@@ -124,6 +129,47 @@ def serve_db(request: pytest.FixtureRequest, state_dir: Path, schema: str) -> It
         yield server.start()
     finally:
         server.stop()
+
+
+READY_LINE = "Ctrl-C stops everything."
+"""The last line `loom up` prints once everything (and the demo) is up."""
+
+
+@contextlib.contextmanager
+def loom_up(*args: str, cwd: Path | None = None,
+            timeout: float = 60.0) -> Iterator[tuple[subprocess.Popen[str], str]]:  # fmt: skip
+    """Run `loom up ARGS...` (in `cwd`; none of the caller's `LOOM_` variables, so a
+    developer's own token or URL cannot leak in); yield it and what it printed up to
+    `READY_LINE` (a JSON object's message with `--log-format json`).
+
+    It runs in a session of its own: on exit it gets SIGTERM (it stops its daemons and the
+    demo's nodes), and if it has not ended within `timeout` seconds its whole process group
+    is killed by PID.
+    """
+    loom = Path(sys.executable).parent / "loom"
+    proc = subprocess.Popen(
+        [str(loom), "up", *args], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True, start_new_session=True,
+        env={k: v for k, v in os.environ.items() if not k.startswith("LOOM_")},
+    )  # fmt: skip
+    assert proc.stdout is not None
+    try:
+        lines = []
+        for line in proc.stdout:
+            lines.append(line)
+            if READY_LINE in line:
+                break
+        yield proc, "".join(lines)
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.communicate()
+        proc.stdout.close()
 
 
 class SmallDisk:
