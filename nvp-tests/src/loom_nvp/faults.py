@@ -127,13 +127,24 @@ def inject(site: Site, fault: Fault, *, switch: str, src: Any, dst_ip: str,
                                   and not failed)  # fmt: skip
     if writer.churn:
         row["churn_left"] = writer.leftover()
+    if lost:
+        row["fault_echo"] = fault_echo
+    return tally(site, row, writer, began, (pings, lost), generation, scratch)
+
+
+def tally(site: Site, row: dict[str, Any], writer: Writer, began: float,
+          echoes: tuple[int, list[int]], generation: int,
+          scratch: Path) -> dict[str, Any]:  # fmt: skip
+    """`row` with what every row says of its writes, its pings (`echoes`: how many, and
+    those lost) and the universal DB at `generation` against a fresh computation."""
     row["api_downtime_s"] = round(writer.longest_gap(began), 3)
     row["acked_writes"] = len(writer.acked)
     row["acked_lost"] = len(writer.lost())
     row["refused_writes"] = len(writer.refused)
+    pings, lost = echoes
     row["pings"], row["pings_lost"] = pings, len(lost)
     if lost:
-        row["lost_echoes"], row["fault_echo"] = lost, fault_echo
+        row["lost_echoes"] = lost
     check = fresh.compare(site.deployment.local_db_remote, site.deployment.local_universal_remote,
                           generation, scratch)  # fmt: skip
     row["universal_equals_fresh"] = check["equal"]

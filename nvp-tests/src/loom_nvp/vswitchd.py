@@ -25,8 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from loom_nvp import fresh
-from loom_nvp.faults import WAIT
+from loom_nvp.faults import WAIT, tally
 from loom_nvp.load import Writer
 from loom_nvp.ping import Pinger
 from loom_nvp.site import Site
@@ -114,16 +113,4 @@ def restarted(site: Site, node: str, *, switch: str, src: Any, dst_ip: str,
     down_at, back_at = watch.down_at, watch.back_at
     row["status_down_after_s"] = round(down_at - began, 3) if down_at is not None else None
     row["status_back_s"] = round(back_at - up, 3) if back_at is not None else None
-    row["api_downtime_s"] = round(writer.longest_gap(began), 3)
-    row["acked_writes"] = len(writer.acked)
-    row["acked_lost"] = len(writer.lost())
-    row["refused_writes"] = len(writer.refused)
-    row["pings"], row["pings_lost"] = pings, len(lost)
-    if lost:
-        row["lost_echoes"] = lost
-    check = fresh.compare(site.deployment.local_db_remote, site.deployment.local_universal_remote,
-                          last, scratch)  # fmt: skip
-    row["universal_equals_fresh"] = check["equal"]
-    if not check["equal"]:
-        row["universal_differences"] = check["differences"]
-    return row
+    return tally(site, row, writer, began, (pings, lost), last, scratch)
