@@ -49,6 +49,19 @@ def controller(tmp_path: Path, name: str, config: OvsdbServer, universal: OvsdbS
     return daemon, port
 
 
+def start_controllers(tmp_path: Path, config: OvsdbServer, universal: OvsdbServer,
+                      zk: ZooKeeperServer, procs: dict[str, Daemon]) -> list[str]:  # fmt: skip
+    """Start physical controllers pc1 and pc2, each put in `procs` before it starts (the
+    caller stops them); return the manager targets nodes dial."""
+    targets = []
+    for name in ("pc1", "pc2"):
+        daemon, port = controller(tmp_path, name, config, universal, zk)
+        procs[name] = daemon
+        targets.append(f"tcp:127.0.0.1:{port}")
+        daemon.start(ready=_listens(daemon, port), timeout=60)
+    return targets
+
+
 def node_status(api: ApiClient) -> dict[str, dict[str, Any]]:
     items = api.get("/api/v1/transport-nodes").get_json()["items"]
     return {n["name"]: n["status"] for n in items}
@@ -72,12 +85,7 @@ def test_kill9_master_no_packet_lost(
     logical = LogicalController(config_db.remote, universal_db.remote).start()
     procs: dict[str, Daemon] = {}
     try:
-        targets = []
-        for name in ("pc1", "pc2"):
-            daemon, port = controller(tmp_path, name, config_db, universal_db, zk)
-            procs[name] = daemon
-            targets.append(f"tcp:127.0.0.1:{port}")
-            daemon.start(ready=_listens(daemon, port), timeout=60)
+        targets = start_controllers(tmp_path, config_db, universal_db, zk, procs)
         with Sandbox(tmp_path / "nodes") as sandbox:
             zone = api.create("/api/v1/transport-zones", {"name": "tz"})["id"]
             for name in ("hv1", "hv2"):
@@ -174,12 +182,7 @@ def test_a_gateway_services_active_node_follows_it_across_controllers(
     logical = LogicalController(config_db.remote, universal_db.remote).start()
     procs: dict[str, Daemon] = {}
     try:
-        targets = []
-        for name in ("pc1", "pc2"):
-            daemon, port = controller(tmp_path, name, config_db, universal_db, zk)
-            procs[name] = daemon
-            targets.append(f"tcp:127.0.0.1:{port}")
-            daemon.start(ready=_listens(daemon, port), timeout=60)
+        targets = start_controllers(tmp_path, config_db, universal_db, zk, procs)
         with Sandbox(tmp_path / "nodes") as sandbox:
             zone = api.create("/api/v1/transport-zones", {"name": "tz"})["id"]
             ids = []
