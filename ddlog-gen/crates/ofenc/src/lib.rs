@@ -11,6 +11,8 @@
 //! this crate encodes is the same bytes as Python's (tested on every golden flow and on
 //! generated matches and action lists), and what it does not know it declines
 //! ([`Declined`]) for Python to encode or refuse.
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
 
 use std::fmt;
 use std::net::{Ipv4Addr, Ipv6Addr};
