@@ -695,7 +695,7 @@ def test_trace_verdicts_are_the_packets_the_demo_sent(tmp_path: Path) -> None:
     by tunnel to the node of the port that has its address in the sender's own tenant. The
     command prints each table with its stage and object, and the verdict; `loom flows`
     finds the realized demo's node in sync."""
-    from loom_ovs.demo import SUBNETS, TENANTS, VMS
+    from loom_lab.demo import SUBNETS, TENANTS, VMS
 
     vms = {f"{t}/{name}": (f"{SUBNETS[subnet]}.{host}", node)
            for t in TENANTS for name, subnet, node, host in VMS}  # fmt: skip

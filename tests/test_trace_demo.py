@@ -31,8 +31,8 @@ import pytest
 
 from loom_common.ovsdb import free_port, tool
 from loom_common.testing import loom_up, wait_for
+from loom_lab.demo import CAPTURE, CONNECT, SUBNETS, TENANTS, VMS
 from loom_ovs import packets
-from loom_ovs.demo import CAPTURE, CONNECT, SUBNETS, TENANTS, VMS
 
 pytestmark = [pytest.mark.ovs, pytest.mark.zk, pytest.mark.system]
 

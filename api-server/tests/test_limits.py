@@ -1062,31 +1062,3 @@ def test_filterable_and_sortable_attributes_cover_what_objects_show(admin: ApiCl
                     assert name in listing.NOT_SORTABLE, (path, name)
                 else:
                     assert name in listing.sort_keys(res), (path, name)
-
-
-# ---- the hostile benchmark -----------------------------------------------------------------
-
-
-def test_hostile_benchmark_runs_and_nothing_gets_through() -> None:
-    from loom_api.bench_hostile import run_hostile
-
-    figures = run_hostile(creates=10, cost_seconds=0.2)
-    assert figures["attacker_rows_written"] == 0
-    statuses = {a["kind"]: set(a["statuses"]) for a in figures["attackers"]["hostile"]}
-    assert statuses == {"oversized": {413}, "nested": {400}}
-    for phase in ("oversized", "nested"):
-        (alone,) = figures["attackers"][phase]
-        assert alone["kind"] == phase
-    assert all(set(f["statuses"]) == {200} for f in figures["flooders"])
-    for phase in ("quiet", "oversized", "nested", "hostile", "flood_of_valid_requests"):
-        assert 0 < figures[phase]["p50_ms"] <= figures[phase]["p99_ms"]
-    assert figures["ratios_p50"]["oversized"] == round(
-        figures["oversized"]["p50_ms"] / figures["quiet"]["p50_ms"], 2
-    )
-    assert figures["within_target"] == (
-        max(figures["ratios_p50"]["oversized"], figures["ratios_p50"]["nested"]) <= 2
-    )
-    assert set(figures["server_cpu_ms"]) == {
-        "per_create", "per_oversized_attack_request", "per_nested_attack_request",
-        "per_flood_request",
-    }  # fmt: skip

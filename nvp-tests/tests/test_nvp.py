@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from loom_common.workload import generate
+from loom_lab.workload import generate
 from loom_nvp import nvp
 from loom_nvp.probe import echo_request, parse_reply
 

@@ -51,6 +51,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
+from importlib.metadata import entry_points
 from pathlib import Path
 from types import FrameType
 from typing import Protocol, TextIO
@@ -114,6 +115,8 @@ class Process(Protocol):
 
 UNSUPERVISED = frozenset({"demo nodes"})
 """Processes `loom up` reports when they die but does not restart."""
+DEMO_GROUP = "loom.demo"
+"""The entry-point group the demo is found in (`demo_module`)."""
 
 
 def stop_on_signals(install: InstallHandler = signal.signal) -> None:
@@ -514,10 +517,10 @@ class Deployment:
         return ",".join(self.manager_targets)
 
     def demo_command(self, check: bool) -> list[str]:
-        """The demo (`loom_ovs.demo`) against this deployment (the admin token goes in its
-        environment: `demo_env`)."""
+        """The demo (the lab's, `demo_module`) against this deployment (the admin token goes
+        in its environment: `demo_env`)."""
         command = [
-            sys.executable, "-m", "loom_ovs.demo", "--api", self.api_url,
+            sys.executable, "-m", demo_module(), "--api", self.api_url,
             "--manager", self.manager_target, "--state-dir", str(self.state_dir / "demo"),
         ]  # fmt: skip
         if self.pki is not None:
@@ -601,6 +604,8 @@ def _up(args: argparse.Namespace) -> int:
     try:
         token, token_source = admin_token(args, os.environ)
         tenant_tokens = _read_option_file(args.tenant_tokens_file, "--tenant-tokens-file")
+        if args.demo or args.check:
+            demo_module()  # refused before anything starts when the lab is missing
         lock = claim(Path(args.state_dir))
     except LoomError as exc:
         print(f"loom up: {exc}", file=sys.stderr, flush=True)
@@ -659,6 +664,20 @@ def _up(args: argparse.Namespace) -> int:
         release(lock)
     print("Loom stopped.", flush=True)
     return code
+
+
+def demo_module() -> str:
+    """The module `loom up --demo` runs (`python -m`): the one Loom's lab (the workspace
+    member `nvp-tests`) declares in the `DEMO_GROUP` entry-point group. The demo is lab code
+    and this package does not depend on the lab: without it installed, `--demo` is refused."""
+    found = sorted(entry_points(group=DEMO_GROUP), key=lambda point: point.name)
+    if not found:
+        raise LoomError(
+            f"--demo needs Loom's lab (package loom-nvp-tests, the workspace's nvp-tests/), which "
+            f"is not installed: no entry point in group {DEMO_GROUP!r} "
+            "(`uv sync --all-packages` installs it)"
+        )
+    return found[0].module
 
 
 def run_demo(deployment: Deployment, *, check: bool) -> int:

@@ -61,8 +61,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from loom_api.bench import Step, drive_raw, phases
-from loom_common.workload import generate
+from loom_lab.api_bench import Step, drive_raw, phases
+from loom_lab.workload import generate
 from loom_nvp.probe import Prober, score
 from loom_nvp.site import Site
 from loom_ovs.sandbox import OvsNode, Vif

@@ -20,11 +20,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from loom_api.bench import bump_generation
 from loom_common.apiclient import Http
 from loom_common.cli import UNSUPERVISED, Deployment
 from loom_common.ovsdb import free_port
 from loom_common.supervise import RestartPolicy, Supervisor
+from loom_lab.api_bench import bump_generation
 from loom_ovs.sandbox import OvsNode, Sandbox, Vif
 
 TICK = 0.1

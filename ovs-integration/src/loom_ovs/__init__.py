@@ -6,6 +6,7 @@
   reported) and its push with `ovs-ofctl` bundles (atomic; only differences).
 - `loom_ovs.sandbox`: simulated transport nodes (real ovsdb-server + ovs-vswitchd) for
   tests and `loom up`.
-- `loom_ovs.standin`: stand-in transport nodes, thousands in one process, that dial the
-  controllers as real nodes do (OVSDB served, OpenFlow bundles applied), for benchmarks.
+
+The stand-in nodes of the benchmarks, and the demo `loom up --demo` runs, are the lab's
+(`loom_lab.standin`, `loom_lab.demo`, in the workspace member `nvp-tests`).
 """

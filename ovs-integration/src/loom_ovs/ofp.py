@@ -28,7 +28,7 @@ flow of the snapshot scenarios, encoded here, installed on a real `ovs-vswitchd`
 equals the same flow installed by `ovs-ofctl`.
 
 The other messages Loom exchanges with a switch are here too, both ways (the channel
-sends requests; the stand-in nodes of `loom_ovs.standin` answer them): HELLO, roles,
+sends requests; the stand-in nodes of `loom_lab.standin` answer them): HELLO, roles,
 bundles, barriers, errors, the aggregate and flow statistics of OpenFlow 1.5 (OXS), and
 Nicira's TLV table messages (`NXT_TLV_TABLE_MOD`/`REQUEST`/`REPLY`).
 

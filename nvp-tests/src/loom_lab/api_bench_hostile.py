@@ -36,9 +36,9 @@ from pathlib import Path
 from typing import Any
 
 from loom_api import limits
-from loom_api.bench import TOKEN, HttpClient, _percentile, api_server
 from loom_common.ovsdb import OvsdbServer
 from loom_common.procstat import ProcessUsage
+from loom_lab.api_bench import TOKEN, HttpClient, _percentile, api_server
 from loom_schemas import CONFIG_SCHEMA, schema_path
 
 #: What the report saw hang the server: a 50 MB body.

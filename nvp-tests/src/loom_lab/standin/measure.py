@@ -1,7 +1,7 @@
 """What a stand-in fleet costs, measured without a controller: Loom's own clients do what a
 physical controller does to each node, and the fleet process's CPU and memory are read.
 
-    python -m loom_ovs.standin.measure [--nodes 500] [--vifs 21] [--tunnels 170]
+    python -m loom_lab.standin.measure [--nodes 500] [--vifs 21] [--tunnels 170]
                                        [--flows 4000] [--changes 200] [--change-flows 150]
 
 1. start: the fleet with `--nodes` nodes of `--vifs` VIFs each (CPU and memory per node);
@@ -32,10 +32,10 @@ from pathlib import Path
 from typing import Any
 
 from loom_common.testing import wait_for
+from loom_lab.standin.fleet import NodeSpec, VifSpec
+from loom_lab.standin.handle import Fleet
 from loom_ovs.manager import Manager, NodeSession, TunnelSpec
 from loom_ovs.openflow import Flow, Mod, Switch, cookie
-from loom_ovs.standin.fleet import NodeSpec, VifSpec
-from loom_ovs.standin.handle import Fleet
 
 
 def _flows(node: int, count: int, base: int = 0) -> list[Flow]:
@@ -173,7 +173,7 @@ def run(args: argparse.Namespace, run_dir: Path) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     """Run the measurement and print its JSON."""
     parser = argparse.ArgumentParser(
-        prog="python -m loom_ovs.standin.measure",
+        prog="python -m loom_lab.standin.measure",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -20,12 +20,7 @@ from hypothesis import strategies as st
 
 from loom_common.ovsdb import OvsdbServer, RawConnection, TransactError, tool
 from loom_common.testing import wait_for
-from loom_ovs import ofp
-from loom_ovs.channel import Deposed
-from loom_ovs.manager import Fenced, Manager, NodeSession, TunnelSpec
-from loom_ovs.openflow import Flow, Mod, OpenFlowError, Switch, cookie, encode
-from loom_ovs.sandbox import VSWITCH_SCHEMA, Sandbox
-from loom_ovs.standin import (
+from loom_lab.standin import (
     Fleet,
     NodeSpec,
     StandinError,
@@ -33,12 +28,17 @@ from loom_ovs.standin import (
     expected_digest,
     table_digest,
 )
-from loom_ovs.standin.db import Database, Monitor
-from loom_ovs.standin.fleet import FleetServer
-from loom_ovs.standin.flows import split
-from loom_ovs.standin.schema import Schema
-from loom_ovs.standin.switch import Bridge, Connection
-from loom_ovs.standin.vswitch import Vswitchd, add_vif_ops, node_ops, remove_vif_ops
+from loom_lab.standin.db import Database, Monitor
+from loom_lab.standin.fleet import FleetServer
+from loom_lab.standin.flows import split
+from loom_lab.standin.schema import Schema
+from loom_lab.standin.switch import Bridge, Connection
+from loom_lab.standin.vswitch import Vswitchd, add_vif_ops, node_ops, remove_vif_ops
+from loom_ovs import ofp
+from loom_ovs.channel import Deposed
+from loom_ovs.manager import Fenced, Manager, NodeSession, TunnelSpec
+from loom_ovs.openflow import Flow, Mod, OpenFlowError, Switch, cookie, encode
+from loom_ovs.sandbox import VSWITCH_SCHEMA, Sandbox
 
 SCHEMA = Schema.load(VSWITCH_SCHEMA)
 DB = "Open_vSwitch"
@@ -943,7 +943,7 @@ def test_nodes_can_be_brought_up_at_a_rate(tmp_path: Path) -> None:
 
 
 def test_json_rpc_messages_are_cut_out_of_the_stream() -> None:
-    from loom_ovs.standin.fleet import _JsonFramer
+    from loom_lab.standin.fleet import _JsonFramer
 
     framer = _JsonFramer()
     one = json.dumps({"id": 1, "method": "transact", "params": ["x", {"a": "{{{"}]}).encode()

@@ -1,10 +1,10 @@
 """Starting, driving and measuring a fleet of stand-in nodes from another process.
 
 `Fleet(run_dir, nodes, managers).start()` writes the nodes file and runs
-`python -m loom_ovs.standin` as a supervised child (`loom_common.procs.Daemon`: stopped by
+`python -m loom_lab.standin` as a supervised child (`loom_common.procs.Daemon`: stopped by
 PID with `stop()`, its log in `run_dir/standin.log`); ready once its control socket
 answers (every node's rows written, its OpenFlow socket listening, its managers being
-dialled). The methods are the control requests of `loom_ovs.standin.fleet`, and the
+dialled). The methods are the control requests of `loom_lab.standin.fleet`, and the
 process's CPU seconds and memory read from `/proc`, apart from the controllers'.
 """
 
@@ -22,7 +22,7 @@ from typing import Any
 from loom_common.errors import LoomError
 from loom_common.procs import Daemon
 from loom_common.procstat import ProcessUsage
-from loom_ovs.standin.fleet import NodeSpec
+from loom_lab.standin.fleet import NodeSpec
 
 
 class StandinError(LoomError):
@@ -60,7 +60,7 @@ class Fleet:
         self.control_path = self.run_dir / "control.sock"
         self._daemon = Daemon(
             "standin",
-            [sys.executable, "-m", "loom_ovs.standin", "--dir", str(self.run_dir),
+            [sys.executable, "-m", "loom_lab.standin", "--dir", str(self.run_dir),
              "--nodes-file", str(self.run_dir / "nodes.json"),
              "--managers", ",".join(self.managers), "--probe", str(probe),
              "--dial-rate", str(dial_rate)],

@@ -32,9 +32,9 @@ The parts (each module's docstring says what it implements and what it does not)
     assert fleet.digest("hv1") == expected_digest(controller.flows("hv1"))
 """
 
-from loom_ovs.standin.fleet import NodeSpec, VifSpec
-from loom_ovs.standin.flows import expected_digest, table_digest
-from loom_ovs.standin.handle import Fleet, FleetGroup, StandinError
+from loom_lab.standin.fleet import NodeSpec, VifSpec
+from loom_lab.standin.flows import expected_digest, table_digest
+from loom_lab.standin.handle import Fleet, FleetGroup, StandinError
 
 __all__ = [
     "Fleet",

@@ -1,6 +1,6 @@
 """How reliably the simulated deployment starts: N starts in a row, the rate reported.
 
-`python -m loom_ovs.soak --starts 50` starts a sandbox of four nodes (netdev datapath and a
+`python -m loom_lab.soak --starts 50` starts a sandbox of four nodes (netdev datapath and a
 VM namespace per VIF as root, as the demo has them; dummy otherwise), plugs two VIFs on
 each, and stops it, N times; with `--demo`, each start is a whole `loom up --demo --check`
 instead (minutes each). Prints one JSON document: starts, failures, the rate, each failure's
@@ -76,7 +76,7 @@ def soak(starts: int, *, demo: bool, datapath: str) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the soak; exit 1 if any start failed."""
-    parser = argparse.ArgumentParser(prog="python -m loom_ovs.soak", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m loom_lab.soak", description=__doc__)
     parser.add_argument("--starts", type=int, default=50, help="starts in a row (default 50)")
     parser.add_argument("--demo", action="store_true", help="each start a loom up --demo --check")
     parser.add_argument("--datapath", choices=["netdev", "dummy"],

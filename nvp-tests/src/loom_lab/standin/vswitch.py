@@ -29,7 +29,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from loom_ovs.standin.db import Database
+from loom_lab.standin.db import Database
 
 BRIDGE = "br-int"
 OFPP_LOCAL = 65534

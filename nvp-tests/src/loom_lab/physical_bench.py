@@ -8,14 +8,14 @@ each on fresh databases and processes, all real and local; with several scales t
 smallest runs once more after the others, so that the machine's drift over the invocation
 cancels out of the ratio of a change's cost to the smallest scale's (`growth`):
 
-1. **Load.** The NVP workload (`loom_common.workload`) goes into a fresh config DB
-   (`loom_api.bench.drive_raw`): a transport node per hypervisor (with `--nodes N`, the
+1. **Load.** The NVP workload (`loom_lab.workload`) goes into a fresh config DB
+   (`loom_lab.api_bench.drive_raw`): a transport node per hypervisor (with `--nodes N`, the
    hypervisors folded onto N), the switches, ports and ACLs.
 2. **Nodes.** Every node comes up before any controller, its VIFs plugged (the ports'
    VIF ids; and one spare VIF per port change to come, a VM waiting for its port): the
    first `--real` nodes are real Open vSwitch (`ovsdb-server` + `ovs-vswitchd`, dummy
    datapath: `loom_ovs.sandbox`), the others stand-ins served by `--standin-processes`
-   processes (`loom_ovs.standin`: each node its own OVSDB manager connection to every
+   processes (`loom_lab.standin`: each node its own OVSDB manager connection to every
    controller and its own OpenFlow channel; their CPU and memory are reported apart; one
    process kept the controllers' pushes waiting on a single core). Every node's Manager
    rows list every physical controller.
@@ -420,8 +420,8 @@ def site(run_dir: Path, the_plan: Plan, controllers: int,
     started (`start_controllers`). Everything started is stopped on the way out."""
     from loom_common.ovsdb import OvsdbServer
     from loom_common.zookeeper import ZooKeeperServer
+    from loom_lab.standin import FleetGroup, NodeSpec, VifSpec
     from loom_ovs.sandbox import Sandbox
-    from loom_ovs.standin import FleetGroup, NodeSpec, VifSpec
     from loom_schemas import CONFIG_SCHEMA, UNIVERSAL_SCHEMA, schema_path
 
     with ExitStack() as stack:
@@ -482,7 +482,7 @@ def site(run_dir: Path, the_plan: Plan, controllers: int,
 
 def _load_config(remote: str, workload: dict[str, Any]) -> None:
     """The workload into the config DB as the API would write it, as one change."""
-    from loom_api.bench import bump_generation, drive_raw, phases
+    from loom_lab.api_bench import bump_generation, drive_raw, phases
 
     drive_raw(remote, phases(workload))
     bump_generation(remote)
@@ -660,8 +660,8 @@ def _cold_stages(s: Site, began: float, installed: float) -> dict[str, Any]:
 
 def _verify(s: Site, the_plan: Plan) -> dict[str, Any]:
     """Every node's table against a from-scratch computation (the baseline, timed)."""
+    from loom_lab.standin import expected_digest
     from loom_ovs.manager import NODE_TABLES, NodeSession
-    from loom_ovs.standin import expected_digest
     from loom_physical import rules
     from loom_physical.controller import NodeState
     from loom_physical.core import Localizer, liveness
@@ -730,8 +730,8 @@ def _verify(s: Site, the_plan: Plan) -> dict[str, Any]:
 
 def _difference(s: Site, node: str, flows: list[Any]) -> dict[str, Any]:
     """How stand-in `node`'s table differs from `flows`: counts and a few examples."""
+    from loom_lab.standin.flows import parts, split
     from loom_ovs.openflow import encode
-    from loom_ovs.standin.flows import parts, split
 
     wanted = {}
     for flow in flows:
@@ -778,7 +778,7 @@ def _real_table_equals(node: Any, flows: list[Any]) -> tuple[bool, int]:
 
 def _port_changes(s: Site, the_plan: Plan, timeout: float) -> dict[str, Any]:
     """Add a port for each spare VIF and delete it again; time each (module docstring)."""
-    from loom_api.bench import TOKEN, HttpClient, api_server
+    from loom_lab.api_bench import TOKEN, HttpClient, api_server
 
     figures: dict[str, list[float]] = {"node": [], "every": [], "api": [], "affected": [],
                                        "universal": []}  # fmt: skip
@@ -970,7 +970,7 @@ def plot(figures: Mapping[str, Any], path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark at each scale and print its JSON."""
-    from loom_common.workload import generate, read
+    from loom_lab.workload import generate, read
 
     parser = argparse.ArgumentParser(
         prog="loom-physical-bench",

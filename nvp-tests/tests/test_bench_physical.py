@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from loom_common.workload import generate
-from loom_physical.bench import growth, plot, run
+from loom_lab.physical_bench import growth, plot, run
+from loom_lab.workload import generate
 
 pytestmark = [pytest.mark.ovs, pytest.mark.zk, pytest.mark.system]
 

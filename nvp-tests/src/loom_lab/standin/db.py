@@ -1,9 +1,9 @@
 """A stand-in node's OVSDB: the `Open_vSwitch` database in memory, with ovsdb-server's
 transaction and monitor semantics for what Loom's controllers send. Pure: JSON values in,
-JSON values out; the fleet (`loom_ovs.standin.fleet`) does the I/O.
+JSON values out; the fleet (`loom_lab.standin.fleet`) does the I/O.
 
 Column types, defaults, enums, integer ranges, references, root tables, indexes and
-`maxRows` come from the schema file (`loom_ovs.standin.schema`: Debian's
+`maxRows` come from the schema file (`loom_lab.standin.schema`: Debian's
 `vswitch.ovsschema`). Values are kept in their canonical JSON form, and a row keeps only
 the columns that differ from their defaults.
 
@@ -45,7 +45,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from loom_ovs.standin.schema import (
+from loom_lab.standin.schema import (
     INF,
     BaseType,
     ColumnType,

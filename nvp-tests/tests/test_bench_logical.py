@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from loom_common.workload import generate
-from loom_logical.bench import run
+from loom_lab.logical_bench import run
+from loom_lab.workload import generate
 
 pytestmark = [pytest.mark.ovs]
 

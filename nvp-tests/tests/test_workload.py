@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from loom_common import workload
-from loom_common.workload import generate
+from loom_lab import workload
+from loom_lab.workload import generate
 
 LOOM_WORKLOAD = Path(sys.executable).parent / "loom-workload"
 

@@ -1,4 +1,4 @@
-"""Stand-in transport nodes (`loom_ovs.standin`) driven by a real physical controller, with
+"""Stand-in transport nodes (`loom_lab.standin`) driven by a real physical controller, with
 a real node beside them: they dial in, get br-int and tunnel ports, their VIFs are bound,
 their tables hold exactly what the controller computed for them (digest equality), VIFs
 plugged and unplugged at run time get and lose their flows; and two controllers with
@@ -20,9 +20,9 @@ from loom_api.testing import ApiClient, running_store
 from loom_common.ovsdb import OvsdbServer
 from loom_common.testing import wait_for
 from loom_common.zookeeper import ZooKeeperServer
+from loom_lab.standin import Fleet, FleetGroup, NodeSpec, VifSpec, expected_digest
 from loom_logical.controller import LogicalController
 from loom_ovs.sandbox import Sandbox
-from loom_ovs.standin import Fleet, FleetGroup, NodeSpec, VifSpec, expected_digest
 from loom_physical.controller import PhysicalController
 
 pytestmark = [pytest.mark.ovs, pytest.mark.system]

@@ -1,6 +1,6 @@
 """API load benchmark: the NVP workload through the native API, against raw OVSDB writes.
 
-Loads the NVP paper's controller workload (`loom_common.workload`, `--scale S`, default
+Loads the NVP paper's controller workload (`loom_lab.workload`, `--scale S`, default
 0.1; or `--workload FILE`) through a real API server process on a real ovsdb-server: one
 transport zone, the hypervisors as transport nodes, the switches, the security profiles (one
 per ACL'd port with its TCP 22/80/443 ingress rules, one isolation profile per isolated
@@ -13,7 +13,7 @@ validation, tenant checks, key allocation, the generation) costs over the databa
 
 Prints one JSON document: objects per second, p50/p99 latency per request kind, database size
 (raw and compacted), and the ratio to the baseline. `--hostile` runs another benchmark
-instead: create latency quietly and under hostile bodies (`loom_api.bench_hostile`).
+instead: create latency quietly and under hostile bodies (`loom_lab.api_bench_hostile`).
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from loom_common.ovsdb import RawConnection
-from loom_common.workload import add_arguments as add_workload_arguments
-from loom_common.workload import from_arguments as workload_from
+from loom_lab.workload import add_arguments as add_workload_arguments
+from loom_lab.workload import from_arguments as workload_from
 
 TENANT = "bench"
 TOKEN = "bench-admin-token"
@@ -458,14 +458,14 @@ def main(argv: list[str] | None = None) -> int:
         "--hostile",
         action="store_true",
         help="instead: create latency quietly and under oversized and deeply nested bodies "
-        "(loom_api.bench_hostile)",
+        "(loom_lab.api_bench_hostile)",
     )
     parser.add_argument(
         "--creates", type=int, default=300, help="creates timed per phase (--hostile)"
     )
     args = parser.parse_args(argv)
     if args.hostile:
-        from loom_api.bench_hostile import run_hostile
+        from loom_lab.api_bench_hostile import run_hostile
 
         print(json.dumps(run_hostile(args.creates), indent=2))
         return 0

@@ -21,7 +21,7 @@ Per connection:
   `delete` (loose) only with an empty match (every flow of the table, or of all tables
   for a delete); anything else, and an `out_port`/`out_group` filter, is refused
   (FLOW_MOD_FAILED/BAD_COMMAND) and logged: the stand-in does not parse matches. A flow
-  mod's key is its table, priority and match bytes (`loom_ovs.standin.flows`): the match
+  mod's key is its table, priority and match bytes (`loom_lab.standin.flows`): the match
   and the actions are neither parsed nor checked;
 - BUNDLE_CONTROL (open, close, commit, discard) and BUNDLE_ADD_MESSAGE of FLOW_MODs and
   PACKET_OUTs: checked when added (inner xid, version, length, type, command, table id,
@@ -56,8 +56,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from loom_ddlog._native import standin_apply_adds, standin_bundle_adds
+from loom_lab.standin.flows import EMPTY_MATCH, MATCH_AT
 from loom_ovs import ofp
-from loom_ovs.standin.flows import EMPTY_MATCH, MATCH_AT
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +110,7 @@ class Bridge:
 
     datapath_id: int
     flows: dict[bytes, bytes] = field(default_factory=dict)
-    """Flow key -> value (`loom_ovs.standin.flows`)."""
+    """Flow key -> value (`loom_lab.standin.flows`)."""
     tlv: dict[int, tuple[int, int, int]] = field(default_factory=dict)
     """tun_metadata index -> (option class, type, length)."""
     election_id: int | None = None
@@ -492,7 +492,7 @@ class Connection:
             return
         mp_type = struct.unpack_from("!H", message, 8)[0]
         if mp_type == ofp.OFPMP_DESC:
-            text = [b"Loom", b"stand-in transport node", b"loom_ovs.standin", b"None",
+            text = [b"Loom", b"stand-in transport node", b"loom_lab.standin", b"None",
                     b"br-int"]  # fmt: skip
             sizes = (256, 256, 256, 32, 256)
             body = b"".join(t.ljust(n, b"\0") for t, n in zip(text, sizes, strict=True))

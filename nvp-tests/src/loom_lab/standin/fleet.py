@@ -1,9 +1,9 @@
 """The stand-in fleet's process: N simulated transport nodes served by one asyncio loop.
 
-    python -m loom_ovs.standin --dir D --nodes-file F --managers tcp:IP:PORT[,tcp:...]
+    python -m loom_lab.standin --dir D --nodes-file F --managers tcp:IP:PORT[,tcp:...]
 
-Each node (`Node`) has its database (`loom_ovs.standin.db`), its vswitchd's share of it
-(`loom_ovs.standin.vswitch`) and its br-int (`loom_ovs.standin.switch`). It dials every
+Each node (`Node`) has its database (`loom_lab.standin.db`), its vswitchd's share of it
+(`loom_lab.standin.vswitch`) and its br-int (`loom_lab.standin.switch`). It dials every
 manager target, as `ovs-vsctl set-manager` makes ovsdb-server do, and serves its
 database on each connection (`OvsdbSession`: the JSON-RPC methods `monitor`,
 `monitor_cancel`, `transact`, `echo`, `get_schema`, `list_dbs`; others are answered
@@ -30,7 +30,7 @@ The control socket `D/control.sock` takes one JSON object a line and answers one
 - `{"node": ID, "remove_vif": {"name": ...}}` -> `{"ok": true, "removed": bool}`;
 - `{"stats": ID}` -> the node's counters; `{"stats": null}` -> their sums, the nodes'
   manager connections and the process's CPU seconds;
-- `{"digest": ID}` -> `{"digest": HEX, "flows": N}` (`loom_ovs.standin.flows`);
+- `{"digest": ID}` -> `{"digest": HEX, "flows": N}` (`loom_lab.standin.flows`);
 - `{"rows": {"node": ID, "table": NAME}}` -> `{"rows": {uuid: row}}` (columns as stored);
 - `{"flows": ID}` -> `{"flows": [[table, priority, match hex, cookie, instructions hex]]}`;
 - `{"set_managers": [TARGET, ...]}` -> every node's Manager rows replaced, dialled anew;
@@ -73,14 +73,14 @@ from typing import Any, ClassVar
 
 import orjson
 
+from loom_lab.standin import vswitch
+from loom_lab.standin.db import Change, Database, Monitor
+from loom_lab.standin.flows import parts, table_digest
+from loom_lab.standin.schema import OvsdbFailure, Schema
+from loom_lab.standin.switch import Bridge, Connection
+from loom_lab.standin.vswitch import Vswitchd
 from loom_ovs.manager import NODE_TABLES
 from loom_ovs.sandbox import VSWITCH_SCHEMA
-from loom_ovs.standin import vswitch
-from loom_ovs.standin.db import Change, Database, Monitor
-from loom_ovs.standin.flows import parts, table_digest
-from loom_ovs.standin.schema import OvsdbFailure, Schema
-from loom_ovs.standin.switch import Bridge, Connection
-from loom_ovs.standin.vswitch import Vswitchd
 
 log = logging.getLogger(__name__)
 
@@ -777,9 +777,9 @@ async def serve(run_dir: Path, specs: list[NodeSpec], managers: list[str],
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m loom_ovs.standin`: serve a fleet of stand-in nodes."""
+    """`python -m loom_lab.standin`: serve a fleet of stand-in nodes."""
     parser = argparse.ArgumentParser(
-        prog="python -m loom_ovs.standin",
+        prog="python -m loom_lab.standin",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

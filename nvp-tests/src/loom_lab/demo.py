@@ -1,4 +1,4 @@
-"""`python -m loom_ovs.demo`: Loom doing its job on simulated transport nodes.
+"""`python -m loom_lab.demo`: Loom doing its job on simulated transport nodes.
 
 Started by `loom up --demo` beside the deployment. It starts the transport nodes (a
 `Sandbox` on the dummy datapath: 3 hypervisors and 1 gateway node, each dialling the
@@ -339,7 +339,7 @@ def render(results: list[dict[str, Any]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the demo (see the module docstring)."""
-    parser = argparse.ArgumentParser(prog="python -m loom_ovs.demo", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m loom_lab.demo", description=__doc__)
     parser.add_argument("--api", required=True, help="the API's base URL")
     parser.add_argument("--token", help="the admin token (visible in ps: prefer the environment's "
                         "LOOM_ADMIN_TOKEN, which `loom up` sets)")  # fmt: skip

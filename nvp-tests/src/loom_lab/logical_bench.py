@@ -3,7 +3,7 @@
     loom-logical-bench [--scale 0.1 | --workload FILE] [--changes 100]
 
 1. Loads the NVP paper's controller workload into a fresh config DB with raw OVSDB writes
-   (`loom_api.bench.drive_raw`: the same rows the API would write; the API's own cost is
+   (`loom_lab.api_bench.drive_raw`: the same rows the API would write; the API's own cost is
    `loom-api-bench`'s subject, not this one's).
 2. **Cold start**: a logical controller starts on it with an empty universal DB; the clock
    runs until every universal row is written (the controller reports the configuration
@@ -36,13 +36,13 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from loom_common import workload
 from loom_common.procstat import ProcessUsage
 from loom_common.progress import Reporter
+from loom_lab import workload
 from loom_logical import rules
 
 if TYPE_CHECKING:
-    from loom_api.bench import HttpClient
+    from loom_lab.api_bench import HttpClient
 
 
 def _rss_mib(pid: int | None = None) -> float:
@@ -156,10 +156,10 @@ def _raw_port_changes(remote: str, controller: Any, changes: int) -> tuple[list[
 def run(
     workload: dict[str, Any], changes: int, workers: int = 2, *, raw_changes: bool = False
 ) -> dict[str, Any]:
-    """Run the benchmark on `workload` (`loom_common.workload`); return its figures."""
-    from loom_api.bench import TOKEN, HttpClient, api_server, drive_raw, phases
+    """Run the benchmark on `workload` (`loom_lab.workload`); return its figures."""
     from loom_common.ovsdb import OvsdbServer
     from loom_ddlog import Program
+    from loom_lab.api_bench import TOKEN, HttpClient, api_server, drive_raw, phases
     from loom_logical.controller import LogicalController
     from loom_schemas import CONFIG_SCHEMA, UNIVERSAL_SCHEMA, schema_path
 
