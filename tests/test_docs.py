@@ -1,5 +1,7 @@
 """The systemd units in docs/systemd name daemons and flags that exist, and the databases'
-health check they document runs as written."""
+health check they document runs as written; the guides' links and images lead to files that
+exist, the benchmarks guide names commands that exist, and it stays a guide (its history
+goes to docs/benchmarks-log.md)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,9 @@ import pytest
 
 from loom_common.ovsdb import OvsdbServer, tool
 
-SYSTEMD = Path(__file__).parent.parent / "docs" / "systemd"
+ROOT = Path(__file__).parent.parent
+DOCS = ROOT / "docs"
+SYSTEMD = DOCS / "systemd"
 UNITS = sorted(u for u in SYSTEMD.glob("*.service") if "Type=oneshot" not in u.read_text())
 """The daemons' units (a oneshot unit is a check a timer runs, not a daemon)."""
 
@@ -80,3 +84,57 @@ def test_a_database_health_check_runs_as_written_against_a_real_server(
                           timeout=60, check=False)  # fmt: skip
     assert done.returncode == 1, done.stdout
     assert "unhealthy: ovs-appctl:" in done.stderr
+
+
+GUIDES = sorted([ROOT / "README.md", *DOCS.glob("*.md")])
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+"""A Markdown link's or image's target: `[text](target)`, `![alt](target)`."""
+
+
+@pytest.mark.parametrize("guide", GUIDES, ids=[g.name for g in GUIDES])
+def test_a_guides_links_and_images_lead_to_files_that_exist(guide: Path) -> None:
+    for target in LINK.findall(guide.read_text()):
+        if "://" in target or target.startswith(("#", "mailto:")):
+            continue
+        path = (guide.parent / target.split("#")[0]).resolve()
+        assert path.exists(), f"{guide.name}: {target} (relative to {guide.parent.name}/)"
+
+
+BENCHMARKS = DOCS / "benchmarks.md"
+GUIDE_LINES = 300
+"""The benchmarks guide's length at most: what each benchmark measures, how, its command and
+its latest figures fit; a run-by-run history does not (docs/benchmarks-log.md keeps it)."""
+
+
+def test_the_benchmarks_guide_stays_a_guide() -> None:
+    lines = BENCHMARKS.read_text().splitlines()
+    assert len(lines) <= GUIDE_LINES, (
+        f"docs/benchmarks.md is {len(lines)} lines: move its history to docs/benchmarks-log.md"
+    )
+    assert (DOCS / "benchmarks-log.md").exists()
+
+
+def _commands(text: str) -> list[str]:
+    """The first word of every command line of the `sh` blocks in `text`."""
+    words, inside = [], False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            inside = not inside and line.strip() == "```sh"
+            continue
+        if inside and line.strip():
+            words.append(" ".join(shlex.split(line, comments=True)[:2]))
+    return words
+
+
+def test_the_benchmarks_guide_names_commands_that_exist() -> None:
+    make = (ROOT / "Makefile").read_text()
+    commands = _commands(BENCHMARKS.read_text())
+    assert len(commands) >= 8
+    for command in commands:
+        program, _, first = command.partition(" ")
+        if program == "make":
+            assert re.search(rf"^{re.escape(first)}:", make, re.M), f"no make target {first}"
+        else:
+            assert program.startswith(".venv/bin/"), command
+            name = program.removeprefix(".venv/bin/")
+            assert (Path(sys.prefix) / "bin" / name).exists(), f"no entry point {name}"
