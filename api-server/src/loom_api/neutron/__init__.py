@@ -65,8 +65,9 @@ Differences from Neutron, each deliberate:
   API outside the network's subnets is refused (409 `Conflict`, naming them); an extra
   route's destination and next hop must be of one IP version.
 
-Modules: `common` (the generic operations), `errors` (Neutron's error types), one module per
-collection, `interfaces` (add/remove_router_interface).
+Modules: `common` (the generic operations), `errors` (Neutron's error types), `addressing`
+(the subnet, address, gateway-port and floating-IP look-ups and fixed-IP allocation the
+collections share), one module per collection, `interfaces` (add/remove_router_interface).
 """
 
 from __future__ import annotations

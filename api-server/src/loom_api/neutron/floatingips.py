@@ -30,6 +30,17 @@ from collections.abc import Iterable
 from typing import Any
 
 from loom_api.neutron import errors
+from loom_api.neutron.addressing import (
+    GATEWAY_OWNER,
+    FixedIp,
+    assign_addresses,
+    fip_rows,
+    floating_network,
+    gateway_port,
+    is_external,
+    router_fips,
+    subnet_of,
+)
 from loom_api.neutron.common import (
     Address,
     Body,
@@ -48,10 +59,8 @@ from loom_api.neutron.common import (
     require,
     tenant_api,
 )
-from loom_api.neutron.networks import NETWORKS, fip_rows, floating_network, is_external
-from loom_api.neutron.ports import PORTS, FixedIp, assign_addresses
-from loom_api.neutron.routers import GATEWAY_OWNER, gateway_port, router_fips
-from loom_api.neutron.subnets import subnet_of
+from loom_api.neutron.networks import NETWORKS
+from loom_api.neutron.ports import PORTS
 from loom_api.service.crud import first
 from loom_api.service.gateways import Uplink, check_public_address, follows_default
 from loom_api.service.types import Uuid

@@ -13,19 +13,17 @@ import ipaddress
 from typing import Any
 
 from loom_api.neutron import errors
+from loom_api.neutron.addressing import GATEWAY_OWNER, INTERFACE_OWNER, router_fips, subnet_of
 from loom_api.neutron.common import Context, Part, Result, bump, ext, lookup, parse, tenant_api
 from loom_api.neutron.ports import PORTS
 from loom_api.neutron.routers import (
-    GATEWAY_OWNER,
-    INTERFACE_OWNER,
     ROUTERS,
     add_router_port,
     interfaces,
     remove_router_port,
-    router_fips,
     sync_snat,
 )
-from loom_api.neutron.subnets import SUBNETS, subnet_of
+from loom_api.neutron.subnets import SUBNETS
 from loom_api.service.crud import first
 from loom_api.service.router_ports import peer_port
 from loom_api.service.types import Uuid

@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from loom_api.neutron import errors
+from loom_api.neutron.addressing import is_external, network_fips
 from loom_api.neutron.common import (
     Body,
     Context,
@@ -38,7 +39,6 @@ from loom_api.neutron.common import (
 )
 from loom_api.neutron.security_groups import ensure_default_group
 from loom_api.service import crud
-from loom_api.service.gateways import Uplink, default_service
 from loom_api.service.switches import LogicalSwitches
 from loom_api.service.types import Uuid
 from loom_api.store import ReadView, WriteView
@@ -64,69 +64,6 @@ class NetworkBody(Body):
     tags: Tags | None = None
     provider_network_type: Literal["l3_ext"] | None = Field(None, alias="provider:network_type")
     provider_physical_network: Uuid | None = Field(None, alias="provider:physical_network")
-
-
-def is_external(row: Any) -> bool:
-    """Return whether the switch is a Neutron external network."""
-    return flag(row, "router_external")
-
-
-def fip_rows(view: ReadView) -> list[Any]:
-    """Return every floating IP (a `NAT_Rule` of type floating-ip)."""
-    return [n for n in view.rows("NAT_Rule") if n.type == "floating-ip"]
-
-
-def floating_network(view: ReadView, fip: Any) -> Any | None:
-    """Return the network a floating IP's address belongs to.
-
-    Neutron floating IPs record it; a floating-ip NAT rule made through the native API has
-    the network of its router's gateway, if the router has one.
-    """
-    ident = ext(fip, "floating_network_id")
-    if ident:
-        return view.get("Logical_Switch", uuidlib.UUID(ident))
-    if fip.logical_router:
-        from loom_api.neutron.routers import gateway_port
-
-        gateway = gateway_port(view, fip.logical_router[0])
-        if gateway is not None:
-            return gateway.logical_switch
-    return None
-
-
-def network_service(view: ReadView, network: Any) -> Any | None:
-    """Return the L3 gateway service behind external network `network`: the one it names
-    (`l3_ext`), else the deployment's default; None for other networks."""
-    if not is_external(network):
-        return None
-    ident = ext(network, "gateway_service")
-    if ident:
-        return view.get("Gateway_Service", uuidlib.UUID(ident))
-    return default_service(view)
-
-
-def used_addresses(view: ReadView, switch: Any, *, skip: Any = None) -> set[str]:
-    """Return the addresses taken on `switch`: its ports', its floating IPs', and on an
-    external network its gateway service's uplink address and next hop (no NAT rule may
-    have them).
-
-    Args:
-        view: the replica (with the current transaction's changes).
-        switch: the logical switch.
-        skip: a port whose own addresses do not count (the port being updated).
-    """
-    used: set[str] = set()
-    for port in children(view, "Logical_Switch_Port", "logical_switch", switch):
-        if skip is None or port.uuid != skip.uuid:
-            used.update(port.ips)
-    used.update(
-        f.external_ip for f in fip_rows(view) if ext(f, "floating_network_id") == str(switch.uuid)
-    )
-    service = network_service(view, switch)
-    if service is not None:
-        uplink = Uplink.of(service)
-        used.update(a for a in (uplink.address, uplink.next_hop) if a is not None)
-    return used
 
 
 class Networks(NeutronResource):
@@ -219,7 +156,7 @@ class Networks(NeutronResource):
         ports = children(view, "Logical_Switch_Port", "logical_switch", row)
         owned = [p for p in ports if ext(p, "device_owner") in NETWORK_OWNED]
         busy = [p for p in ports if p not in owned]
-        fips = [f for f in fip_rows(view) if ext(f, "floating_network_id") == str(row.uuid)]
+        fips = network_fips(view, row)
         if busy or fips:
             users = crud.describe("port", busy) + crud.describe("floating IP", fips)
             raise errors.NetworkInUse(id=str(row.uuid), users=", ".join(users))
@@ -268,7 +205,7 @@ class Networks(NeutronResource):
             for p in view.rows("Logical_Router_Port")
             if p.logical_switch == row and ext(p, "device_owner") == "network:router_gateway"
         ]
-        fips = [f for f in fip_rows(view) if ext(f, "floating_network_id") == str(row.uuid)]
+        fips = network_fips(view, row)
         if gateways or fips:
             users = crud.describe("router gateway", gateways) + crud.describe("floating IP", fips)
             raise errors.Conflict(

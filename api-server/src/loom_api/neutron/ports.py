@@ -14,7 +14,6 @@ router, its owner `network:router_interface` or `network:router_gateway`.
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import random
 import uuid as uuidlib
@@ -23,6 +22,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from loom_api.neutron import errors
+from loom_api.neutron.addressing import FixedIp, assign_addresses, ip_key, subnet_of
 from loom_api.neutron.common import (
     BINDING_PROFILE_MAX,
     Address,
@@ -46,19 +46,16 @@ from loom_api.neutron.common import (
     require,
     tenant_api,
 )
-from loom_api.neutron.networks import NETWORKS, used_addresses
+from loom_api.neutron.networks import NETWORKS
 from loom_api.neutron.security_groups import ensure_default_group, security_group_rows
-from loom_api.neutron.subnets import subnet_of
 from loom_api.service import crud, keys
 from loom_api.service.ports import PORT_KEYS, port_status, random_mac
-from loom_api.service.subnets import next_free_address, reserved_addresses
 from loom_api.service.types import (
     PORT_IPS_MAX,
     SECURITY_PROFILES_MAX,
     MacAddress,
     Uuid,
     control_character,
-    unusable_host,
 )
 from loom_api.store import ReadView, WriteView
 
@@ -72,13 +69,6 @@ ADDRESS_PAIRS_MAX = 10
 
 #: Attributes that stay changeable on the switch side of a router port.
 _ROUTER_SIDE_CHANGEABLE = frozenset({"name", "description", "admin_state_up", "tags"})
-
-
-class FixedIp(Part):
-    """One requested fixed IP: a subnet, an address, or both."""
-
-    subnet_id: Uuid | None = None
-    ip_address: Address | None = None
 
 
 class AddressPair(Part):
@@ -108,131 +98,6 @@ class PortBody(Body):
         Annotated[list[AddressPair], Field(max_length=ADDRESS_PAIRS_MAX)] | None
     ) = None
     tags: Tags | None = None
-
-
-def _ip_key(address: str) -> tuple[int, int]:
-    ip = ipaddress.ip_address(address)
-    return ip.version, int(ip)
-
-
-def _subnets(view: ReadView, network: Any) -> list[Any]:
-    rows = children(view, "Subnet", "logical_switch", network)
-    return sorted(rows, key=lambda s: (s.ip_version, ipaddress.ip_network(s.cidr)))
-
-
-def _in_subnet(address: str, subnet: Any) -> bool:
-    return ipaddress.ip_address(address) in ipaddress.ip_network(subnet.cidr)
-
-
-def assign_addresses(
-    view: ReadView, network: Any, requested: list[FixedIp] | None, port: Any | None
-) -> list[str]:
-    """Return the addresses a port gets on `network`.
-
-    Args:
-        view: the replica, with the current transaction's changes.
-        network: the port's logical switch.
-        requested: the request's `fixed_ips` (None: not given).
-        port: the port being updated, or None for a new port.
-
-    Raises:
-        errors.InvalidInput: a subnet of another network, or an address outside its subnet.
-        errors.IpAddressInUse: an address another port or floating IP holds.
-        errors.IpAddressGenerationFailure: a subnet (or every subnet of a version) is full.
-    """
-    net_id = str(network.uuid)
-    used = used_addresses(view, network, skip=port)
-    if requested is None:
-        return list(port.ips) if port is not None else _automatic(view, network, used)
-    chosen: list[str] = []
-    current = sorted(port.ips, key=_ip_key) if port is not None else []
-    for i, entry in enumerate(requested):
-        subnet = _requested_subnet(view, network, entry.subnet_id)
-        if entry.ip_address is not None:
-            address = _requested_address(view, network, subnet, entry.ip_address, f"fixed_ips.{i}")
-            if address in used or address in chosen:
-                raise errors.IpAddressInUse(field="fixed_ips", net_id=net_id, ip=address)
-            chosen.append(address)
-        elif subnet is not None:
-            kept = next((a for a in current if a not in chosen and _in_subnet(a, subnet)), None)
-            free = kept or next_free_address(subnet, used | set(chosen))
-            if free is None:
-                raise errors.IpAddressGenerationFailure(field="fixed_ips", net_id=net_id)
-            chosen.append(free)
-        else:
-            raise errors.BadRequest(
-                field=f"fixed_ips.{i}",
-                detail="Invalid input for fixed_ips. Reason: an entry needs a subnet_id or an "
-                "ip_address.",
-            )
-    return chosen
-
-
-def _automatic(view: ReadView, network: Any, used: set[str]) -> list[str]:
-    """One address per IP version, from the first subnet of that version with a free one."""
-    chosen = []
-    for version in (4, 6):
-        candidates = [s for s in _subnets(view, network) if s.ip_version == version]
-        if not candidates:
-            continue
-        address = next(
-            (a for s in candidates if (a := next_free_address(s, used)) is not None), None
-        )
-        if address is None:
-            raise errors.IpAddressGenerationFailure(field="fixed_ips", net_id=str(network.uuid))
-        chosen.append(address)
-        used.add(address)
-    return chosen
-
-
-def _requested_subnet(view: ReadView, network: Any, ident: str | None) -> Any | None:
-    if ident is None:
-        return None
-    subnet = view.get("Subnet", uuidlib.UUID(ident))
-    if subnet is None or subnet.logical_switch != network:
-        raise errors.InvalidInput(
-            field="fixed_ips",
-            detail=f"Failed to create port on network {network.uuid}, because fixed_ips "
-            f"included invalid subnet {ident}",
-        )
-    return subnet
-
-
-def _requested_address(
-    view: ReadView, network: Any, subnet: Any | None, text: str, field: str
-) -> str:
-    """Check a requested fixed IP as Neutron does; return it in canonical form.
-
-    Raises:
-        errors.BadRequest: not an address (a zone index included), or one no host can have
-            (unspecified, loopback, multicast, 255.255.255.255).
-        errors.InvalidIpForSubnet: outside the requested subnet, or its network address or
-            (IPv4) broadcast address (Neutron's `check_subnet_ip`).
-        errors.InvalidIpForNetwork: in no subnet of the network.
-    """
-    try:
-        if "%" in text:
-            raise ValueError(text)
-        ip = ipaddress.ip_address(text)
-    except ValueError:
-        raise errors.BadRequest(
-            field=field,
-            detail=f"Invalid input for fixed_ips. Reason: '{text}' is not a valid IP address.",
-        ) from None
-    reason = unusable_host(ip)
-    if reason is not None:
-        raise errors.BadRequest(
-            field=field, detail=f"Invalid input for fixed_ips. Reason: '{ip}' is {reason}."
-        )
-    address = str(ip)
-    if subnet is not None and not _in_subnet(address, subnet):
-        raise errors.InvalidIpForSubnet(field=field, ip=address)
-    holder = subnet if subnet is not None else subnet_of(view, network, address)
-    if holder is None:
-        raise errors.InvalidIpForNetwork(field=field, ip=address)
-    if int(ip) in reserved_addresses(ipaddress.ip_network(holder.cidr)):
-        raise errors.InvalidIpForSubnet(field=field, ip=address)
-    return address
 
 
 def _check_mac(view: ReadView, network: Any, mac: str, port: Any | None) -> None:
@@ -300,7 +165,7 @@ class Ports(NeutronResource):
         else:
             device_id, device_owner = ext(row, "device_id"), ext(row, "device_owner")
         fixed_ips = []
-        for address in sorted(row.ips, key=_ip_key):
+        for address in sorted(row.ips, key=ip_key):
             subnet = subnet_of(view, row.logical_switch, address)
             fixed_ips.append(
                 {"subnet_id": str(subnet.uuid) if subnet else None, "ip_address": address}

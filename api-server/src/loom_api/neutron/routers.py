@@ -24,6 +24,18 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from loom_api.neutron import errors
+from loom_api.neutron.addressing import (
+    GATEWAY_OWNER,
+    FixedIp,
+    assign_addresses,
+    gateway_port,
+    is_external,
+    network_service,
+    router_fips,
+    router_ports,
+    subnet_of,
+    used_addresses,
+)
 from loom_api.neutron.common import (
     Address,
     Body,
@@ -45,15 +57,7 @@ from loom_api.neutron.common import (
     owner,
     tenant_api,
 )
-from loom_api.neutron.networks import (
-    NETWORKS,
-    fip_rows,
-    is_external,
-    network_service,
-    used_addresses,
-)
-from loom_api.neutron.ports import FixedIp, assign_addresses
-from loom_api.neutron.subnets import subnet_of
+from loom_api.neutron.networks import NETWORKS
 from loom_api.service import crud, keys
 from loom_api.service.crud import first
 from loom_api.service.gateways import (
@@ -71,9 +75,6 @@ from loom_api.store import ReadView, WriteView
 
 #: Neutron's default `max_routes` (extra routes per router).
 ROUTES_MAX = 30
-
-GATEWAY_OWNER = "network:router_gateway"
-INTERFACE_OWNER = "network:router_interface"
 
 _ROUTERS = LogicalRouters()
 _ROUTER_PORTS = LogicalRouterPorts()
@@ -109,26 +110,9 @@ class RouterBody(Body):
 # ---- the router's ports ------------------------------------------------------------------
 
 
-def router_ports(view: ReadView, router: Any) -> list[Any]:
-    """Return the router ports of `router` (this transaction's included)."""
-    return children(view, "Logical_Router_Port", "logical_router", router)
-
-
-def gateway_port(view: ReadView, router: Any) -> Any | None:
-    """Return the router port that is `router`'s Neutron gateway, or None."""
-    return next(
-        (p for p in router_ports(view, router) if ext(p, "device_owner") == GATEWAY_OWNER), None
-    )
-
-
 def interfaces(view: ReadView, router: Any) -> list[Any]:
     """Return the router's ports other than its gateway."""
     return [p for p in router_ports(view, router) if ext(p, "device_owner") != GATEWAY_OWNER]
-
-
-def router_fips(view: ReadView, router: Any) -> list[Any]:
-    """Return the floating IPs associated through `router`."""
-    return [n for n in fip_rows(view) if router in n.logical_router]
 
 
 def _inserted_peer(view: WriteView, router_port: Any) -> Any:

@@ -16,6 +16,7 @@ from pydantic import Field
 
 from loom_api import errors as native_errors
 from loom_api.neutron import errors
+from loom_api.neutron.addressing import network_fips
 from loom_api.neutron.common import (
     Address,
     Body,
@@ -37,7 +38,7 @@ from loom_api.neutron.common import (
     require,
     tenant_api,
 )
-from loom_api.neutron.networks import NETWORKS, fip_rows
+from loom_api.neutron.networks import NETWORKS
 from loom_api.service import crud
 from loom_api.service.subnets import Subnets
 from loom_api.service.types import DNS_NAMESERVERS_MAX, POOLS_MAX, Uuid
@@ -81,18 +82,6 @@ class SubnetBody(Body):
     ipv6_ra_mode: Ipv6Mode | None = None
     ipv6_address_mode: Ipv6Mode | None = None
     tags: Tags | None = None
-
-
-def subnet_of(view: ReadView, switch: Any, address: str) -> Any | None:
-    """Return the subnet of `switch` whose prefix holds `address`, or None."""
-    try:
-        ip = ipaddress.ip_address(address)
-    except ValueError:
-        return None
-    for subnet in view.children("Subnet", "logical_switch", switch):
-        if ip in ipaddress.ip_network(subnet.cidr):
-            return subnet
-    return None
 
 
 def _default_gateway(cidr: str) -> str | None:
@@ -234,9 +223,8 @@ class NeutronSubnets(NeutronResource):
         ]
         fips = [
             f
-            for f in fip_rows(view)
-            if ext(f, "floating_network_id") == str(row.logical_switch.uuid)
-            and ipaddress.ip_address(f.external_ip) in network
+            for f in network_fips(view, row.logical_switch)
+            if ipaddress.ip_address(f.external_ip) in network
         ]
         if users or fips:
             described = [u.replace("logical switch port", "port") for u in users]
