@@ -13,10 +13,10 @@ With one, a pass sees each transaction whole. And updates keep the order the dat
 committed them in: when `Universal_Global.generation` says G, every row written for G has
 been seen, so what the controller pushed after reading it realizes G.
 
-Rows are kept in the `monitor` method's format (every column, a one-element set as its
-atom), rebuilt from `update2`'s diffs with the column types the server's schema gives; a
-`Universal_Flow` row's `flows` and `local_flows` packed (`pack`: one string a row, not a
-set of strings; `local_flows` deflated).
+The replica is the common `loom_common.ovsdb.Replica` with that condition
+(`monitor_cond`: rows kept as the `monitor` method gives them, rebuilt from `update2`'s
+diffs); `Universal_Flow` rows are kept as "Flow", their `flows` and `local_flows` packed
+(`pack`: one string a row, not a set of strings; `local_flows` deflated).
 """
 
 from __future__ import annotations
@@ -27,7 +27,10 @@ from collections.abc import Callable, Collection, Iterable
 from collections.abc import Set as AbstractSet
 from typing import Any
 
-from loom_common.ovsdb import KEEPALIVE_IDLE, RawConnection
+from loom_common.ovsdb import ops
+from loom_common.ovsdb.client import RawConnection
+from loom_common.ovsdb.codec import elements
+from loom_common.ovsdb.replica import Change, Replica
 
 DB = "Loom_Universal"
 TABLES: dict[str, list[str]] = {
@@ -47,14 +50,8 @@ FLOW_SETS = ("flows", "local_flows")
 FlowTexts = str | bytes | tuple[str, ...]
 """A `Universal_Flow` row's `flows` or `local_flows` as the replica keeps it (`pack`)."""
 MONITOR_ID = "loom-physical"
-SCALAR_DEFAULTS: dict[str, Any] = {
-    "integer": 0, "real": 0.0, "boolean": False, "string": "",
-    "uuid": ["uuid", "00000000-0000-0000-0000-000000000000"],
-}  # fmt: skip
-"""An atomic column's value when `update2` leaves it out (RFC 7047's defaults)."""
-
-Change = tuple[str, str, "dict[str, Any] | None"]
-"""(table, row uuid, the row's columns after the change, None if deleted)."""
+FLOWS = "Flow"
+"""The name the replica keeps and reports `Universal_Flow` rows under."""
 
 
 def _where(datapaths: Iterable[int]) -> list[Any]:
@@ -97,64 +94,9 @@ def _pack_column(column: str, texts: Iterable[str]) -> FlowTexts:
     return pack(texts, deflate=column == "local_flows")
 
 
-def _column_kind(ctype: Any) -> str:
-    """How `update2` gives a column's change: "scalar" (the new value: what ovsdb-server
-    sends for any column of at most one element, optional ones too), "set" (the elements
-    added or removed) or "map" (the pairs added, removed or changed)."""
-    if isinstance(ctype, str):
-        return "scalar"
-    if "value" in ctype:
-        return "map"
-    return "scalar" if ctype.get("max", 1) == 1 else "set"
-
-
-def _default(ctype: Any) -> Any:
-    """A column's value when `update2` leaves it out: empty for a set or map (an optional
-    value too), else the atomic type's default."""
-    if isinstance(ctype, dict):
-        if "value" in ctype:
-            return ["map", []]
-        if ctype.get("min", 1) == 0 or ctype.get("max", 1) != 1:
-            return ["set", []]
-        ctype = ctype["key"]
-    return SCALAR_DEFAULTS[ctype if isinstance(ctype, str) else ctype["type"]]
-
-
-def _atoms(value: Any) -> list[Any]:
-    return value[1] if isinstance(value, list) and value and value[0] == "set" else [value]
-
-
-def _hashable(atom: Any) -> Any:
-    return tuple(atom) if isinstance(atom, list) else atom  # ["uuid", "..."]
-
-
-def _apply_diff(kind: str, old: Any, diff: Any) -> Any:
-    """A column's new value from `update2`'s `modify` diff: a scalar's new value; a set's
-    elements to add or remove; a map's pairs to add, remove (same value) or change."""
-    if kind == "scalar":
-        return diff
-    if kind == "set":
-        have = {_hashable(a): a for a in _atoms(old)}
-        for atom in _atoms(diff):
-            key = _hashable(atom)
-            if have.pop(key, None) is None:
-                have[key] = atom
-        atoms = [have[key] for key in sorted(have)]  # in the server's order
-        return atoms[0] if len(atoms) == 1 else ["set", atoms]
-    pairs = {_hashable(k): [k, v] for k, v in old[1]}
-    for k, v in diff[1]:
-        key = _hashable(k)
-        if key in pairs and pairs[key][1] == v:
-            del pairs[key]
-        else:
-            pairs[key] = [k, v]
-    return ["map", [pairs[key] for key in sorted(pairs)]]
-
-
 def _flows(value: Any) -> set[str]:
-    if isinstance(value, list) and value and value[0] == "set":
-        return set(value[1])
-    return {value} if isinstance(value, str) else set()
+    """A `flows` column's texts (none: the column left out)."""
+    return set(elements(value)) if value is not None else set()
 
 
 def pack(texts: Iterable[str], *, deflate: bool = False) -> FlowTexts:
@@ -228,13 +170,15 @@ def read_flows(remote: str, datapaths: Iterable[int],
     Raises:
         OSError, OvsdbError: the database could not be read.
     """
-    ops = [{"op": "select", "table": "Universal_Flow", "where": [["datapath", "==", dp]],
-            "columns": ["_uuid", *FLOW_COLUMNS]} for dp in sorted(set(datapaths))]  # fmt: skip
-    if not ops:
+    selects = [
+        ops.select("Universal_Flow", ops.where_eq("datapath", dp), ["_uuid", *FLOW_COLUMNS])
+        for dp in sorted(set(datapaths))
+    ]
+    if not selects:
         return {}
     conn = RawConnection(remote, timeout=timeout, db=DB)
     try:
-        results = conn.transact(DB, ops)
+        results = conn.transact(DB, selects)
     finally:
         conn.close()
     rows: dict[str, dict[str, Any]] = {}
@@ -245,20 +189,21 @@ def read_flows(remote: str, datapaths: Iterable[int],
     return rows
 
 
-class UniversalReplica:
-    """The universal DB as a physical controller needs it (see the module docstring)."""
+class UniversalReplica(Replica):
+    """The universal DB as a physical controller needs it (see the module docstring):
+    `datapaths` are those whose `Universal_Flow` rows it follows."""
 
     def __init__(self, remote: str, wake: Callable[[], None] | None = None) -> None:
-        self.remote = remote
-        self.wake = wake
-        self.rows: dict[str, dict[str, dict[str, Any]]] = {t: {} for t in [*TABLES, "Flow"]}
-        """Table -> uuid -> columns; "Flow" holds Universal_Flow rows, `flows` packed."""
+        super().__init__(
+            remote,
+            DB,
+            {**TABLES, "Universal_Flow": FLOW_COLUMNS},
+            wake=wake,
+            conditions={"Universal_Flow": _where(())},
+            monitor_id=MONITOR_ID,
+            names={"Universal_Flow": FLOWS},
+        )
         self.datapaths: frozenset[int] = frozenset()
-        self.conn: RawConnection | None = None
-        self._types: dict[str, dict[str, Any]] = {}
-        """Table -> column -> its OVSDB type (from the server's schema, at `start`)."""
-        self._defaults: dict[str, dict[str, Any]] = {}
-        """Table -> column -> its value when `update2` leaves it out."""
 
     def start(self, datapaths: Iterable[int] | None = None) -> list[Change]:
         """(Re)connect and read the flows of `datapaths` (default: those followed now);
@@ -267,48 +212,15 @@ class UniversalReplica:
         On an error (raised) the replica is left closed (`conn` None) with the rows it
         held, so a later `start()` reports what changed meanwhile.
         """
-        self.close()
         if datapaths is not None:
             self.datapaths = frozenset(datapaths)
-        conn = RawConnection(self.remote, db=DB)
-        try:
-            if self.wake is not None:
-                conn.keep_alive(KEEPALIVE_IDLE, self.wake)
-            schema = conn.call("get_schema", [DB])["tables"]
-            self._types = {
-                table: {c: schema[table]["columns"][c]["type"] for c in columns}
-                for table, columns in TABLES.items()
-            }
-            # (shared by the rows: a value is replaced when it changes, never modified)
-            self._defaults = {
-                table: {c: _default(t) for c, t in types.items()}
-                for table, types in self._types.items()
-            }
-            requests: dict[str, Any] = {t: [{"columns": cols}] for t, cols in TABLES.items()}
-            where = _where(self.datapaths)
-            requests["Universal_Flow"] = [{"columns": FLOW_COLUMNS, "where": where}]
-            initial = conn.call("monitor_cond", [DB, MONITOR_ID, requests])
-        except BaseException:
-            conn.close()
-            raise
-        self.conn = conn
-        old = self.rows
-        self.rows = {t: {} for t in old}
-        for table, updates in initial.items():
-            for uuid, update in updates.items():
-                self._update2(table, uuid, update)
-        changes: list[Change] = []
-        for table in self.rows:
-            for uuid in old[table].keys() - self.rows[table].keys():
-                changes.append((table, uuid, None))
-            for uuid, row in self.rows[table].items():
-                if old[table].get(uuid) != row:
-                    changes.append((table, uuid, row))
-        return changes
+        assert self.conditions is not None
+        self.conditions["Universal_Flow"] = _where(self.datapaths)
+        return super().start()
 
     def set_datapaths(self, datapaths: Iterable[int]) -> None:
         """Follow the rows of `datapaths` from now on (rows that enter or leave the
-        condition arrive as updates, for `poll`).
+        condition arrive as updates, for `poll`), in steps (`condition_steps`).
 
         Raises:
             OSError, OvsdbError: the connection failed (`start()` reconnects and asks for
@@ -318,51 +230,15 @@ class UniversalReplica:
         if wanted == self.datapaths:
             return
         before, self.datapaths = self.datapaths, wanted  # (closed or failing: `start()` asks)
-        if self.conn is None:
-            return
-        steps = (
-            [MONITOR_ID, MONITOR_ID, {"Universal_Flow": [{"where": _where(condition)}]}]
-            for condition in condition_steps(before, wanted)
+        self.change_conditions(
+            {"Universal_Flow": _where(condition)} for condition in condition_steps(before, wanted)
         )
-        for _ in self.conn.call_each("monitor_cond_change", steps):
-            pass  # (two in flight: the server makes a step's update while this reads one)
-
-    def poll(self) -> list[Change]:
-        """Apply the updates received so far; return the changes, in commit order."""
-        assert self.conn is not None, "start() first"
-        changes: list[Change] = []
-        for message in self.conn.poll():
-            if message.get("method") != "update2":
-                continue
-            for table, updates in message["params"][1].items():
-                for uuid, update in updates.items():
-                    row = self._update2(table, uuid, update)
-                    changes.append(("Flow" if table == "Universal_Flow" else table, uuid, row))
-        return changes
 
     def _update2(self, table: str, uuid: str, update: dict[str, Any]) -> dict[str, Any] | None:
-        """Apply one row's `update2` (`initial`, `insert`, `modify` or `delete`); return the
-        row now (None: deleted)."""
-        if table == "Universal_Flow":
-            return self._flow_update2(uuid, update)
-        rows = self.rows[table]
-        if "delete" in update:
-            rows.pop(uuid, None)
-            return None
-        types = self._types[table]
-        if "modify" not in update:  # initial or insert: the columns not at their default
-            columns = update.get("insert") or update.get("initial") or {}
-            row = {**self._defaults[table], **columns}  # (only the columns monitored come)
-        else:
-            row = dict(rows.get(uuid) or self._defaults[table])
-            for column, diff in update["modify"].items():
-                row[column] = _apply_diff(_column_kind(types[column]), row[column], diff)
-        rows[uuid] = row
-        return row
-
-    def _flow_update2(self, uuid: str, update: dict[str, Any]) -> dict[str, Any] | None:
-        """`_update2` for a `Universal_Flow` row, kept with `flows` packed."""
-        rows = self.rows["Flow"]
+        """`Replica._update2`, a `Universal_Flow` row kept with `flows` packed."""
+        if table != "Universal_Flow":
+            return super()._update2(table, uuid, update)
+        rows = self.rows[FLOWS]
         if "delete" in update:
             rows.pop(uuid, None)
             return None
@@ -378,18 +254,3 @@ class UniversalReplica:
                 row[column] = value
         rows[uuid] = row
         return row
-
-    def fileno(self) -> int:
-        """The connection's descriptor."""
-        assert self.conn is not None
-        return self.conn.fileno()
-
-    def has_pending(self) -> bool:
-        """True if updates already received wait for `poll()`."""
-        return self.conn is not None and self.conn.has_pending()
-
-    def close(self) -> None:
-        """Close the connection."""
-        if self.conn is not None:
-            self.conn.close()
-            self.conn = None
