@@ -37,7 +37,7 @@ FlowRow = tuple[int, int, int, str, str]
 TARGET_COLD_LOAD_S = 2.0
 TARGET_TXN_MEDIAN_MS = 1.0
 # RSS may grow this much over the churn before we call it "not flat": allocator noise, not
-# a leak, at ~300 MB of steady state.
+# a leak, small against the steady state.
 FLAT_RSS_SLACK_MB = 32.0
 # Cold loads measured (each on a fresh engine); the median is reported.
 COLD_LOAD_RUNS = 3

@@ -32,9 +32,8 @@ def gc_paused() -> Iterator[None]:
     A commit hands back one new tuple per changed row, a dump one per row; a big delta
     (a cold load makes hundreds of thousands) would trigger full collections that
     traverse every object in the process and can find nothing to free, since the new
-    tuples are acyclic. Measured
-    on `loom-ddlog bench`: 0.15 to 0.25 s of a 2 s cold load. The previous state is
-    restored, so an application that disabled the collector keeps it disabled.
+    tuples are acyclic (on `loom-ddlog bench`, a noticeable share of a cold load). The
+    previous state is restored, so an application that disabled the collector keeps it disabled.
     """
     enabled = gc.isenabled()
     gc.disable()

@@ -14,10 +14,9 @@ mod ofp;
 /// change at every operator, and keeps millions of them in its arrangements. jemalloc, not
 /// mimalloc (which this module used before) nor the C library's malloc: the rows a cold
 /// start keeps are interleaved with the rows it made and dropped on the way, and jemalloc
-/// leaves the fewest pages held for the few rows still on them. The logical rules' S=1.0
-/// cold start replayed (1.95 GB of rows and batches live at the end): peak RSS 2.76-2.83 GB
-/// with mimalloc (freed pages reset), 2.64 (decommitted), 2.70 with glibc's, 2.56-2.57 with
-/// jemalloc, and 2.36-2.40 GB after it, whose replay took 15-17 s against mimalloc's 19-25 s.
+/// leaves the fewest pages held for the few rows still on them. A replay of the logical
+/// rules' full-scale cold start peaked lowest with jemalloc, and ran faster too
+/// (`docs/benchmarks-log.md`, 2026-12-01).
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
@@ -26,8 +25,8 @@ static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 /// `narenas:1`: one arena for every thread (jemalloc's default is four a CPU). A row is
 /// made on one thread and kept or freed on another (the engine's workers, the thread that
 /// converts Python's rows, a physical controller's sixteen pushing threads), and each
-/// arena keeps pages of its own: with one, the rows kept share their pages. The S=1.0
-/// replays: logical peak RSS 2.57 -> 2.41 GB, physical 0.82 -> 0.74 GB, in the same time.
+/// arena keeps pages of its own: with one, the rows kept share their pages (the full-scale
+/// replays peaked lower, in the same time).
 #[allow(non_upper_case_globals, reason = "the C library's name for it")]
 #[export_name = "_rjem_malloc_conf"]
 pub static malloc_conf: Option<&'static std::ffi::c_char> =
@@ -138,7 +137,7 @@ impl Engine {
     /// Convert `updates` (with the GIL) and commit them (without it); the engine's delta.
     /// A list of updates is emptied once converted, before the commit: the engine has
     /// its rows, and the Python objects are freed before the computation grows the engine
-    /// (a cold start's rows were ~0.4 GB at NVP's full scale, held through it).
+    /// (a cold start's rows, held through it, would add to the process's peak).
     fn commit(&self, py: Python<'_>, updates: &Bound<'_, PyAny>) -> Result<engine::Delta> {
         let mut ups = Vec::new();
         for obj in updates.try_iter()? {

@@ -7,8 +7,8 @@
 //! `Vec`, so a group's values come out sorted, as `reduce` gives them) and the group it last
 //! emitted, and at each epoch emits the change of every group the epoch touched. Sorting
 //! happens within groups (tens of values), not across the whole input: the universal
-//! flows' `group_by` (3.2M values in 226k groups at the NVP workload's full scale) took
-//! 16.4 s of a 42.9 s cold start as a `reduce`.
+//! flows' `group_by` (3.2M values in 226k groups at the NVP workload's full scale) was a
+//! large part of a cold start as a `reduce`.
 //!
 //! Inside a recursive stratum (partially ordered timestamps) `group_by` stays a `reduce`;
 //! [`Grouping`] picks per timestamp type.

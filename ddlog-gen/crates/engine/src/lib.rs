@@ -65,8 +65,8 @@ pub struct Options {
     /// Output relations whose reader keeps them, with counts: the engine does not keep a
     /// copy of their rows (nor can [`Engine::dump`] show them), and their changes in a
     /// [`Delta`] are the net changes of each row's count of derivations, not set changes.
-    /// A copy costs a hash map entry and a row per row: ~73 MiB in each of Loom's physical
-    /// controllers at full scale, whose flow tables count their flows anyway.
+    /// A copy costs a hash map entry and a row per row, which Loom's physical controllers,
+    /// whose flow tables count their flows anyway, would pay for every flow of every node.
     pub counted: Vec<String>,
 }
 

@@ -2,7 +2,7 @@
 //!
 //! Each input relation is a set of rows or, if it has a primary key, a key → row index
 //! (and no set: the rows are the index's values; a second copy of every keyed input row
-//! was ~50 MB of the logical controller's engine at NVP's full scale).
+//! would be memory in proportion to the inputs, for nothing the engine reads).
 //! [`Inputs::prepare`] runs a transaction's updates in order against an overlay, so a
 //! failing update leaves everything untouched; [`Inputs::commit`] then applies the net
 //! per-row changes and returns them for the dataflow.

@@ -106,8 +106,8 @@ impl Workers {
                         built.unit.flush();
                         // Park (after timely's short idle spin) while the other workers
                         // finish: spinning took a core from the processes the controller
-                        // shares its machine with (engine-only port changes at scale 0.1:
-                        // p99 13.6-13.9 -> 8.3-8.9 ms, medians unchanged).
+                        // shares its machine with (it showed in small commits' tail
+                        // latency, not in their median).
                         worker.step_or_park_while(None, || probe.less_than(&(epoch + 1)));
                         if let Some(p) = profiler.as_ref() {
                             p.report(worker, &built.labels, &built.details, index);

@@ -3,7 +3,8 @@
 //!
 //! A cold start at NVP's scale encodes every universal flow (1.45M in each physical
 //! controller), and its matches nearly never repeat (each names its datapath and a port's
-//! addresses); in Python that was ~18 us a flow, a fifth of a controller's cold start.
+//! addresses); in Python that was a cost per flow paid over a million times, a large share
+//! of a controller's cold start.
 //! This crate encodes `ovs-ofctl` matches ([`encode_match`]) and action lists
 //! ([`encode_actions`]), whole `FLOW_MOD`s ([`flow_mod`]) and bulk-bundle messages
 //! ([`bundle_add_flow`]); [`standin`] reads such bundles back, for the benchmark's

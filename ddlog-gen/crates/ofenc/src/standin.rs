@@ -1,10 +1,10 @@
 //! The receiving side of a bulk bundle, for the benchmark's stand-in nodes
-//! (`loom_ovs.standin.switch`): the run of `OFPT_BUNDLE_ADD_MESSAGE`s that carry flow adds
+//! (`loom_lab.standin.switch`): the run of `OFPT_BUNDLE_ADD_MESSAGE`s that carry flow adds
 //! into one open bundle, and a flow add cut into the (key, value) a stand-in keeps.
 //!
 //! A full-scale cold start sends 3,000 stand-ins 7M flow adds; read and kept one by one in
-//! Python they took ~3 us each, more than half the stand-ins' CPU, which the benchmark's
-//! two cores share with the controllers it measures. These functions check and cut exactly
+//! Python they took more than half the stand-ins' CPU, which the benchmark's two cores
+//! share with the controllers it measures. These functions check and cut exactly
 //! what the Python fast path did (`Connection.receive`, `Connection._apply`, which stay for
 //! everything else), so a stand-in answers the same either way.
 
