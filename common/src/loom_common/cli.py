@@ -385,8 +385,9 @@ class Deployment:
             say("ZooKeeper" + (" (3 members)" if self.zookeeper_ensemble else ""))
             self._start_zookeeper()
             # The API server and the controllers start together (they meet only in the
-            # databases and ZooKeeper), each waited for after: at S=0.1 the API reads the
-            # configuration for 6 s and a logical controller computes it for 8 s.
+            # databases and ZooKeeper), each waited for after: the API's read of the
+            # configuration and a logical controller's computation of it each take a while
+            # on a large configuration, and overlap.
             say("the API server and the controllers")
             started = [self._start_api(), *self._start_logical_controller(),
                        *self._start_physical_controller()]  # fmt: skip

@@ -71,7 +71,7 @@ class InputTable:
     def _from_json(self) -> tuple[tuple[str, Callable[[Any], Any] | None], ...]:
         """Per column, its name and the conversion of its OVSDB JSON value (None: the value
         is itself). Chosen once per table rather than per value: a full-scale cold start
-        converts 275,859 config rows (0.85 s with the choice made per value)."""
+        converts 275,859 config rows, and a choice per value is paid for every one."""
         return tuple((c.name, _json_converter(c)) for c in self.columns)
 
     @property

@@ -8,17 +8,17 @@ the GIL held, and every thread of the process (pushes, OVSDB replies) waits mean
 no traversal): they are still freed by reference counting when dropped; only a reference
 cycle among them would outlive its use, and the controllers' long-lived state holds none to
 speak of. A controller settles after a pass that loaded a bulk of state (a cold start, a
-node's whole table), so that later collections walk only what changed since. Measured on
-`loom-physical-bench` (20 nodes, 1.55M flows): a full collection during the port changes
-held the process 1.06 s, the p99 of the changes.
+node's whole table), so that later collections walk only what changed since. On
+`loom-physical-bench` a full collection during the port changes, walking a cold start's
+objects, was the slowest change.
 
 `settle()` also gives back to the system the memory C's allocator holds free (glibc's
 `malloc_trim`, where there is one): objects over 512 bytes (big strings, dicts' tables) come
 from malloc, not Python's own allocator, and a long pass frees many of them: a cold start's
 JSON and transaction texts, the parsed rows once packed. glibc keeps freed chunks amid live
 ones resident, in every thread's arena (a physical controller's work runs on its own
-thread, its pushes on sixteen more). Measured at S=1.0 after the cold start: RSS down 92 MiB
-in the logical controller, 45-48 MiB in each physical one.
+thread, its pushes on sixteen more), until trimmed; after a cold start each controller gives
+back a part of its RSS so.
 
 `GcWatch` times the collector's passes (`gc.callbacks`), logs the long ones, and keeps the
 figures benchmarks report.

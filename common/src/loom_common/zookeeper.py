@@ -44,7 +44,8 @@ SERVER_JAR = JAVA_DIR / "zookeeper.jar"
 LOG_BINDING_JAR = JAVA_DIR / "slf4j-simple.jar"
 STANDALONE_MAIN = "org.apache.zookeeper.server.ZooKeeperServerMain"
 QUORUM_MAIN = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
-# Small heap, no JIT tiers beyond C1: the server starts in about 0.4 s and uses ~60 MiB.
+# Small heap, no JIT tiers beyond C1: the server starts quickly and stays small, as tests
+# and `loom up` start many.
 JVM_OPTIONS = (
     "-Xms32m",
     "-Xmx256m",

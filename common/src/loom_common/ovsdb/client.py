@@ -58,8 +58,8 @@ class _Keeper:
     process, started with the first connection; every `TICK` it asks one `epoll` set of
     them which are readable, and reads those its owner has left idle: its cost is the
     connections with something to read, not all (a sweep that read each of 3,000 node
-    connections every second, most with nothing to read, held the GIL ~15 ms at a time
-    four times a second)."""
+    connections, most with nothing to read, held the GIL for a cost per connection, every
+    tick)."""
 
     TICK = 0.25
     """Seconds between looks (a probe is answered within `idle` + `TICK` of its coming)."""
@@ -117,7 +117,8 @@ class RawConnection:
     python-ovs's IDL builds a Python object per row and per column and parses JSON in pure
     Python; for 10^4..10^6 rows that costs minutes and gigabytes (measured with
     `loom-logical-bench`). This client speaks the OVSDB protocol (RFC 7047) with `orjson`
-    (3-4x the standard library's `json` on a full-scale cold start's 10^2 MB messages),
+    (several times faster than the standard library's `json` on a full-scale cold start's
+    large messages),
     answers the server's inactivity probes, and keeps notifications (`update` of a monitor)
     that arrive while it waits for a reply, for `poll()`.
     """

@@ -73,7 +73,7 @@ class Replica:
     A table in `unkept` passes through: its changes carry the rows, but the replica keeps
     none of them (no `rows[table]`), for an owner that holds the rows elsewhere — the
     logical controller's engine holds its input rows, and a copy of the config DB as Python
-    objects was ~360 MB of its memory at NVP's full scale. After a lost connection
+    objects would be a large part of its memory at NVP's full scale. After a lost connection
     `start()` reports every such row read again (it cannot compare) and nothing of those no
     longer there: the owner knows what it holds, and `reads` tells it that a read of every
     row began (what it holds that the changes since do not mention is gone).
@@ -110,9 +110,8 @@ class Replica:
         write.
 
         `staged` reads the tables one at a time (`_read_staged`): ovsdb-server then makes a
-        table's reply at a time, not the whole database's — at NVP's full scale the config
-        DB's 70 MB reply took its RSS from 0.3 to 0.8 GB — and the owner parses no more at
-        once.
+        table's reply at a time, not the whole database's — at NVP's full scale the whole
+        reply more than doubled the config DB's RSS — and the owner parses no more at once.
 
         `conditions` (table -> the `where` of the rows to follow; tables not named are
         followed whole) monitors with `monitor_cond` instead, under `monitor_id` (what

@@ -653,6 +653,6 @@ class OvsdbCluster:
 
 JEMALLOC = next(iter(sorted(Path("/usr/lib").glob("*/libjemalloc.so.2"))), None)
 """Debian's jemalloc (`libjemalloc2`), which Loom's ovsdb-servers run with where it is
-installed (`make install` installs it). ovsdb-server spends a quarter of a large write in
-glibc's malloc; with jemalloc preloaded, writing the full-scale NVP workload's 3.2M
-universal flows took 11.6 s of its CPU instead of 16.8 s."""
+installed (`make install` installs it). ovsdb-server spends a good part of a large write
+in glibc's malloc; with jemalloc preloaded, writing the full-scale NVP workload's 3.2M
+universal flows takes markedly less of its CPU."""
