@@ -1,8 +1,8 @@
 """OpenFlow 1.5 wire encoding of flows written in `ovs-ofctl` syntax.
 
 Loom's rules emit flows as `ovs-ofctl` text (readable, diffable, what the goldens show).
-Pushing them through `ovs-ofctl` costs a process, a connection and a handshake per push
-(3.6-4.3 ms, whatever the push carries); on a kept connection a bundle costs its bytes.
+Pushing them through `ovs-ofctl` costs a process, a connection and a handshake per push,
+whatever the push carries; on a kept connection a bundle costs its bytes.
 This module turns a flow's text into the `OFPT_FLOW_MOD` OVS would build from it, for the
 vocabulary the rules use:
 

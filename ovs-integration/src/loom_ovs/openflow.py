@@ -28,11 +28,10 @@ packet sees the table before or after it, never half of it.
   master role (an `ovs-ofctl replace-flows` connection has the role "equal", which no newer
   master demotes). It runs rarely and reads the whole table back, which `ovs-ofctl` parses for us.
 
-Why a native channel for `apply`, measured (README, "Choosing the OpenFlow path"): an
-`ovs-ofctl` run costs 3.6-4.3 ms with `--no-names` whatever it carries (14-17 ms without:
-it first opens a second connection to learn port names), and a change touching 20 nodes
-paid it 20 times on 2 cores; a bundle on a kept connection costs its bytes and two round
-trips.
+Why a native channel for `apply` (measured: `docs/physical.md`): an `ovs-ofctl` run costs a
+process, a connection and a handshake whatever it carries (without `--no-names` a second
+connection too, to learn port names), and a change touching many nodes pays it once for
+each, on few cores; a bundle on a kept connection costs its bytes and two round trips.
 Cookies: the high 32 bits are the universal row's cookie (the object the flow exists for),
 the low 16 bits `MARK`, Loom's.
 """
@@ -128,14 +127,14 @@ class FlowTable:
 
     Nearly every key is wanted once, with one (cookie, actions): those are kept as that
     pair alone (`_single`), and only keys wanted more than once in `_multi` — a dict per
-    key for every flow held cost ~250 bytes each, a quarter of a controller's flow memory.
-    A key is kept as one string (`_packed`), not a (table, priority, match) tuple: 56 bytes
-    less a flow, ~100 MB in each physical controller at S=1.0 (1.85M flows).
+    key for every flow held was a large share of a controller's flow memory. A key is kept
+    as one string (`_packed`), not a (table, priority, match) tuple: a tuple's header and
+    slots less for every flow, of the millions a physical controller holds at S=1.0.
 
     A `shared` table interns its keys and actions (`sys.intern`: the strings go when their
     last holder does), for tables whose flows recur in others: the nodes' own parts at
-    S=1.0 held 330k flows of 143k distinct keys and 63k distinct actions (36 MB of copies
-    in each physical controller).
+    S=1.0 held 330k flows of 143k distinct keys and 63k distinct actions, each copy held
+    once per node without it.
     """
 
     def __init__(self, *, shared: bool = False) -> None:
@@ -147,7 +146,7 @@ class FlowTable:
         than once (the same or different actions)."""
         self._conflicted: set[str] = set()
         """Packed keys wanted with more than one set of actions (kept as flows come and go:
-        a scan of the whole table per push cost 1.6 s at 155k flows)."""
+        a scan of the whole table per push is a cost per flow, paid at every push)."""
 
     def _recheck(self, key: str, wanted: dict[tuple[int, str], int] | None) -> None:
         if wanted and len({actions for _, actions in wanted}) > 1:
@@ -273,8 +272,8 @@ def encode(mod: Mod) -> bytes:
     encoder does not know.
 
     Cached: a change's flows go to every node with their datapath. Natively (as
-    `bulk_adds`; 11 us a flow in Python); what the native encoder declines, the reference
-    way. Whole tables do not come this way (`bulk_adds`)."""
+    `bulk_adds`, a fraction of Python's cost a flow); what the native encoder declines, the
+    reference way. Whole tables do not come this way (`bulk_adds`)."""
     op, flow = mod
     deleting = op == "delete"
     actions = encode_actions(flow.actions) if flow.actions and not deleting else b""
@@ -404,7 +403,7 @@ class Switch:
 
     def _ofctl(self, *args: str, stdin: str | None = None, ok: tuple[int, ...] = (0,)) -> str:
         # --no-names: flows name ports by number; without it every run first opens a second
-        # connection to learn the port names (measured: 14-17 ms -> 3.6-4.3 ms per run).
+        # connection to learn the port names, most of a run's time.
         argv = [tool("ovs-ofctl"), "-O", "OpenFlow15", "--no-names",
                 f"--timeout={int(self.timeout)}", *self._tls_args, *args]  # fmt: skip
         try:
