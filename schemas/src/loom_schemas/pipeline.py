@@ -179,60 +179,152 @@ _BY_TABLE: Mapping[tuple[int, str], Stage] = {(s.table, s.kind): s for s in STAG
 
 @dataclass(frozen=True)
 class Field:
-    """Bits `start..end` (inclusive) of an OpenFlow field."""
+    """One logical field: bits `start..end` (inclusive) of an OpenFlow field, and what it
+    carries."""
 
+    role: str
+    """Its logical name (`inport`): the rules' helpers are named after it (`match_inport`,
+    `set_inport`, ...)."""
     name: str
-    """Its name in `ovs-ofctl` match syntax (`reg14`, `metadata`)."""
+    """Its OpenFlow field's name in `ovs-ofctl` match and `set_field` syntax (`reg14`)."""
     nxm: str
-    """Its name in `move` syntax (`NXM_NX_REG14`, `OXM_OF_METADATA`)."""
+    """Its OpenFlow field's name in `move`/`load` syntax (`NXM_NX_REG14`)."""
     start: int
     end: int
+    meaning: str
+    """What it carries (the register table of `schemas/loom_universal.md`)."""
+    decimal: bool = False
+    """Values are spelt in decimal (a conntrack zone), not 0x-prefixed hex (keys)."""
 
     @property
     def bits(self) -> str:
         """`NXM_NX_REG14[0..15]`: the field's bits in `move` and `ct(zone=...)` syntax."""
         return f"{self.nxm}[{self.start}..{self.end}]"
 
+    @property
+    def whole(self) -> str:
+        """`NXM_NX_REG14[]`: the whole OpenFlow field, in `move` syntax."""
+        return f"{self.nxm}[]"
 
-DATAPATH = Field("metadata", "OXM_OF_METADATA", 0, 23)
+    @property
+    def mask(self) -> int:
+        """The field's bits as a mask of its OpenFlow field."""
+        return ((1 << (self.end - self.start + 1)) - 1) << self.start
+
+    def spell(self, value: int) -> str:
+        """`value` as a match or `set_field` spells it for this field."""
+        return str(value) if self.decimal else f"{value:#x}"
+
+    def match(self, value: int) -> str:
+        """The match text for the field equal to `value`: `reg14=0x3`."""
+        return f"{self.name}={self.spell(value)}"
+
+    def match_bits(self, value: int, mask: int | None = None) -> str:
+        """The masked match text for the field's bits (or `mask` of them) equal to
+        `value`: `tun_metadata0=0xffff/0xffff`, `metadata=0/0x800000`."""
+        bits = self.mask if mask is None else mask << self.start
+        shifted = value << self.start
+        return f"{self.name}={shifted:#x}/{bits:#x}" if shifted else f"{self.name}=0/{bits:#x}"
+
+    def load(self, value: int) -> str:
+        """The action text that sets the field to `value`: `set_field:0x3->reg14`."""
+        return f"set_field:{self.spell(value)}->{self.name}"
+
+
+DATAPATH = Field(
+    "datapath",
+    "metadata",
+    "OXM_OF_METADATA",
+    0,
+    23,
+    "the logical datapath key (switches 1..2^23-1, routers 2^23..2^24-1)",
+)
 """The logical datapath key."""
-INPORT = Field("reg14", "NXM_NX_REG14", 0, 15)
+INPORT = Field(
+    "inport",
+    "reg14",
+    "NXM_NX_REG14",
+    0,
+    15,
+    "the logical ingress port key (0xfffe: a router's uplink)",
+)
 """The logical ingress port key."""
-OUTPORT = Field("reg15", "NXM_NX_REG15", 0, 15)
+OUTPORT = Field(
+    "outport",
+    "reg15",
+    "NXM_NX_REG15",
+    0,
+    15,
+    "the logical egress port key (0xffff: the flood group; 0xfffe: the uplink)",
+)
 """The logical egress port key."""
-ZONE = Field("reg13", "NXM_NX_REG13", 0, 15)
+ZONE = Field(
+    "zone",
+    "reg13",
+    "NXM_NX_REG13",
+    0,
+    15,
+    "the conntrack zone of the port (or router) whose stage runs (set where a "
+    "port's packets enter and reach it, a router's by `@zone`)",
+    decimal=True,
+)
 """The conntrack zone of the port (or router) whose stage runs."""
-NEXT_HOP = Field("reg0", "NXM_NX_REG0", 0, 31)
+NEXT_HOP = Field(
+    "next_hop",
+    "reg0",
+    "NXM_NX_REG0",
+    0,
+    31,
+    "routers: the next hop's IPv4 address (`lr_in_ip_routing` to `lr_in_arp_resolve`)",
+)
 """Routers: the next hop's IPv4 address (`lr_in_ip_routing` to `lr_in_arp_resolve`)."""
-FLAGS = Field("reg10", "NXM_NX_REG10", 0, 31)
+FLAGS = Field("flags", "reg10", "NXM_NX_REG10", 0, 31, "one-bit flags (below)")
 """One-bit flags (`Flag`)."""
+TUN_KEY = Field(
+    "tun_key", "tun_id", "NXM_NX_TUN_ID", 0, 23, "Geneve / VXLAN VNI = the datapath key"
+)
+"""The tunnel key: the datapath key."""
+TUN_INPORT = Field(
+    "tun_inport",
+    "tun_metadata0",
+    "NXM_NX_TUN_METADATA0",
+    16,
+    31,
+    "Geneve option (class 0x0102, type 0x80): the ingress port key",
+)
+"""The Geneve option's ingress port key."""
+TUN_OUTPORT = Field(
+    "tun_outport",
+    "tun_metadata0",
+    "NXM_NX_TUN_METADATA0",
+    0,
+    15,
+    "Geneve option: the egress port key",
+)
+"""The Geneve option's egress port key."""
+
+FIELDS: tuple[Field, ...] = (DATAPATH, INPORT, OUTPORT, FLAGS, ZONE, NEXT_HOP, TUN_KEY,
+                             TUN_INPORT, TUN_OUTPORT)  # fmt: skip
+"""Every logical field, in the register table's order. Nothing else in Loom spells a
+register: the rules call `pipeline.dl`'s helpers, the Python side these `Field`s."""
 
 
 class Flag(enum.IntEnum):
-    """The bits of `reg10`. A flag set by a port's own flow lets one flow per datapath act
-    for every port that set it: the ingress pipeline's speak of `reg14`, the egress
-    pipeline's of `reg15`."""
+    """The bits of `FLAGS` (their meanings: `FLAG_MEANINGS`). A flag set by a port's own
+    flow lets one flow per datapath act for every port that set it: the ingress
+    pipeline's speak of the ingress port (`INPORT`), the egress pipeline's of the egress
+    port (`OUTPORT`)."""
 
     FROM_TUNNEL = 0
-    """The packet came from a tunnel (set by the classifier)."""
     LOOPBACK = 1
-    """A responder sends the packet back out of its ingress port."""
     IN_SECURED = 2
-    """Ingress: the ingress port has port security."""
     ND_REPLY = 3
-    """An ND reply under construction."""
     IN_ACL = 4
-    """Ingress: the ingress port has a security profile."""
     IN_CT = 5
-    """Ingress: ... a stateful one; conntrack ran in its zone."""
     OUT_SECURED = 6
-    """Egress: the egress port has port security."""
     OUT_ACL = 7
-    """Egress: the egress port has a security profile."""
     OUT_CT = 8
-    """Egress: ... a stateful one; conntrack ran in its zone."""
     HOP_LEARNED = 9
-    """Gateway node: the L3 uplink's next-hop MAC is learned and set."""
 
     @property
     def mask(self) -> str:
@@ -248,12 +340,156 @@ class Flag(enum.IntEnum):
         return f"set_field:{self.mask}/{self.mask}->{FLAGS.name}"
 
 
+FLAG_MEANINGS: Mapping[Flag, str] = {
+    Flag.FROM_TUNNEL: "came from a tunnel (set by the physical classifier)",
+    Flag.LOOPBACK: "loopback allowed: a responder sends the packet back out of its ingress port",
+    Flag.IN_SECURED: "ingress: the ingress port has port security (set in `ls_in_port_sec_l2`)",
+    Flag.ND_REPLY: "an ND reply under construction (`ls_in_arp_rsp` to `ls_in_nd_rsp`)",
+    Flag.IN_ACL: "ingress: the ingress port has a security profile (set in `ls_in_pre_acl`)",
+    Flag.IN_CT: "ingress: ... a stateful one; conntrack ran in its zone (`ls_in_pre_acl`)",
+    Flag.OUT_SECURED: "egress: the egress port has port security (set in `ls_out_port_sec_l2`)",
+    Flag.OUT_ACL: "egress: the egress port has a security profile (set in `ls_out_pre_acl`)",
+    Flag.OUT_CT: "egress: ... a stateful one; conntrack ran in its zone (`ls_out_pre_acl`)",
+    Flag.HOP_LEARNED: "gateway node: the L3 uplink's next-hop MAC is learned and set "
+    "(table 65, physical)",
+}
+"""What each flag says when set."""
+
 FLOOD_KEY = 0xFFFF
-"""The logical port key of the flood group (`reg15`)."""
+"""The logical port key of the flood group (`OUTPORT`)."""
 UPLINK_KEY = 0xFFFE
 """A router's uplink port key."""
 ROUTER_KEYS = (1 << 23, (1 << 24) - 1)
-"""Router datapath keys; switches have 1..2^23-1 (so bit 23 of `metadata` says which)."""
+"""Router datapath keys; switches have 1..2^23-1 (so bit 23 of the datapath key says
+which)."""
+
+ALL_SWITCHES_MATCH = DATAPATH.match_bits(0, ROUTER_KEYS[0])
+"""`metadata=0/0x800000`: every switch datapath (the router bit of the key clear)."""
+
+# ---- matches the rules share -----------------------------------------------------------
+
+MATCHES: Mapping[str, str] = {
+    "vlan_tagged": "vlan_tci=0x1000/0x1000",
+    "untagged": "vlan_tci=0x0000/0x1000",
+    "mcast_src": "dl_src=01:00:00:00:00:00/01:00:00:00:00:00",
+    "mcast_dst": "dl_dst=01:00:00:00:00:00/01:00:00:00:00:00",
+}
+"""Masked matches of packet fields, by name (`m_vlan_tagged()` in the rules): a frame with
+a VLAN tag (the tag-present bit of its TCI), one without, a multicast (or broadcast) source
+or destination MAC (the group bit of its first octet)."""
+
+# ---- cookies ---------------------------------------------------------------------------
+
+
+class Category(enum.IntEnum):
+    """What a flow is for: bits `CATEGORY_SHIFT`.. of its cookie, beside the object's 32
+    bits above them and Loom's mark below (`cookie`). A logical stage's flows have its
+    stage's (`STAGE_CATEGORIES`); the physical tier's tables theirs (`TABLE_CATEGORIES`)."""
+
+    NONE = 0
+    """Not said (a flow of the physical tier written without one)."""
+    PORT_SECURITY = 1
+    """Admin state and port security (rules/logical/port_security.dl)."""
+    ACL = 2
+    """Security profiles (rules/logical/acl.dl)."""
+    L2 = 3
+    """The L2 switch: responders, the MAC lookup, flooding, delivery (switch.dl)."""
+    ROUTER = 4
+    """The distributed router (router.dl)."""
+    NAT = 5
+    """NAT on an L3 gateway (nat.dl)."""
+    CLASSIFIER = 8
+    """The physical classifier (rules/physical/classifier.dl, gateways.dl)."""
+    FLOOD = 9
+    """A switch's flood copies on a node (flooding.dl)."""
+    OUTPUT = 10
+    """To the egress port's node, out of its attachment, by tunnel (binding.dl)."""
+    NEXT_HOP = 11
+    """An L3 uplink's next hop (nexthops.dl)."""
+
+    @property
+    def label(self) -> str:
+        """`port_security`: how tools show it."""
+        return self.name.lower()
+
+
+CATEGORY_SHIFT = 16
+"""The cookie's category bits start here (8 of them), between the object and the mark."""
+
+STAGE_CATEGORIES: Mapping[str, Category] = {
+    "ls_in_port_sec_l2": Category.PORT_SECURITY,
+    "ls_in_port_sec_ip": Category.PORT_SECURITY,
+    "ls_in_port_sec_nd": Category.PORT_SECURITY,
+    "ls_in_pre_acl": Category.ACL,
+    "ls_in_acl": Category.ACL,
+    "ls_in_arp_rsp": Category.L2,
+    "ls_in_nd_rsp": Category.L2,
+    "ls_in_l2_lkup": Category.L2,
+    "ls_out_pre_acl": Category.ACL,
+    "ls_out_acl": Category.ACL,
+    "ls_out_port_sec_l2": Category.PORT_SECURITY,
+    "ls_out_port_sec_ip": Category.PORT_SECURITY,
+    "ls_out_deliver": Category.L2,
+    "lr_in_admission": Category.ROUTER,
+    "lr_in_ip_input": Category.ROUTER,
+    "lr_in_dnat": Category.NAT,
+    "lr_in_ip_routing": Category.ROUTER,
+    "lr_in_arp_resolve": Category.ROUTER,
+    "lr_in_deliver": Category.ROUTER,
+    "lr_out_snat": Category.NAT,
+    "lr_out_deliver": Category.ROUTER,
+}
+"""Each stage's category: the feature whose rules fill it."""
+
+TABLE_CATEGORIES: Mapping[Table, Category] = {
+    Table.CLASSIFIER: Category.CLASSIFIER,
+    Table.FLOOD: Category.FLOOD,
+    Table.FLOOD_REMOTE: Category.FLOOD,
+    Table.NEXT_HOP_LEARN: Category.NEXT_HOP,
+    Table.NEXT_HOP_CHECK: Category.NEXT_HOP,
+    Table.OUTPUT: Category.OUTPUT,
+    Table.DELIVER: Category.OUTPUT,
+    Table.ZONE: Category.OUTPUT,
+    Table.TUNNEL_GENEVE: Category.OUTPUT,
+    Table.TUNNEL_VXLAN: Category.OUTPUT,
+    Table.TUNNEL_STT: Category.OUTPUT,
+}
+"""Each physical table's category."""
+
+
+def with_category(cookie: int, category: Category) -> int:
+    """`cookie` (an object's, with Loom's mark) with `category` in its category bits."""
+    return cookie & ~(0xFF << CATEGORY_SHIFT) | int(category) << CATEGORY_SHIFT
+
+
+def category_of(cookie: int) -> Category:
+    """The category a flow's `cookie` carries (`Category.NONE` for one that says none, or
+    a value this contract does not know)."""
+    try:
+        return Category(cookie >> CATEGORY_SHIFT & 0xFF)
+    except ValueError:
+        return Category.NONE
+
+
+def table_name(table: int, match: str) -> str:
+    """How tools name OpenFlow table `table` of a flow with `match`: its logical stage's
+    name (`ls_in_acl`; the datapath in `match` says a switch's or a router's), its physical
+    table's (`output`), or the number for a table Loom does not use."""
+    kind = "router" if _datapath_of(match) >= ROUTER_KEYS[0] else "switch"
+    where = at_table(table, kind)
+    if isinstance(where, Stage):
+        return where.name
+    return where.name.lower() if where is not None else str(table)
+
+
+def _datapath_of(match: str) -> int:
+    """The datapath key `match` names (0: none, or every switch)."""
+    head = f"{DATAPATH.name}="
+    for part in match.split(","):
+        if part.startswith(head):
+            value = part[len(head) :].split("/")[0]
+            return int(value, 0)
+    return 0
 
 
 # ---- the rule programs' copy -----------------------------------------------------------
@@ -313,6 +549,18 @@ def dl_text() -> str:
         f'function clear_flags(): string = "set_field:0->{FLAGS.name}"',
     ]
     lines += [
+        "/* In a `learn` action: set flag `bit`. */",
+        f'function load_flag(bit: bit<64>): string = "load:1->{FLAGS.nxm}[${{bit}}]"',
+    ]
+    lines += _field_lines()
+    lines += [
+        "",
+        "/* Every switch datapath (the router bit of the key clear). */",
+        f'function match_all_switches(): string = "{ALL_SWITCHES_MATCH}"',
+        "/* Masked matches of packet fields (loom_schemas.pipeline.MATCHES). */",
+    ]
+    lines += [f'function m_{name}(): string = "{text}"' for name, text in MATCHES.items()]
+    lines += [
         "",
         "/* Logical port keys with fixed meanings: the flood group, a router's uplink. */",
         f"function flood_key(): bit<64> = 64'h{FLOOD_KEY:x}",
@@ -327,6 +575,57 @@ def dl_text() -> str:
     ]
     lines += [f'        .replace("@stage:{s.name})", "{s.table})")' for s in STAGES.values()]
     return "\n".join(lines) + "\n"
+
+
+def _field_lines() -> list[str]:
+    """`pipeline.dl`'s helpers for each logical field (`FIELDS`)."""
+    lines = [
+        "",
+        "/* The logical fields (loom_schemas.pipeline.FIELDS); for field NAME:",
+        " *   reg_NAME()          its OpenFlow field, as a match or set_field names it",
+        " *   bits_NAME()         its bits, as move and ct(zone=...) name them",
+        " *   whole_NAME()        its whole OpenFlow field, in move syntax",
+        " *   match_NAME(v)       match: the field is `v`",
+        " *   match_NAME_bits(v)  match: its bits (masked) are `v`",
+        " *   set_NAME(v)         action: set the field to `v`",
+        " *   set_NAME_bits(v)    action: set its bits (masked) to `v`",
+        " *   clear_NAME()        action: set the field to 0 */",
+        "/* Action: move bits `src` to bits `dst` (bits_*(), whole_*()). */",
+        'function move(src: string, dst: string): string = "move:${src}->${dst}"',
+    ]
+    for f in FIELDS:
+        value = "${v}" if f.decimal else "0x${hex(v)}"
+        shifted = f"0x${{hex(v << {f.start})}}" if f.start else "0x${hex(v)}"
+        lines += [
+            *_comment(f"{f.role}: {f.meaning}."),
+            f'function reg_{f.role}(): string = "{f.name}"',
+            f'function bits_{f.role}(): string = "{f.bits}"',
+            f'function whole_{f.role}(): string = "{f.whole}"',
+        ]
+        if f is FLAGS:  # matched and set by flag (`flag()`, `set_flag()` and their kin)
+            continue
+        lines += [
+            f'function match_{f.role}(v: bit<64>): string = "{f.name}={value}"',
+            f"function match_{f.role}_bits(v: bit<64>): string =",
+            f'    "{f.name}={shifted}/{f.mask:#x}"',
+            f'function set_{f.role}(v: bit<64>): string = "set_field:{value}->{f.name}"',
+            f"function set_{f.role}_bits(v: bit<64>): string =",
+            f'    "set_field:{shifted}/{f.mask:#x}->{f.name}"',
+            f'function clear_{f.role}(): string = "set_field:0->{f.name}"',
+        ]
+    return lines
+
+
+def _comment(text: str, width: int = 88) -> list[str]:
+    """`text` as a `/* ... */` comment of lines at most `width` long."""
+    words, lines, line = text.split(), [], "/*"
+    for word in words:
+        if len(line) + 1 + len(word) > width - 3:
+            lines.append(line)
+            line = " *"
+        line += " " + word
+    lines.append(line + " */")
+    return lines
 
 
 RULE_FILES = ("rules/logical/pipeline.dl", "rules/physical/pipeline.dl")
