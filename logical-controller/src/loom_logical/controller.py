@@ -96,8 +96,8 @@ class LogicalController:
             session_timeout: the ZooKeeper session timeout (failover takes this long).
             zk_root: the cluster's znode path.
             rules: the main rule file (default: the installed `rules/logical`).
-            workers: the engine's worker threads (2 halves a cold start on 2 cores:
-                11.6 s -> 6.7 s for the NVP workload at scale 0.1).
+            workers: the engine's worker threads (2 nearly halve a cold start on 2
+                cores).
             stream_from: input changes from which a transaction's output is streamed to
                 the universal DB (see `STREAM_FROM`).
             retry_delays: the waits after failed passes in a row (see `RETRY_DELAYS`).
@@ -130,8 +130,8 @@ class LogicalController:
         """Shard -> the assignment version under which we claimed it (seen committed)."""
         self._claimed_under: tuple[Any, int] | None = None
         """(view, `Shard` rows seen) when `_claimed` was last worked out: a pass claims
-        again only when either changed (a look at each of 7,000 shards, at every pass,
-        was ~2 ms of a port change at NVP's scale)."""
+        again only when either changed (a look at each of 7,000 shards is a cost per
+        shard, paid at every pass, a port change's too)."""
         self._shard_rows_seen = 0
         """Counts the `Shard` row changes read."""
         self._columns: tuple[Any, dict[str, Any]] | None = None
@@ -171,7 +171,7 @@ class LogicalController:
             wake=self._wake,
             # The writer inserts every Port_Binding row, without a chassis: their echo
             # tells nothing. At full scale it was the 63,000 rows of the cold start,
-            # parsed in the first pass after it (the first port change: 237 ms).
+            # parsed in the first pass after it (which slowed the first port change).
             no_inserts=frozenset({"Port_Binding"}),
         )
         self._config_link = Link("Loom_Config", self._config)
@@ -431,9 +431,9 @@ class LogicalController:
         if self._phases.get("total", 0.0) > SLOW_PASS:
             # A long pass (a cold start) leaves millions of long-lived objects (the desired
             # universal rows); collections would traverse them all, again and again, and
-            # find nothing (they hold no cycles). Measured on the full-scale cold start,
-            # pausing and freezing together: folding the engine's output into the writer
-            # 6.3 -> 1.7 s, the write 42 -> 35 s.
+            # find nothing (they hold no cycles). On the full-scale cold start, pausing and
+            # freezing together made folding the engine's output into the writer several
+            # times faster, and the write faster too.
             heap.settle()
         # Outside the lock: a waiter for written universal rows need not wait for the config
         # DB (the report only reads what this thread alone changes).

@@ -4,14 +4,14 @@ The writer keeps two maps per universal table, both keyed by row identity
 (`outputs.OutputTable.identity_columns`): *desired* (what the engine's outputs say, for
 every shard, so a standby that takes a shard over already has its state) and *actual* (the
 uuids of the rows in the database with that identity). Of a `lean` table (the flows: 3.2M
-texts at S=1.0, ~0.4 GB) desired keeps the columns only of rows waiting to be written in
-an owned shard; the others are None, "as the engine has it", and `load_actual` reads them
-back from the engine (`reread`) when they must be written again. `apply(delta)` updates
-desired and marks the identities it touched, per shard; `flush()` makes the database
-match desired for the marked identities of owned shards: insert what is missing, update
-what changed, delete what is no longer wanted. Nothing else is read or written, so a
-change costs what it touches, and marks of shards this controller only stands by for wait
-until it owns them.
+texts at S=1.0, which the engine holds anyway) desired keeps the columns only of rows
+waiting to be written in an owned shard; the others are None, "as the engine has it", and
+`load_actual` reads them back from the engine (`reread`) when they must be written again.
+`apply(delta)` updates desired and marks the identities it touched, per shard; `flush()`
+makes the database match desired for the marked identities of owned shards: insert what is
+missing, update what changed, delete what is no longer wanted. Nothing else is read or
+written, so a change costs what it touches, and marks of shards this controller only stands
+by for wait until it owns them.
 
 Rows go over a raw JSON-RPC connection (`loom_common.ovsdb.RawConnection`), not through
 python-ovs's IDL: the IDL builds a Python object per row and column, which at the NVP
@@ -45,10 +45,9 @@ DB = "Loom_Universal"
 CHUNK = 10_000
 """Operations per transaction when a flush is large (a cold start): ovsdb-server holds a
 whole transaction in memory, and with two in flight the client builds one while the server
-commits the other, so the write costs about the server's share. Measured on the full-scale
-cold start (write phase / the universal server's CPU): 50,000 operations 12.9-13.6 s /
-1.2x, 20,000 9.8 s / 1.1x, 10,000 11.0-11.6 s / 1.04x, 5,000 8.5 s / 1.03x (the server's CPU
-varied with the machine's load)."""
+commits the other, so the write costs about the server's share. On the full-scale cold
+start, the larger the transactions (measured from 5,000 to 50,000 operations), the more the
+write outlasted the server's CPU for it; from this size down it is within a few percent."""
 
 Delta = Mapping[str, Sequence[tuple[int, tuple[Any, ...]]]]
 Uuids = tuple[bytes, ...]
@@ -256,14 +255,14 @@ class Writer:
         """Fold `deltas` — one commit's output in chunks, every deletion first
         (`loom_ddlog.PendingDelta`) — into desired, and write the rows they change in owned
         shards as they come: each chunk is converted and folded while ovsdb-server commits
-        the transactions before it (a full-scale cold start's 160,947 rows took ~3 s to
-        convert and fold before the first was sent). The shards written are `owned`, fixed
-        for the whole stream (as a flush fixes its own): each transaction starts with
-        `fencing`, the operations that fail it if another controller took one of them; none
-        carries a stamp. An identity that a later chunk changes again is left marked, as
-        are rows of other shards, for the next `flush`, which writes them with the
-        generation's stamp. Return True on success; on a failure the rest of
-        the chunks is still folded into desired, the marks stay, and False is returned
+        the transactions before it (a full-scale cold start's 160,947 rows, converted and
+        folded all before the first was sent, kept the server idle meanwhile). The shards
+        written are `owned`, fixed for the whole stream (as a flush fixes its own): each
+        transaction starts with `fencing`, the operations that fail it if another controller
+        took one of them; none carries a stamp. An identity that a later chunk changes again
+        is left marked, as are rows of other shards, for the next `flush`, which writes them
+        with the generation's stamp. Return True on success; on a failure the rest of the
+        chunks is still folded into desired, the marks stay, and False is returned
         (reconcile, then flush).
         """
         chunks = iter(deltas)
