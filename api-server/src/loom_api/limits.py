@@ -22,7 +22,7 @@ Why the defaults:
   [{...}]}]}`, a router's `external_gateway_info.external_fixed_ips`); 32 leaves room and
   keeps every recursive walk of a body far from Python's recursion limit.
 - `max_bulk_items` = 500. One bulk create is one OVSDB transaction, validated and written
-  under the store's lock; 500 such ports (200 KB) commit in about 3 s on a 2-core machine,
+  under the store's lock; 500 such ports (200 KB) commit in seconds on a 2-core machine,
   which bounds how long one request holds up every other writer.
 - `max_waits` = 4 (`python -m loom_api` makes it half its `--threads`). A write with
   `X-Loom-Wait-For-Realization` holds a request thread while it waits (up to 300 s), so

@@ -18,7 +18,7 @@ depended on the stale state (an ETag, a name's uniqueness) is made again. An exc
 The first read is staged: every table but `Loom_Global` starts with a condition that matches
 nothing, and the IDL thread widens one table at a time once the previous one's rows are in
 (`monitor_cond_change`), so ovsdb-server makes one table's reply at a time rather than the
-whole database's (at NVP's full scale that reply took the config DB from 0.4 to 0.87 GB).
+whole database's (at NVP's full scale that reply was the config DB's peak memory).
 The replica counts as connected once every table is read.
 
 Why not ovsdbapp's `Connection`: it blocks start-up until the first connection and retries a
@@ -284,13 +284,12 @@ class Store:
         helper.register_all()
         self._idl = ovs.db.idl.Idl(remote, helper, leader_only=True)
         # python-ovs backs off to 8 s between attempts: a database back after a restart
-        # waited that long for the API (4-5 s measured). `set_backoff` refuses less than 1 s
-        # before the first attempt, which was most of the API's downtime after a restarted
-        # database (1.0 s measured; the restart itself takes ~0.3 s): its FSM's own field
-        # is set below that floor.
+        # waited about that long for the API. `set_backoff` refuses less than 1 s before the
+        # first attempt, which was most of the API's downtime after a restarted database
+        # (the restart itself is quicker): its FSM's own field is set below that floor.
         # A RAFT cluster that lost its leader elects another in 1-2 s; meanwhile the IDL
         # tries the members in turn and is refused by those not (yet) leader, each refusal
-        # doubling its wait: it found the new leader 3.4-4.0 s after the old one died. For a
+        # doubling its wait: it found the new leader well after the election. For a
         # cluster the wait is `RECONNECT_CLUSTER_MS`, whatever the refusals.
         reconnect = self._idl._session.reconnect
         reconnect.set_backoff(RECONNECT_MS, RECONNECT_MS)
@@ -568,7 +567,7 @@ class Store:
                 return status
             if not self._monitoring():
                 # python-ovs keeps it INCOMPLETE until it reconnects: while the database is
-                # down, the request waited for the whole deadline (12 s measured).
+                # down, the request waited for its whole deadline.
                 raise errors.OutcomeUnknown(
                     detail=f"connection to {self._remote} lost with the change in flight"
                 )
