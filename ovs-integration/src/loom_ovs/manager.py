@@ -14,7 +14,8 @@ Loom made (`external_ids:loom-peer`), their ofports and BFD state; where its Ope
 knows, or `ssl:IP:PORT` — `tcp:IP:PORT` in tests — where the bridge is to listen for the
 controller) and its datapath type (`external_ids:loom-datapath-type`).
 
-What it writes (`NodeSession.configure`), in one transaction and only what differs:
+What it writes, in one transaction and only what differs: `NodeSession.configure_ops`
+builds the operations (`configure` runs them):
 `br-int` (fail mode secure, OpenFlow 1.3 and 1.5, no in-band; listening on `pssl:PORT:IP`
 for an `ssl:IP:PORT` OpenFlow address, `ptcp:` for `tcp:`), one tunnel port per remote
 node and encapsulation (`key=flow`; BFD where the tunnel leads to a service or gateway node),
@@ -27,6 +28,11 @@ a newer one; every write after that starts with a `wait` that fails the whole tr
 once the node holds another token. A deposed master whose ZooKeeper session has not yet
 told it so can then change nothing of the node's OVSDB (tunnel ports, conntrack zone
 records, QoS), as the switch already refuses its OpenFlow.
+
+Operations and transactions apart (ovsdbapp's command / transaction split): each write
+has a method that returns its operations from what the replica shows (`claim_ops`,
+`configure_ops`, `zone_ops`, `qos_ops`) and one that runs them (`transact`, `send`: behind
+the fence); `claim`, `configure`, `save_zones` and `configure_qos` do both.
 """
 
 from __future__ import annotations
@@ -36,7 +42,6 @@ import logging
 import os
 import socket
 import ssl
-import zlib
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -44,7 +49,30 @@ from typing import Any, cast
 
 from loom_common.errors import LoomError
 from loom_common.ovsdb import Change, RawConnection, Replica, TransactError
+from loom_common.ovsdb.codec import atoms, omap, to_map, to_named_uuid, to_set, to_uuid
+from loom_common.ovsdb.ops import (
+    Op,
+    add_elements,
+    delete,
+    delete_keys,
+    insert,
+    insert_entries,
+    mutate,
+    remove_elements,
+    set_keys,
+    update,
+    wait,
+    where_uuid,
+)
 from loom_common.pki import peer_name
+from loom_ovs.tunnels import FLOW, FLOW_TUNNEL_OFPORTS, TunnelSpec
+
+__all__ = [
+    "BRIDGE", "DB", "FENCE_KEY", "FLOW", "FLOW_TUNNEL_OFPORTS", "NODE_TABLES", "PROTOCOLS",
+    "ZONE_KEY", "Fenced", "Manager", "NodeSession", "TunnelSpec", "VifInfo", "atoms",
+    "omap", "openflow_listener",
+]  # fmt: skip
+"""(`atoms`, `omap`: `loom_common.ovsdb.codec`'s; `TunnelSpec`: `loom_ovs.tunnels`')"""
 
 log = logging.getLogger(__name__)
 
@@ -81,78 +109,6 @@ class Fenced(LoomError):
         " newer master's (if ZooKeeper's data was lost and started over, remove"
         " external_ids:loom-fence from the node's Open_vSwitch row)"
     )
-
-
-def atoms(value: Any) -> list[Any]:
-    """The atoms of an OVSDB set value (a bare atom is a set of one)."""
-    if isinstance(value, list) and value and value[0] == "set":
-        return [_atom(a) for a in value[1]]
-    return [_atom(value)]
-
-
-def _atom(value: Any) -> Any:
-    if isinstance(value, list) and len(value) == 2 and value[0] in ("uuid", "named-uuid"):
-        return value[1]
-    return value
-
-
-def omap(value: Any) -> dict[str, Any]:
-    """An OVSDB map value as a dict."""
-    if isinstance(value, list) and value and value[0] == "map":
-        return {k: _atom(v) for k, v in value[1]}
-    return {}
-
-
-def _set(items: Iterable[Any]) -> list[Any]:
-    return ["set", list(items)]
-
-
-def _map(items: dict[str, str]) -> list[Any]:
-    return ["map", sorted(items.items())]
-
-
-FLOW = "flow"
-"""A tunnel port's `remote_ip` (and `key`) when flows set them per packet."""
-FLOW_TUNNEL_OFPORTS = {"geneve": 65001, "vxlan": 65002, "stt": 65003}
-"""The OpenFlow port each flow-based tunnel port asks for (`ofport_request`): known before
-the node answers, so a new node's first table already reaches the other nodes (else it is
-pushed again, whole, once its tunnel port has a number: at 3,000 nodes a second pass of
-seconds). High in the range (1-65279), which vswitchd gives out upwards: a VIF gets there
-only after tens of thousands of ports came and went on the node. A node whose port has
-another number (made before, or the number taken) says so, and its flows follow what it
-says."""
-
-
-@dataclass(frozen=True, order=True)
-class TunnelSpec:
-    """One tunnel port a node should have: to one peer (where BFD watches it), or
-    flow-based (`remote_ip` "flow", `peer` ""): the node's one port per encapsulation for
-    every other destination, which a flow names by setting `tun_dst`."""
-
-    peer: str
-    """The remote node's system-id ("" for a flow-based port)."""
-    encap: str
-    """`geneve`, `vxlan` or `stt`."""
-    remote_ip: str
-    bfd: bool = False
-
-    @classmethod
-    def flow_based(cls, encap: str) -> TunnelSpec:
-        """The node's flow-based port for `encap`."""
-        return cls("", encap, FLOW)
-
-    @property
-    def port_name(self) -> str:
-        """The port's name: short (15 characters fit a kernel device), stable per peer."""
-        if self.remote_ip == FLOW:
-            return f"loom-{self.encap}"
-        return f"lt{zlib.crc32(f'{self.peer}/{self.encap}'.encode()):08x}"
-
-    @property
-    def ofport_request(self) -> int | None:
-        """The OpenFlow port the port asks for (a flow-based port's `FLOW_TUNNEL_OFPORTS`;
-        None for a per-peer port: a few per node, numbered by the node)."""
-        return FLOW_TUNNEL_OFPORTS.get(self.encap) if self.remote_ip == FLOW else None
 
 
 @dataclass(frozen=True)
@@ -398,35 +354,31 @@ class NodeSession:
         self._zones_read = (source, found)
         return found
 
+    def zone_ops(self, zones: dict[str, int], released: Iterable[str]) -> list[Op]:
+        """The operations that record `zones` (owner -> zone) on `br-int` and forget the
+        `released` owners (none while the node has no `br-int`)."""
+        bridge = self.bridge()
+        if bridge is None:
+            return []
+        keys = [f"{ZONE_KEY}{owner}" for owner in [*zones, *released]]
+        mutations = [delete_keys("external_ids", keys)]
+        if zones:
+            entries = {f"{ZONE_KEY}{owner}": str(zone) for owner, zone in zones.items()}
+            mutations.append(insert_entries("external_ids", entries))
+        return [mutate("Bridge", where_uuid(bridge[0]), mutations)]
+
     def save_zones(self, zones: dict[str, int], released: Iterable[str]) -> Callable[[], None]:
-        """Record `zones` (owner -> zone) on `br-int` and forget `released` owners: the
-        transaction is sent, and the function returned waits for its outcome (the caller
-        pushes the flows that use the zones meanwhile: the node's ovsdb-server has the
-        record before vswitchd has the flows, and the zones are not reported realized
-        before the record is confirmed).
+        """Record `zones` (owner -> zone) on `br-int` and forget `released` owners
+        (`zone_ops`): the transaction is sent, and the function returned waits for its
+        outcome (the caller pushes the flows that use the zones meanwhile: the node's
+        ovsdb-server has the record before vswitchd has the flows, and the zones are not
+        reported realized before the record is confirmed).
 
         Raises (the function returned):
             loom_common.ovsdb.TransactError: the node refused the transaction.
         """
-        bridge = self.bridge()
-        if bridge is None:
-            return lambda: None
-        keys = [f"{ZONE_KEY}{owner}" for owner in [*zones, *released]]
-        mutations: list[Any] = [["external_ids", "delete", _set(keys)]]
-        if zones:
-            entries = {f"{ZONE_KEY}{owner}": str(zone) for owner, zone in zones.items()}
-            mutations.append(["external_ids", "insert", _map(entries)])
-        op = {"op": "mutate", "table": "Bridge", "where": [["_uuid", "==", ["uuid", bridge[0]]]],
-              "mutations": mutations}  # fmt: skip
-        conn = self.replica.conn
-        assert conn is not None
-        request = conn.send_transact(DB, self._fenced([op]))
-
-        def confirm() -> None:
-            with self._forgetting_claim():
-                conn.finish_transact(request)
-
-        return confirm
+        ops = self.zone_ops(zones, released)
+        return self.send(ops) if ops else lambda: None
 
     def tunnels(self) -> dict[str, tuple[str, int | None, str]]:
         """Loom's tunnel ports: name -> (peer system-id, ofport or None, error) (do not
@@ -435,19 +387,21 @@ class NodeSession:
 
     # ---- writing the node's configuration ----
 
-    def claim(self, token: int) -> None:
-        """Record `token` (which grows with each new master) as the node's fencing token,
-        unless the node has it already; writes after this fail once another is recorded.
-        The compare-and-set is on `Open_vSwitch.external_ids` as the replica has it: if
-        it changed meanwhile the transaction fails and the next claim reads it again, as it
-        does after a failed write (which may have failed at the fence).
+    def claim_ops(self, token: int) -> list[Op]:
+        """The operations that record `token` (which grows with each new master) as the
+        node's fencing token, none if the node has it already; `claimed(token)` once they
+        are committed (or there were none). The compare-and-set is on
+        `Open_vSwitch.external_ids` as the replica has it: if it changed meanwhile the
+        transaction fails and the next claim reads it again, as it does after a failed
+        write (which may have failed at the fence). They are not fenced (`transact(ops,
+        fenced=False)`): they replace the fence.
 
         Raises:
             Fenced: the node records a newer token (this controller was deposed).
-            loom_common.ovsdb.TransactError: the node refused the transaction.
+            loom_common.ovsdb.TransactError: the node has no `Open_vSwitch` row.
         """
         if self.token == token and not self._recheck:
-            return  # (the replica may not show it yet)
+            return []  # (the replica may not show it yet)
         rows = self._table("Open_vSwitch")
         if not rows:
             raise TransactError(detail="the node has no Open_vSwitch row")
@@ -457,17 +411,73 @@ class NodeSession:
             recorded = str(self.token)
         if recorded is not None and str(recorded).isdigit() and int(recorded) > token:
             raise Fenced(node=self.system_id, token=token, recorded=recorded)
-        if recorded != str(token):
-            assert self.replica.conn is not None
-            self.replica.conn.transact(DB, [
-                {"op": "wait", "table": "Open_vSwitch", "timeout": 0, "where": [],
-                 "columns": ["external_ids"], "until": "==",
-                 "rows": [{"external_ids": current}]},
-                {"op": "mutate", "table": "Open_vSwitch", "where": [],
-                 "mutations": [["external_ids", "delete", _set([FENCE_KEY])],
-                               ["external_ids", "insert", _map({FENCE_KEY: str(token)})]]},
-            ])  # fmt: skip
+        if recorded == str(token):
+            return []
+        return [
+            wait("Open_vSwitch", [], columns=["external_ids"], rows=[{"external_ids": current}]),
+            mutate("Open_vSwitch", [], set_keys("external_ids", {FENCE_KEY: str(token)})),
+        ]
+
+    def claimed(self, token: int) -> None:
+        """`claim_ops(token)`'s operations were committed (or there were none): writes are
+        fenced with `token` from now on."""
         self.token, self._recheck = token, False
+
+    def claim(self, token: int) -> None:
+        """Record `token` as the node's fencing token (`claim_ops`), unless the node has it
+        already; writes after this fail once another is recorded.
+
+        Raises:
+            Fenced: the node records a newer token (this controller was deposed).
+            loom_common.ovsdb.TransactError: the node refused the transaction.
+        """
+        ops = self.claim_ops(token)
+        if ops:
+            self.transact(ops, fenced=False)
+        self.claimed(token)
+
+    def fence_ops(self) -> list[Op]:
+        """The fence a write starts with: a `wait` that fails the transaction unless the
+        node still records this session's token (none while unfenced)."""
+        if self.token is None:
+            return []
+        holds = ["external_ids", "includes", to_map({FENCE_KEY: str(self.token)})]
+        return [wait("Open_vSwitch", [holds], columns=["_uuid"], until="!=", rows=[])]
+
+    def transact(
+        self, ops: list[Op], *, fenced: bool = True, conn: RawConnection | None = None
+    ) -> list[dict[str, Any]]:
+        """Run `ops` as one transaction on the node (on `conn`, default the session's),
+        behind the fence (`fence_ops`) unless not `fenced`; return its results. If it fails,
+        the next claim checks the node again (it may have failed at the fence).
+
+        Raises:
+            loom_common.ovsdb.TransactError: the node refused the transaction.
+        """
+        writer = conn or self.replica.conn
+        assert writer is not None
+        with self._forgetting_claim():
+            results = writer.transact(DB, [*self.fence_ops(), *ops] if fenced else ops)
+        if any(op["op"] == "insert" and op["table"] == "Bridge" for op in ops):
+            self._bridge_written = True
+        return results
+
+    def send(self, ops: list[Op]) -> Callable[[], None]:
+        """Send `ops` as one fenced transaction (`transact`) without waiting; the function
+        returned waits for its outcome.
+
+        Raises (the function returned):
+            loom_common.ovsdb.TransactError: the node refused the transaction.
+        """
+        conn = self.replica.conn
+        assert conn is not None
+        request = conn.send_transact(DB, [*self.fence_ops(), *ops])
+
+        def confirm() -> None:
+            with self._forgetting_claim():
+                conn.finish_transact(request)
+
+        return confirm
 
     @contextlib.contextmanager
     def _forgetting_claim(self) -> Iterator[None]:
@@ -479,29 +489,17 @@ class NodeSession:
             self._recheck = True
             raise
 
-    def _fenced(self, ops: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """`ops` behind the fence: a `wait` that fails the transaction unless the node
-        still records this session's token."""
-        if self.token is None:
-            return ops
-        holds = ["external_ids", "includes", _map({FENCE_KEY: str(self.token)})]
-        fence = {"op": "wait", "table": "Open_vSwitch", "timeout": 0, "where": [holds],
-                 "columns": ["_uuid"], "until": "!=", "rows": []}  # fmt: skip
-        return [fence, *ops]
-
-    def configure(self, tunnels: Iterable[TunnelSpec], conn: RawConnection | None = None) -> bool:
-        """Make `br-int` and the tunnel ports what Loom wants; True if anything was written.
-
-        Raises:
-            loom_common.ovsdb.TransactError: the node refused the transaction.
-        """
+    def configure_ops(self, tunnels: Iterable[TunnelSpec]) -> list[Op]:
+        """The operations that make `br-int` and the tunnel ports what Loom wants (none if
+        they are, or while `br-int`'s creation is committed and the replica does not show
+        it yet: `creating_bridge`)."""
         bridge = self.bridge()
-        wanted = {t.port_name: t for t in tunnels}
         if bridge is None and self._bridge_written:
-            return True  # written: the rest once the replica shows it
+            return []  # written: the rest once the replica shows it
         self._bridge_written = False
+        wanted = {t.port_name: t for t in tunnels}
         ops, bridge_ref, have = self._bridge_ops(bridge)
-        new_ports: list[list[str]] = []
+        new_ports: list[Any] = []
         for name, spec in sorted(wanted.items()):
             current = have.get(name)
             if current is not None and _tunnel_matches(current[1], spec):
@@ -510,83 +508,88 @@ class NodeSession:
                 ops.append(_remove_port(bridge_ref, current[0]))
             label = f"t{len(new_ports)}"
             ops += [
-                {"op": "insert", "table": "Interface", "uuid-name": f"{label}i",
-                 "row": _tunnel_row(spec)},
-                {"op": "insert", "table": "Port", "uuid-name": label,
-                 "row": {"name": name, "interfaces": ["named-uuid", f"{label}i"],
-                         "external_ids": _map({"loom-peer": spec.peer})}},
+                insert("Interface", _tunnel_row(spec), uuid_name=f"{label}i"),
+                insert("Port", {"name": name, "interfaces": to_named_uuid(f"{label}i"),
+                                "external_ids": to_map({"loom-peer": spec.peer})},
+                       uuid_name=label),
             ]  # fmt: skip
-            new_ports.append(["named-uuid", label])
+            new_ports.append(to_named_uuid(label))
         if new_ports:
-            ops.append({"op": "mutate", "table": "Bridge", "where": [["_uuid", "==", bridge_ref]],
-                        "mutations": [["ports", "insert", _set(new_ports)]]})  # fmt: skip
+            ops.append(mutate("Bridge", where_uuid(bridge_ref), [add_elements("ports", new_ports)]))
         for name, (port_uuid, _) in sorted(have.items()):
             if name not in wanted:
                 ops.append(_remove_port(bridge_ref, port_uuid))
+        return ops
+
+    @property
+    def creating_bridge(self) -> bool:
+        """`br-int`'s creation is committed, and the replica does not show it yet."""
+        return self._bridge_written and self.bridge() is None
+
+    def configure(self, tunnels: Iterable[TunnelSpec], conn: RawConnection | None = None) -> bool:
+        """Make `br-int` and the tunnel ports what Loom wants (`configure_ops`, on `conn`,
+        default the session's); True if anything was written (or `br-int`'s creation is
+        still to show).
+
+        Raises:
+            loom_common.ovsdb.TransactError: the node refused the transaction.
+        """
+        if self.creating_bridge:
+            return True
+        ops = self.configure_ops(tunnels)
         if not ops:
             return False
-        writer = conn or self.replica.conn
-        assert writer is not None
-        with self._forgetting_claim():
-            writer.transact(DB, self._fenced(ops))
-        self._bridge_written = bridge is None
+        self.transact(ops, conn=conn)
         return True
 
     def _bridge_ops(
         self, bridge: tuple[str, dict[str, Any]] | None
-    ) -> tuple[list[dict[str, Any]], list[str], dict[str, tuple[str, dict[str, Any]]]]:
+    ) -> tuple[list[Op], Any, dict[str, tuple[str, dict[str, Any]]]]:
         """The operations that make `br-int` (none yet) or fix its settings, the reference
         to it for later operations, and Loom's tunnel ports it has."""
         listener = openflow_listener(self.openflow_remote)
         if bridge is None:
             row = _bridge_row(self.external_ids.get("loom-datapath-type", "system"))
-            row["ports"] = ["named-uuid", "brport"]
-            ops: list[dict[str, Any]] = []
+            row["ports"] = to_named_uuid("brport")
+            ops: list[Op] = []
             if listener is not None:
                 ops.append(_controller_insert(listener))
-                row["controller"] = ["named-uuid", "ctl"]
+                row["controller"] = to_named_uuid("ctl")
             ops += [
-                {"op": "insert", "table": "Interface", "uuid-name": "briface",
-                 "row": {"name": BRIDGE, "type": "internal"}},
-                {"op": "insert", "table": "Port", "uuid-name": "brport",
-                 "row": {"name": BRIDGE, "interfaces": ["named-uuid", "briface"]}},
-                {"op": "insert", "table": "Bridge", "uuid-name": "br", "row": row},
-                {"op": "mutate", "table": "Open_vSwitch", "where": [],
-                 "mutations": [["bridges", "insert", _set([["named-uuid", "br"]])]]},
+                insert("Interface", {"name": BRIDGE, "type": "internal"}, uuid_name="briface"),
+                insert("Port", {"name": BRIDGE, "interfaces": to_named_uuid("briface")},
+                       uuid_name="brport"),
+                insert("Bridge", row, uuid_name="br"),
+                mutate("Open_vSwitch", [], [add_elements("bridges", [to_named_uuid("br")])]),
             ]  # fmt: skip
-            return ops, ["named-uuid", "br"], {}
+            return ops, to_named_uuid("br"), {}
         uuid, row = bridge
         fix: dict[str, Any] = {}
         ops = []
         if row["fail_mode"] != "secure":
             fix["fail_mode"] = "secure"
         if sorted(atoms(row["protocols"])) != PROTOCOLS:
-            fix["protocols"] = _set(PROTOCOLS)
+            fix["protocols"] = to_set(PROTOCOLS)
         controllers = self._table("Controller")
         targets = [controllers.get(c, {}).get("target") for c in atoms(row["controller"]) if c]
         if listener is not None and targets != [listener]:
             ops.append(_controller_insert(listener))
-            fix["controller"] = ["named-uuid", "ctl"]
-        update = {"op": "update", "table": "Bridge", "where": [["_uuid", "==", ["uuid", uuid]]],
-                  "row": fix}  # fmt: skip
-        return [*ops, update] if fix else [], ["uuid", uuid], self._tunnel_ports(row)
+            fix["controller"] = to_named_uuid("ctl")
+        fixing = [*ops, update("Bridge", where_uuid(uuid), fix)] if fix else []
+        return fixing, to_uuid(uuid), self._tunnel_ports(row)
 
-    def configure_qos(self, wanted: dict[str, dict[str, int]]) -> bool:
-        """Give each VIF (by `iface-id`) the rates of its port's QoS queue (`min_rate`,
-        `max_rate`, kbit/s, as `Port_Binding.qos` has them), and take them from VIFs that
-        have none: `max_rate` polices the VM's traffic into br-int (`ingress_policing_rate`,
-        a burst of a tenth of it, at least 1000 kbit), and an HTB queue on the VIF's port
-        caps the traffic to the VM at `max_rate`, guaranteeing `min_rate`. Loom's QoS rows
-        carry `external_ids:loom-port`. True if anything was written.
-
-        Raises:
-            loom_common.ovsdb.TransactError: the node refused the transaction.
-        """
+    def qos_ops(self, wanted: dict[str, dict[str, int]]) -> list[Op]:
+        """The operations that give each VIF (by `iface-id`) the rates of its port's QoS
+        queue (`min_rate`, `max_rate`, kbit/s, as `Port_Binding.qos` has them), and take
+        them from VIFs that have none: `max_rate` polices the VM's traffic into br-int
+        (`ingress_policing_rate`, a burst of a tenth of it, at least 1000 kbit), and an HTB
+        queue on the VIF's port caps the traffic to the VM at `max_rate`, guaranteeing
+        `min_rate`. Loom's QoS rows carry `external_ids:loom-port`."""
         bridge = self.bridge()
         if bridge is None:
-            return False
+            return []
         qos_rows, queues = self._table("QoS"), self._table("Queue")
-        ops: list[dict[str, Any]] = []
+        ops: list[Op] = []
         for port_uuid, port, iface_uuid, iface in self._interfaces(bridge[1]):
             iface_id = omap(iface["external_ids"]).get("iface-id")
             if iface_id is None:
@@ -601,11 +604,19 @@ class NodeSession:
                 continue  # an operator's QoS: left alone
             ops += _qos_ops(port_uuid, current[0] if qos is not None else None, qos,
                             str(iface_id), rates)  # fmt: skip
+        return ops
+
+    def configure_qos(self, wanted: dict[str, dict[str, int]]) -> bool:
+        """Give each VIF the rates of its port's QoS queue (`qos_ops`); True if anything
+        was written.
+
+        Raises:
+            loom_common.ovsdb.TransactError: the node refused the transaction.
+        """
+        ops = self.qos_ops(wanted)
         if not ops:
             return False
-        assert self.replica.conn is not None
-        with self._forgetting_claim():
-            self.replica.conn.transact(DB, self._fenced(ops))
+        self.transact(ops)
         return True
 
     def _tunnel_ports(self, bridge: dict[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:
@@ -642,8 +653,8 @@ def _bridge_row(dp_type: str) -> dict[str, Any]:
         "name": BRIDGE,
         "fail_mode": "secure",
         "datapath_type": "" if dp_type == "system" else dp_type,
-        "protocols": _set(PROTOCOLS),
-        "other_config": _map({"disable-in-band": "true"}),
+        "protocols": to_set(PROTOCOLS),
+        "other_config": to_map({"disable-in-band": "true"}),
     }
 
 
@@ -657,8 +668,8 @@ def openflow_listener(remote: str | None) -> str | None:
     return f"p{kind}:{port}:{host}"
 
 
-def _controller_insert(target: str) -> dict[str, Any]:
-    return {"op": "insert", "table": "Controller", "uuid-name": "ctl", "row": {"target": target}}
+def _controller_insert(target: str) -> Op:
+    return insert("Controller", {"target": target}, uuid_name="ctl")
 
 
 def _tunnel_row(spec: TunnelSpec) -> dict[str, Any]:
@@ -666,11 +677,11 @@ def _tunnel_row(spec: TunnelSpec) -> dict[str, Any]:
     row: dict[str, Any] = {
         "name": spec.port_name,
         "type": spec.encap,
-        "options": _map(options),
-        "external_ids": _map({"loom-peer": spec.peer, "loom-encap": spec.encap}),
+        "options": to_map(options),
+        "external_ids": to_map({"loom-peer": spec.peer, "loom-encap": spec.encap}),
     }
     if spec.bfd:
-        row["bfd"] = _map({"enable": "true"})
+        row["bfd"] = to_map({"enable": "true"})
     if spec.ofport_request is not None:
         row["ofport_request"] = spec.ofport_request
     return row
@@ -687,12 +698,12 @@ def _tunnel_matches(iface: dict[str, Any], spec: TunnelSpec) -> bool:
     )
 
 
-def _policing_ops(iface_uuid: str, iface: dict[str, Any], rate: int) -> list[dict[str, Any]]:
+def _policing_ops(iface_uuid: str, iface: dict[str, Any], rate: int) -> list[Op]:
     burst = max(rate // 10, 1000) if rate else 0
     if iface["ingress_policing_rate"] == rate and iface["ingress_policing_burst"] == burst:
         return []
-    return [{"op": "update", "table": "Interface", "where": [["_uuid", "==", ["uuid", iface_uuid]]],
-             "row": {"ingress_policing_rate": rate, "ingress_policing_burst": burst}}]  # fmt: skip
+    policing = {"ingress_policing_rate": rate, "ingress_policing_burst": burst}
+    return [update("Interface", where_uuid(iface_uuid), policing)]
 
 
 def _queue_config(rates: dict[str, int]) -> dict[str, str]:
@@ -724,35 +735,34 @@ def _qos_ops(
     old: dict[str, Any] | None,
     iface_id: str,
     rates: dict[str, int],
-) -> list[dict[str, Any]]:
+) -> list[Op]:
     """Point the port at a new QoS row for `rates` (or at none), deleting Loom's old one."""
-    ops: list[dict[str, Any]] = []
+    ops: list[Op] = []
     want = _queue_config(rates)
     label = f"q{port_uuid.replace('-', '_')}"
     if want:
         ops += [
-            {"op": "insert", "table": "Queue", "uuid-name": f"{label}_0",
-             "row": {"other_config": _map(want)}},
-            {"op": "insert", "table": "QoS", "uuid-name": label,
-             "row": {"type": "linux-htb",
-                     "other_config": _map({k: v for k, v in want.items() if k == "max-rate"}),
-                     "queues": ["map", [[0, ["named-uuid", f"{label}_0"]]]],
-                     "external_ids": _map({"loom-port": iface_id})}},
+            insert("Queue", {"other_config": to_map(want)}, uuid_name=f"{label}_0"),
+            insert("QoS", {"type": "linux-htb",
+                           "other_config": to_map({k: v for k, v in want.items()
+                                                   if k == "max-rate"}),
+                           "queues": to_map({0: to_named_uuid(f"{label}_0")}),
+                           "external_ids": to_map({"loom-port": iface_id})},
+                   uuid_name=label),
         ]  # fmt: skip
-    qos_ref = ["named-uuid", label] if want else _set([])
-    ops.append({"op": "update", "table": "Port", "where": [["_uuid", "==", ["uuid", port_uuid]]],
-                "row": {"qos": qos_ref}})  # fmt: skip
+    qos_ref = to_named_uuid(label) if want else to_set([])
+    ops.append(update("Port", where_uuid(port_uuid), {"qos": qos_ref}))
     if old is not None and old_uuid is not None:
-        ops.append({"op": "delete", "table": "QoS", "where": [["_uuid", "==", ["uuid", old_uuid]]]})
+        ops.append(delete("QoS", where_uuid(old_uuid)))
         for queue_uuid in omap(old["queues"]).values():
-            ops.append({"op": "delete", "table": "Queue",
-                        "where": [["_uuid", "==", ["uuid", queue_uuid]]]})  # fmt: skip
+            ops.append(delete("Queue", where_uuid(queue_uuid)))
     return ops
 
 
-def _remove_port(bridge_ref: list[str], port_uuid: str) -> dict[str, Any]:
-    return {"op": "mutate", "table": "Bridge", "where": [["_uuid", "==", bridge_ref]],
-            "mutations": [["ports", "delete", _set([["uuid", port_uuid]])]]}  # fmt: skip
+def _remove_port(bridge_ref: Any, port_uuid: str) -> Op:
+    return mutate(
+        "Bridge", where_uuid(bridge_ref), [remove_elements("ports", [to_uuid(port_uuid)])]
+    )
 
 
 class Manager:
