@@ -324,8 +324,8 @@ class Images:
             part = self.parts.get(key)
             if part is not None:
                 # (only a datapath's part is on many nodes: a port's or a node's is on one,
-                # and its bytes kept would be every controller's whole table again -- 200 of
-                # 270 MiB at S=1.0)
+                # and its bytes kept would be every controller's whole table again -- most of
+                # what every part's bytes are)
                 chunk = part.encoded(keep=key[0] == "dp")
                 if chunk is None:
                     return None
@@ -388,9 +388,9 @@ class Images:
 
     # A row's flows are not kept apart from the parts they went into: a row leaves by
     # being translated again (the same bindings: `set_binding` takes the rows that name
-    # an identifier out before it changes), which costs a change ~10 us a flow and saves
-    # ~140 bytes per flow placed (1.45M at S=1.0, in each controller). Its local flows go
-    # to its port's part untranslated (`LocalPart`).
+    # an identifier out before it changes), which costs a change a little CPU per flow and
+    # saves the memory of a copy of every flow placed (1.45M at S=1.0, in each controller).
+    # Its local flows go to its port's part untranslated (`LocalPart`).
 
     def _place(self, uuid: str, row: Row) -> None:
         self._wait_for(uuid, row.flows)

@@ -28,8 +28,8 @@ COLUMNS: dict[str, list[str]] = {
 """The universal tables the rules read, and their columns. Not `Port_Binding.chassis` (nor
 `up`): the controllers write them for every VIF they find, and a write the rules do not
 read costs the engine nothing (an unchanged row is no change); the chassis reaches the
-rules as `VifChassis`, fed by `loom_physical.core` (before, a cold start's 31,500 chassis
-written at S=0.5 went through every rule that joins a binding: 2-4 s of engine)."""
+rules as `VifChassis`, fed by `loom_physical.core` (so a cold start's chassis written for
+every VIF do not go through every rule that joins a binding)."""
 
 HEADER = (
     "/* The universal database's tables that the physical rules read, as input relations:\n"

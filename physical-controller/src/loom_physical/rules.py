@@ -10,8 +10,8 @@ from loom_ddlog import Program
 MAIN = "physical.dl"
 COUNTED = ("NodeFlow", "DpFlow")
 """The outputs the engine gives as counts of derivations and does not keep: the flows,
-which `Images` keeps with counts anyway (`FlowTable`). Not keeping them saved ~73 MiB of
-each controller's engine at S=1.0 (1,016 -> 943 MiB)."""
+which `Images` keeps with counts anyway (`FlowTable`): a second copy of every node's
+flows would be memory for nothing the controller reads."""
 
 
 def rules_dir() -> Path:

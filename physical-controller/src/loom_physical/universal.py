@@ -8,7 +8,7 @@ the few datapaths its VIFs are on). The condition follows the needed datapaths
 
 One monitor, not one per kind of table: ovsdb-server sends one notification per monitor
 for a transaction, so with two a pass could read the flows of a port's deletion and not
-yet its binding's (measured: 1 port deletion in 9 took two passes to reach its node).
+yet its binding's (seen: a port deletion now and then took two passes to reach its node).
 With one, a pass sees each transaction whole. And updates keep the order the database
 committed them in: when `Universal_Global.generation` says G, every row written for G has
 been seen, so what the controller pushed after reading it realizes G.
@@ -63,8 +63,8 @@ def _where(datapaths: Iterable[int]) -> list[Any]:
 CONDITION_STEP = 500
 """Datapaths added to the monitor's condition per `monitor_cond_change`. ovsdb-server makes
 a change's update whole before sending it (its JSON tree, then its text): a cold start's
-one change to all 7,000 datapaths was 1.8M flows at once for each controller, ~300 MB of
-the universal DB's peak. At most two steps are in flight (`RawConnection.call_each`): the
+one change to all 7,000 datapaths was 1.8M flows at once for each controller, the
+universal DB's peak memory. At most two steps are in flight (`RawConnection.call_each`): the
 server makes one while this side reads the other."""
 
 
@@ -103,12 +103,12 @@ def pack(texts: Iterable[str], *, deflate: bool = False) -> FlowTexts:
     """A set of flow texts as one object: sorted and joined by newlines into one string
     (a tuple if a text has a newline of its own, and for no text at all). A physical
     controller holds every universal flow's text (1.84M at S=1.0): as strings in a set a
-    row they cost ~80 bytes a flow more (a string's header, a set's slots) -- ~190 MB.
+    row they cost more for every flow (a string's header, a set's slots).
 
     `deflate`: a long string naming no identifier (`${...}`) is kept compressed instead
     (bytes; `Deflater`). For a port's own flows (`local_flows`): 63,000 rows of ~1.7 kB at
     S=1.0, read again only when a node takes the port's part; deflated with the first such
-    text as the dictionary, 106 -> 16 MiB in each physical controller, for ~20 us a row."""
+    text as the dictionary, a fraction of their size, for a little CPU a row."""
     ordered = sorted(texts)
     if not ordered:
         return ()
