@@ -51,7 +51,7 @@ NEXT_HOP_MAC = "00:00:00:00:99:01"
 WAIT = 60.0
 BLOCKED_AFTER = 0.5
 """Seconds after which a packet that has not left its destination's port counts as blocked
-(a delivered one takes ~25 ms here)."""
+(a delivered one takes a small fraction of it)."""
 
 
 class Api:

@@ -11,7 +11,8 @@ cold start, restore, failover, steady state. Here, on one machine:
   its hypervisors folded onto `--nodes` netdev transport nodes (default 8: hvK runs on node
   ((K-1) mod N)+1; ~790 VIFs a node. With 4, ~1,575 a node, plugging or unplugging one
   port holds a node's ovs-vswitchd main loop, which forwards the netdev datapath's
-  packets, for up to 1 s on two busy cores, and pairs through the node miss rounds).
+  packets, for a cost per port on the bridge, and on two busy cores pairs through the
+  node miss rounds).
   The workload's ACLs become security profiles as the API benchmark makes them (a
   profile of TCP 22/80/443 in per ACL'd port, one allowing IPv4 from the switch's subnet
   per isolated switch), each with an egress rule allowing everything: the workload's ACLs

@@ -43,7 +43,7 @@ def syntax_error(details: str) -> OvsdbFailure:
 
 
 def new_uuid() -> str:
-    """A random (version 4) UUID, as ovsdb-server gives rows (4x faster than `uuid.uuid4`)."""
+    """A random (version 4) UUID, as ovsdb-server gives rows (cheaper than `uuid.uuid4`)."""
     bits = random.getrandbits(128) & ~(0xF000 << 64 | 0xC000 << 48) | 0x4000 << 64 | 0x8000 << 48
     h = f"{bits:032x}"
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"

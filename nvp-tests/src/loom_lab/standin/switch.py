@@ -29,9 +29,9 @@ Per connection:
   errors as OVS's (a bundle opened twice, unknown, closed, or with other flags is
   refused and dropped). Adds and strict modifies added to an open bundle, most of a cold
   start's bytes, are read natively as far as they run (`standin_bundle_adds`, with the
-  same checks), and adds are kept natively at commit (`standin_apply_adds`): 0.17 us a
-  flow add in all, 1.87 us in Python (a 2,330-flow table; the benchmark's two cores are
-  shared with the controllers it measures);
+  same checks), and adds are kept natively at commit (`standin_apply_adds`): a fraction of
+  Python's cost a flow add, since the benchmark's two cores are shared with the
+  controllers it measures;
 - PACKET_OUT: counted, not executed;
 - MULTIPART: DESC; FLOW_DESC (every flow, from the bytes kept: so `ovs-ofctl dump-flows`
   and `diff-flows` read a stand-in's table, in parts of at most 64 kB; match filters are
