@@ -44,7 +44,7 @@ FLOATING_IP = "172.16.0.102"
 FLOATING_VM = "red/vm2"
 NOBODY = "172.16.0.200"
 WINDOW = 1.0
-"""Seconds a packet is given to show where it goes (a delivered one takes ~25 ms)."""
+"""Seconds a packet is given to show where it goes (a delivered one takes a small fraction)."""
 
 
 @contextlib.contextmanager
