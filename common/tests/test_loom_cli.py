@@ -124,6 +124,21 @@ def test_api_command_is_the_contract_with_loom_api(tmp_path: Path) -> None:
     assert not any("token=" in arg for arg in noauth), "no secret on the command line"
 
 
+def test_the_demo_is_found_through_the_lab_s_entry_point(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`loom up --demo` runs the module the lab declares in the `loom.demo` group; without the
+    lab, it is refused with one line that says what is missing."""
+    assert cli.demo_module() == "loom_lab.demo"  # the workspace installs the lab
+    deployment = cli.Deployment(tmp_path, api_port=8080, admin_token="secret", tenant_tokens=[],
+                                db_cluster=False)  # fmt: skip
+    assert deployment.demo_command(check=True)[1:3] == ["-m", "loom_lab.demo"]
+    assert "secret" not in str(deployment.demo_command(check=True)), "the token is in its env"
+    monkeypatch.setattr(cli, "entry_points", lambda group: [])
+    with pytest.raises(cli.NoDemo, match=r"--demo needs Loom's lab .* 'loom.demo'"):
+        cli.demo_module()
+
+
 def test_the_admin_token_comes_from_a_file_the_environment_or_the_flag(tmp_path: Path) -> None:
     path = tmp_path / "admin"
     path.write_text("  from-file\n")

@@ -87,6 +87,15 @@ class UsageError(LoomError):
     message = "%(detail)s"
 
 
+class NoDemo(LoomError):
+    """`--demo` without Loom's lab installed: the demo is the lab's (`demo_module`)."""
+
+    message = (
+        "--demo needs Loom's lab (package loom-nvp-tests, the workspace's nvp-tests/), which is "
+        "not installed: no entry point in group %(group)r (`uv sync --all-packages` installs it)"
+    )
+
+
 class Stopped(BaseException):
     """SIGINT or SIGTERM arrived: unwind and stop what was started.
 
@@ -673,11 +682,7 @@ def demo_module() -> str:
     and this package does not depend on the lab: without it installed, `--demo` is refused."""
     found = sorted(entry_points(group=DEMO_GROUP), key=lambda point: point.name)
     if not found:
-        raise LoomError(
-            f"--demo needs Loom's lab (package loom-nvp-tests, the workspace's nvp-tests/), which "
-            f"is not installed: no entry point in group {DEMO_GROUP!r} "
-            "(`uv sync --all-packages` installs it)"
-        )
+        raise NoDemo(group=DEMO_GROUP)
     return found[0].module
 
 

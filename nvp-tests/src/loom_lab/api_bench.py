@@ -26,18 +26,16 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from loom_common.ovsdb import RawConnection
+from loom_lab.api_process import TOKEN, api_server, percentile
 from loom_lab.workload import add_arguments as add_workload_arguments
 from loom_lab.workload import from_arguments as workload_from
 
 TENANT = "bench"
-TOKEN = "bench-admin-token"
 PORT_PROFILE_RULES = [22, 80, 443]
 
 
@@ -326,11 +324,6 @@ def bump_generation(remote: str) -> None:
 # ---- running it --------------------------------------------------------------------------
 
 
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
 def summarize(results: Results, elapsed: float) -> dict[str, Any]:
     """Return objects/s and per-kind p50/p99 latencies (ms) of one run."""
     count = sum(len(v) for v in results.latencies.values())
@@ -342,79 +335,16 @@ def summarize(results: Results, elapsed: float) -> dict[str, Any]:
         "seconds": round(elapsed, 3),
         "objects_per_s": round(count / elapsed, 1) if elapsed else None,
         "p50_ms": round(statistics.median(every) * 1000, 3) if every else None,
-        "p99_ms": round(_percentile(every, 0.99) * 1000, 3) if every else None,
+        "p99_ms": round(percentile(every, 0.99) * 1000, 3) if every else None,
         "per_kind": {
             kind: {
                 "count": len(v),
                 "p50_ms": round(statistics.median(v) * 1000, 3),
-                "p99_ms": round(_percentile(v, 0.99) * 1000, 3),
+                "p99_ms": round(percentile(v, 0.99) * 1000, 3),
             }
             for kind, v in sorted(results.latencies.items())
         },
     }
-
-
-class HttpClient:
-    """Keep-alive JSON requests to the API server, as a cloud manager makes them."""
-
-    def __init__(self, base: str, token: str) -> None:
-        host, _, port = base.removeprefix("http://").partition(":")
-        self._conn = http.client.HTTPConnection(host, int(port), timeout=60)
-        self._headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
-
-    def request(self, method: str, path: str, body: Any = None) -> tuple[int, Any, Any]:
-        """Return (status, JSON body, headers)."""
-        payload = None if body is None else json.dumps(body)
-        self._conn.request(method, path, payload, self._headers)
-        response = self._conn.getresponse()
-        return response.status, json.loads(response.read() or b"null"), response.headers
-
-    def close(self) -> None:
-        """Close the connection."""
-        self._conn.close()
-
-
-@contextmanager
-def api_server(
-    db_remote: str,
-    state: Path,
-    ready_timeout: float = 30.0,
-    tenant_tokens: Mapping[str, str] | None = None,
-) -> Iterator[str]:
-    """Run `python -m loom_api` on a free port, its tokens (`TOKEN` for the admin, and
-    `tenant_tokens`, tenant -> token) in files; yield its base URL once it answers (it
-    reads the whole config DB first: allow for that with `ready_timeout`)."""
-    from loom_common.ovsdb import free_port
-    from loom_common.procs import Daemon
-
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    state.mkdir(parents=True, exist_ok=True)
-    admin_file, tenants_file = state / "admin.token", state / "tenant.tokens"
-    admin_file.write_text(TOKEN + "\n")
-    tenants_file.write_text("".join(f"{t}={k}\n" for t, k in (tenant_tokens or {}).items()))
-    command = [sys.executable, "-m", "loom_api", "--db", db_remote,
-               "--listen", f"127.0.0.1:{port}", f"--admin-token-file={admin_file}",
-               f"--tenant-tokens-file={tenants_file}"]  # fmt: skip
-    # The file is the admin token's one source, whatever the caller's environment says.
-    daemon = Daemon("loom-api", command, state, env={"LOOM_ADMIN_TOKEN": ""})
-    daemon.start(ready=lambda: _healthy(base), timeout=ready_timeout)
-    try:
-        yield base
-    finally:
-        daemon.stop()
-
-
-def _healthy(base: str) -> bool:
-    host, _, port = base.removeprefix("http://").partition(":")
-    conn = http.client.HTTPConnection(host, int(port), timeout=1)
-    try:
-        conn.request("GET", "/api/v1/health")
-        return conn.getresponse().status == 200
-    except OSError:
-        return False
-    finally:
-        conn.close()
 
 
 def run(workload: dict[str, Any], clients: int) -> dict[str, Any]:

@@ -38,7 +38,7 @@ from typing import Any
 from loom_api import limits
 from loom_common.ovsdb import OvsdbServer
 from loom_common.procstat import ProcessUsage
-from loom_lab.api_bench import TOKEN, HttpClient, _percentile, api_server
+from loom_lab.api_process import TOKEN, HttpClient, api_server, percentile
 from loom_schemas import CONFIG_SCHEMA, schema_path
 
 #: What the report saw hang the server: a 50 MB body.
@@ -223,7 +223,7 @@ def _create_latencies(base: str, token: str, names: list[str]) -> list[float]:
 def _figures(latencies: list[float]) -> dict[str, float]:
     return {
         "p50_ms": round(statistics.median(latencies) * 1000, 3),
-        "p99_ms": round(_percentile(latencies, 0.99) * 1000, 3),
+        "p99_ms": round(percentile(latencies, 0.99) * 1000, 3),
         "mean_ms": round(statistics.fmean(latencies) * 1000, 3),
     }
 

@@ -39,10 +39,11 @@ from typing import TYPE_CHECKING, Any
 from loom_common.procstat import ProcessUsage
 from loom_common.progress import Reporter
 from loom_lab import workload
+from loom_lab.api_process import percentile
 from loom_logical import rules
 
 if TYPE_CHECKING:
-    from loom_lab.api_bench import HttpClient
+    from loom_lab.api_process import HttpClient
 
 
 def _rss_mib(pid: int | None = None) -> float:
@@ -80,11 +81,6 @@ def slowest_change(
         "ms": round(latencies[i] * 1000, 2),
         "phases_ms": {k: round(v * 1000, 2) for k, v in sum_phases(mine).items()},
     }
-
-
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def _port_changes(
@@ -159,7 +155,8 @@ def run(
     """Run the benchmark on `workload` (`loom_lab.workload`); return its figures."""
     from loom_common.ovsdb import OvsdbServer
     from loom_ddlog import Program
-    from loom_lab.api_bench import TOKEN, HttpClient, api_server, drive_raw, phases
+    from loom_lab.api_bench import drive_raw, phases
+    from loom_lab.api_process import TOKEN, HttpClient, api_server
     from loom_logical.controller import LogicalController
     from loom_schemas import CONFIG_SCHEMA, UNIVERSAL_SCHEMA, schema_path
 
@@ -246,7 +243,7 @@ def run(
         "port_change_ms": {
             "changes": len(latencies),
             "median": round(median * 1000, 2),
-            "p99": round(_percentile(latencies, 0.99) * 1000, 2),
+            "p99": round(percentile(latencies, 0.99) * 1000, 2),
             "via": "raw OVSDB transactions" if raw_changes else "API server (HTTP)",
             "api_request_median": (
                 round(statistics.median(api_latencies) * 1000, 2) if api_latencies else None

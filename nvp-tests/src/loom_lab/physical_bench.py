@@ -74,6 +74,7 @@ from pathlib import Path
 from typing import Any
 
 from loom_common.progress import Reporter
+from loom_lab.api_process import percentile
 
 log = logging.getLogger(__name__)
 
@@ -89,11 +90,6 @@ OVN_FLOWS_PER_NODE = {0.02: 3858, 1.0: 7054}
 
 _progress = Reporter("loom-physical-bench")
 """Milestones on stderr (on a terminal with the time since the start)."""
-
-
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def _ms(seconds: float) -> float:
@@ -778,7 +774,7 @@ def _real_table_equals(node: Any, flows: list[Any]) -> tuple[bool, int]:
 
 def _port_changes(s: Site, the_plan: Plan, timeout: float) -> dict[str, Any]:
     """Add a port for each spare VIF and delete it again; time each (module docstring)."""
-    from loom_lab.api_bench import TOKEN, HttpClient, api_server
+    from loom_lab.api_process import TOKEN, HttpClient, api_server
 
     figures: dict[str, list[float]] = {"node": [], "every": [], "api": [], "affected": [],
                                        "universal": []}  # fmt: skip
@@ -838,11 +834,11 @@ def _port_changes(s: Site, the_plan: Plan, timeout: float) -> dict[str, Any]:
     return {
         "changes": len(node_ms),
         "port_node_ms": {"median": _ms(statistics.median(node_ms)),
-                         "p99": _ms(_percentile(node_ms, 0.99)),
+                         "p99": _ms(percentile(node_ms, 0.99)),
                          "add_median": _ms(statistics.median(adds)),
                          "delete_median": _ms(statistics.median(deletes))},
         "every_affected_node_ms": {"median": _ms(statistics.median(every_ms)),
-                                   "p99": _ms(_percentile(every_ms, 0.99))},
+                                   "p99": _ms(percentile(every_ms, 0.99))},
         "affected_nodes_median": statistics.median(figures["affected"]),
         "api_request_median_ms": _ms(statistics.median(figures["api"])),
         "universal_db_written_median_ms": _ms(statistics.median(figures["universal"])),
