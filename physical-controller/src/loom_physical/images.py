@@ -128,9 +128,9 @@ class LocalPart:
 
     Kept as those rows -- their texts are the universal replica's, held anyway -- and
     translated each time a node takes the part (`table`: its master's push), not when the
-    rows arrive: the ports' own flows were 1.15M of a controller's 1.85M at S=1.0, each
-    ~190 bytes as a `FlowTable` entry, and kept for the nodes this controller masters and
-    those it stands by for alike; a push translates the ~20 flows of each of its ports
+    rows arrive: the ports' own flows were 1.15M of a controller's 1.85M at S=1.0, each a
+    `FlowTable` entry, and kept for the nodes this controller masters and those it stands
+    by for alike; a push translates the ~20 flows of each of its ports
     once. What a node holds of the part is its translation as of the last settle: taken
     (`_held`) before the first change after it, with the bindings it had."""
 

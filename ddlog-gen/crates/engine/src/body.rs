@@ -99,8 +99,8 @@ impl AtomPlan {
 ///
 /// Rows are what the arrangements hold, and `collect()` through a `Result` cannot know the
 /// length: it starts at room for four values and doubles. At the NVP workload's full scale
-/// the logical engine held 6.0M rows at room for four (96 bytes each), most of them with
-/// fewer values.
+/// the logical engine held millions of rows at room for four, most of them with fewer
+/// values.
 pub fn exact(values: impl ExactSizeIterator<Item = EvalResult<Value>>) -> EvalResult<Row> {
     let mut row = Vec::with_capacity(values.len());
     for v in values {
