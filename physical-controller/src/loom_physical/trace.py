@@ -42,7 +42,7 @@ from loom_ovs.openflow import MARK, Flow
 from loom_physical.core import Localizer, NodeFacts
 from loom_physical.inputs import opt
 from loom_physical.translate import ALL_SWITCHES
-from loom_schemas.pipeline import FLOOD_KEY, ROUTER_KEYS, Stage, at_table
+from loom_schemas.pipeline import DATAPATH, FLOOD_KEY, ROUTER_KEYS, TUN_OUTPORT, Stage, at_table
 
 IDEAL = "loom-ideal-node"
 """The ideal node's system-id (it exists only in a trace's own `Localizer`)."""
@@ -380,8 +380,8 @@ def ct_states(states: Sequence[str]) -> list[str]:
 _STEP = re.compile(r"^(\s*)(\d+)\. (?:(.*?), )?priority (\d+)(?:, cookie (0x[0-9a-f]+))?$")
 _NO_MATCH = re.compile(r"^(\s*)(\d+)\. No match\.?$")
 _RESUME = re.compile(r"resume conntrack with (?:default )?(ct_state=\S+)")
-_METADATA_MATCH = re.compile(r"(?:^|,)metadata=(0x[0-9a-f]+|\d+)(?:,|$)")
-_METADATA_SET = re.compile(r"set_field:(0x[0-9a-f]+|\d+)->metadata")
+_METADATA_MATCH = re.compile(rf"(?:^|,){DATAPATH.name}=(0x[0-9a-f]+|\d+)(?:,|$)")
+_METADATA_SET = re.compile(rf"set_field:(0x[0-9a-f]+|\d+)->{DATAPATH.name}")
 
 
 def parse(text: str, cookies: Mapping[int, str]) -> list[dict[str, Any]]:
@@ -559,6 +559,6 @@ def _tunnel_of(spec: str, endpoints: Mapping[str, str],
     out: dict[str, Any] = {"node": endpoints.get(dst, ""), "ip": dst, "datapath": dp,
                            "port": None}  # fmt: skip
     if option is not None and dp is not None:
-        key = int(option.group(1), 16) & 0xFFFF
+        key = TUN_OUTPORT.of(int(option.group(1), 16))
         out["port"] = "flood" if key == FLOOD_KEY else bindings.get((dp, key), f"key {key}")
     return out

@@ -19,12 +19,21 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from loom_ovs.openflow import Flow, cookie
-from loom_schemas.pipeline import PLACEHOLDERS, STAGES, Stage
+from loom_schemas.pipeline import (
+    ALL_SWITCHES_MATCH,
+    DATAPATH,
+    PLACEHOLDERS,
+    STAGES,
+    Stage,
+)
 
 ALL_SWITCHES = 0
 """The datapath key that stands for every logical switch (its flows are shared)."""
-SWITCHES_MATCH = "metadata=0/0x800000"
-"""Every switch datapath: bit 23 of the key clear (routers have it set)."""
+SWITCHES_MATCH = ALL_SWITCHES_MATCH
+"""Every switch datapath: the router bit of the key clear."""
+_DATAPATH_IS = f"{DATAPATH.name}="
+"""A datapath match's head (`DATAPATH.match`, spelt inline where every flow is placed)."""
+
 
 _IDENT = re.compile(r"\$\{([^}]*)\}")
 _STAGE_REF = re.compile(r"@stage:(\w+)\)")
@@ -88,7 +97,7 @@ every universal flow's priority in its key (1.84M at S=1.0: ~50 MB)."""
 
 def datapath_match(dp: int) -> str:
     """The match on datapath `dp`'s packets (`ALL_SWITCHES`: every switch's)."""
-    return SWITCHES_MATCH if dp == ALL_SWITCHES else f"metadata={dp:#x}"
+    return SWITCHES_MATCH if dp == ALL_SWITCHES else f"{_DATAPATH_IS}{dp:#x}"
 
 
 def resolve(flow: UniversalFlow, bindings: Mapping[str, str]) -> str:
@@ -154,7 +163,7 @@ def physical_text(dp: int, text: str, flow_cookie: int) -> Flow:
         ValueError: the flow is malformed (`UniversalFlow.parse`, `resolve`).
     """
     stage, priority, match, actions = _fields(text)
-    head = SWITCHES_MATCH if dp == ALL_SWITCHES else f"metadata={dp:#x}"
+    head = SWITCHES_MATCH if dp == ALL_SWITCHES else f"{_DATAPATH_IS}{dp:#x}"
     return Flow(stage.table, priority, f"{head},{match}" if match else head,
                 _resolved(stage.name, actions), flow_cookie)  # fmt: skip
 

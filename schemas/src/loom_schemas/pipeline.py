@@ -211,6 +211,11 @@ class Field:
         """The field's bits as a mask of its OpenFlow field."""
         return ((1 << (self.end - self.start + 1)) - 1) << self.start
 
+    def of(self, word: int) -> int:
+        """The field's value in `word`, its OpenFlow field's whole value (a trace's Geneve
+        option)."""
+        return (word & self.mask) >> self.start
+
     def spell(self, value: int) -> str:
         """`value` as a match or `set_field` spells it for this field."""
         return str(value) if self.decimal else f"{value:#x}"
