@@ -184,7 +184,7 @@ def run(
             rows = {t: len(d) for t, d in controller.writer.desired.items()}
             rss_controller = _rss_mib()
             rss_universal = _rss_mib(universal.pid)
-            # (after the peak is read: the engine's rows converted are a transient of ~0.4 GB)
+            # (after the peak is read: the engine's rows converted are a large transient)
             groups = controller.program.dump("Flow_Group")
             flows = sum(len(flows) + len(local) for _, _, flows, local in groups)
             del groups
