@@ -6,7 +6,7 @@ SHELL := /bin/bash
 VENV := .venv
 UV ?= $(shell command -v uv >/dev/null 2>&1 && echo uv || echo python3 -m uv)
 CARGO_MANIFEST := ddlog-gen/Cargo.toml
-EXAMPLE := rules/examples/l2switch
+EXAMPLE := ddlog-gen/examples/l2switch
 
 .PHONY: help
 help: ## Show this help

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, settings
 from loom_ddlog import Program
 
 REPO = Path(__file__).resolve().parents[2]
-EXAMPLES = REPO / "rules" / "examples"
+EXAMPLES = REPO / "ddlog-gen" / "examples"
 
 settings.register_profile("dev", max_examples=50, deadline=None)
 settings.register_profile(

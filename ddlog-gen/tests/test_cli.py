@@ -10,7 +10,7 @@ import pytest
 
 from loom_ddlog import Program
 
-REACH = str(Path(__file__).resolve().parents[2] / "rules" / "examples" / "reach.dl")
+REACH = str(Path(__file__).resolve().parents[2] / "ddlog-gen" / "examples" / "reach.dl")
 
 
 def cli(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:

@@ -4,7 +4,7 @@ Typical use::
 
     from loom_ddlog import Program
 
-    prog = Program.load(["rules/examples/l2switch.dl"])
+    prog = Program.load(["ddlog-gen/examples/l2switch.dl"])
     with prog.transaction() as txn:
         txn.insert("Port", ("sw0", "p1", 1, None))
     print(txn.delta, prog.dump("Forward"))

@@ -1,6 +1,6 @@
-//! Golden script tests: every `rules/tests/NAME.dat` runs against `NAME.dl`, and the
-//! output must equal `NAME.dump.expected`. Set `UPDATE_GOLDEN=1` to rewrite the expected
-//! files (then review the diff).
+//! Golden script tests: every `ddlog-gen/tests/programs/NAME.dat` runs against `NAME.dl`,
+//! and the output must equal `NAME.dump.expected`. Set `UPDATE_GOLDEN=1` to rewrite the
+//! expected files (then review the diff).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -9,7 +9,7 @@ use engine::script::run_script;
 use engine::{Engine, Options};
 
 fn tests_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../rules/tests")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/programs")
 }
 
 /// Run one script and return its output, with runtime errors already printed in it.
@@ -26,7 +26,7 @@ fn run(dl: &PathBuf, dat: &PathBuf) -> String {
 fn golden_scripts() {
     let dir = tests_dir();
     let mut names: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .expect("rules/tests")
+        .expect("ddlog-gen/tests/programs")
         .filter_map(Result::ok)
         .map(|e| e.path())
         .filter(|p| p.extension().is_some_and(|x| x == "dat"))

@@ -1,5 +1,5 @@
-//! Golden tests for compile errors: every `rules/tests/compile/NAME.fail.dl` must fail,
-//! and its errors must equal `NAME.err.expected`.
+//! Golden tests for compile errors: every `ddlog-gen/tests/programs/compile/NAME.fail.dl`
+//! must fail, and its errors must equal `NAME.err.expected`.
 //!
 //! A `.fail.dl` file holds one or more snippets separated by lines `//---`; each snippet
 //! is compiled on its own (other snippets' lines blanked, so positions are those of the
@@ -53,12 +53,12 @@ fn errors_of(rel: &str, text: &str) -> String {
 
 #[test]
 fn compile_failures_match_golden() {
-    let dir = root().join("rules/tests/compile");
+    let dir = root().join("ddlog-gen/tests/programs/compile");
     // Imports in snippets resolve relative to the current directory: the repo root.
     std::env::set_current_dir(root()).expect("cd to repo root");
     let update = std::env::var_os("UPDATE_GOLDEN").is_some();
     let mut names: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .expect("rules/tests/compile")
+        .expect("ddlog-gen/tests/programs/compile")
         .map(|e| e.expect("entry").path())
         .filter(|p| p.to_string_lossy().ends_with(".fail.dl"))
         .collect();
@@ -74,7 +74,7 @@ fn compile_failures_match_golden() {
             .expect("name")
             .to_string_lossy()
             .to_string();
-        let rel = format!("rules/tests/compile/{file}");
+        let rel = format!("ddlog-gen/tests/programs/compile/{file}");
         let text = std::fs::read_to_string(&path).expect("read");
         let got = errors_of(&rel, &text);
         let expected_path: PathBuf = dir.join(file.replace(".fail.dl", ".err.expected"));

@@ -1,5 +1,6 @@
-//! Every rule program in the repository compiles: `rules/**/*.dl` (except the
-//! compile-failure snippets under `rules/tests/compile/`) and the benchmark program.
+//! Every rule program in the repository compiles: Loom's rule set (`rules/**/*.dl`), the
+//! language's examples (`ddlog-gen/examples/`) and test programs (`ddlog-gen/tests/programs/`,
+//! except the compile-failure snippets under `compile/`), and the benchmark program.
 
 use std::path::PathBuf;
 
@@ -14,7 +15,7 @@ fn dl_files(dir: &std::path::Path, out: &mut Vec<PathBuf>) {
     for entry in entries {
         let path = entry.expect("entry").path();
         if path.is_dir() {
-            if !path.ends_with("tests/compile") {
+            if !path.ends_with("tests/programs/compile") {
                 dl_files(&path, out);
             }
         } else if path.extension().is_some_and(|e| e == "dl") {
@@ -26,7 +27,11 @@ fn dl_files(dir: &std::path::Path, out: &mut Vec<PathBuf>) {
 #[test]
 fn all_rule_files_compile() {
     let mut files = Vec::new();
-    dl_files(&root().join("rules"), &mut files);
+    for dir in ["rules", "ddlog-gen/examples", "ddlog-gen/tests/programs"] {
+        let before = files.len();
+        dl_files(&root().join(dir), &mut files);
+        assert!(files.len() > before, "no .dl file under {dir}");
+    }
     let errors: Vec<String> = files
         .iter()
         .filter_map(|f| rulec::compile_files(&[f]).err().map(|e| e.to_string()))
@@ -36,9 +41,9 @@ fn all_rule_files_compile() {
 
 #[test]
 fn examples_compile() {
-    let dir = root().join("rules/examples");
+    let dir = root().join("ddlog-gen/examples");
     let mut n = 0;
-    for entry in std::fs::read_dir(&dir).expect("rules/examples") {
+    for entry in std::fs::read_dir(&dir).expect("ddlog-gen/examples") {
         let path = entry.expect("entry").path();
         if path.extension().is_some_and(|e| e == "dl") {
             if let Err(e) = rulec::compile_files(&[&path]) {

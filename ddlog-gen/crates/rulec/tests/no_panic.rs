@@ -85,7 +85,7 @@ fn mutate(text: &str, rng: &mut Lcg) -> String {
 #[test]
 fn mutated_programs_never_panic() {
     let mut sources = Vec::new();
-    for entry in std::fs::read_dir(root().join("rules/examples")).expect("examples") {
+    for entry in std::fs::read_dir(root().join("ddlog-gen/examples")).expect("examples") {
         let p = entry.expect("entry").path();
         if p.extension().is_some_and(|e| e == "dl") {
             sources.push(std::fs::read_to_string(p).expect("read"));
