@@ -4,9 +4,9 @@ Neutron renders an error as `{"NeutronError": {"type": T, "message": M, "detail"
 where T is the name of the exception class on the server (`NetworkNotFound`,
 `IpAddressInUse`, ...). Clients match on the HTTP status and sometimes on T, so the classes
 below keep Neutron's names and message templates. They subclass `LoomApiError` (one base for
-the whole API, STYLE.md R13); `to_neutron` turns any other `LoomApiError` (from the native
-service code the Neutron layer calls) into the nearest Neutron error, so the `/v2.0` boundary
-renders everything with one function, `render`.
+the whole API with templated messages, after ovsdbapp's `exceptions.py`); `to_neutron` turns
+any other `LoomApiError` (from the native service code the Neutron layer calls) into the
+nearest Neutron error, so the `/v2.0` boundary renders everything with one function, `render`.
 """
 
 from __future__ import annotations
