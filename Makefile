@@ -72,7 +72,7 @@ openapi: ## Regenerate schemas/api/openapi.json from the API's collections and m
 	mv schemas/api/openapi.json.tmp schemas/api/openapi.json
 
 .PHONY: rules
-rules: ## Regenerate the rules' generated files: config.dl, universal.dl (the schemas), pipeline.dl (the contract)
+rules: ## Regenerate the rules' generated files: config.dl, universal.dl (the schemas), pipeline.dl and loom_universal.md's register table (the contract)
 	$(VENV)/bin/python -m loom_logical.inputs > rules/logical/config.dl.tmp \
 		|| { rm -f rules/logical/config.dl.tmp; exit 1; }
 	mv rules/logical/config.dl.tmp rules/logical/config.dl
@@ -82,6 +82,7 @@ rules: ## Regenerate the rules' generated files: config.dl, universal.dl (the sc
 	for f in rules/logical/pipeline.dl rules/physical/pipeline.dl; do \
 		$(VENV)/bin/python -m loom_schemas.pipeline > $$f.tmp || { rm -f $$f.tmp; exit 1; }; \
 		mv $$f.tmp $$f; done
+	$(VENV)/bin/python -m loom_schemas.pipeline --document schemas/loom_universal.md
 
 .PHONY: format
 format: ## Format Python and Rust code

@@ -12,6 +12,29 @@ from loom_schemas.pipeline import PLACEHOLDERS, STAGES, Flag, Table
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def test_the_documents_register_table_is_the_contracts() -> None:
+    document = (ROOT / pipeline.DOCUMENT).read_text()
+    assert pipeline.with_register_table(document) == document, (
+        f"{pipeline.DOCUMENT}'s register table is stale: run `make rules`"
+    )
+    assert "| `inport` | `reg14` | 0..15 |" in pipeline.register_table()
+    assert "| `flags.loopback` | `reg10` | bit 1 |" in pipeline.register_table()
+    with pytest.raises(ValueError, match="register table"):
+        pipeline.with_register_table("no table here")
+
+
+def test_fields_spell_their_matches_and_actions() -> None:
+    assert pipeline.INPORT.match(3) == "reg14=0x3"
+    assert pipeline.ZONE.load(7) == "set_field:7->reg13"
+    assert pipeline.TUN_OUTPORT.match_bits(pipeline.FLOOD_KEY) == "tun_metadata0=0xffff/0xffff"
+    assert pipeline.TUN_INPORT.of(0x00030005) == 3
+    assert pipeline.ALL_SWITCHES_MATCH == "metadata=0/0x800000"
+    assert len({f.role for f in pipeline.FIELDS}) == len(pipeline.FIELDS)
+    text = pipeline.dl_text()
+    for f in pipeline.FIELDS:
+        assert f'function reg_{f.role}(): string = "{f.name}"' in text
+
+
 @pytest.mark.parametrize("path", pipeline.RULE_FILES)
 def test_the_rules_copy_is_generated_from_the_contract(path: str) -> None:
     assert (ROOT / path).read_text() == pipeline.dl_text(), f"{path} is stale: run `make rules`"

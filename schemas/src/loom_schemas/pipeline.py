@@ -22,8 +22,10 @@ of each item; this module is what the code obeys.
 from __future__ import annotations
 
 import enum
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 # ---- stages ---------------------------------------------------------------------------
 
@@ -633,9 +635,64 @@ def _comment(text: str, width: int = 88) -> list[str]:
     return lines
 
 
+# ---- the register table of schemas/loom_universal.md ----------------------------------
+
+TABLE_BEGIN = "<!-- the register table: generated from loom_schemas.pipeline by `make rules` -->"
+TABLE_END = "<!-- end of the register table -->"
+
+
+def register_table() -> str:
+    """The register table of `schemas/loom_universal.md` (Markdown), from `FIELDS` and
+    `FLAG_MEANINGS`: what the code obeys is what the document says."""
+    lines = ["| field | OpenFlow | bits | carries |", "| --- | --- | --- | --- |"]
+    for f in FIELDS:
+        lines.append(f"| `{f.role}` | `{f.name}` | {f.start}..{f.end} | {_cell(f.meaning)} |")
+        if f is FLAGS:
+            lines += [
+                f"| `{f.role}.{flag.name.lower()}` | `{f.name}` | bit {flag.value} "
+                f"| {_cell(FLAG_MEANINGS[flag])} |"
+                for flag in Flag
+            ]
+    return "\n".join(lines) + "\n"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def with_register_table(document: str) -> str:
+    """`document` with the text between `TABLE_BEGIN` and `TABLE_END` replaced by
+    `register_table()`.
+
+    Raises:
+        ValueError: the document lacks the markers.
+    """
+    try:
+        head, rest = document.split(TABLE_BEGIN + "\n", 1)
+        _, tail = rest.split(TABLE_END, 1)
+    except ValueError:
+        raise ValueError(f"no {TABLE_BEGIN!r} ... {TABLE_END!r} in the document") from None
+    return f"{head}{TABLE_BEGIN}\n{register_table()}{TABLE_END}{tail}"
+
+
+DOCUMENT = "schemas/loom_universal.md"
+"""The document whose register table `make rules` rewrites, relative to the root."""
+
 RULE_FILES = ("rules/logical/pipeline.dl", "rules/physical/pipeline.dl")
 """Where `make rules` writes `dl_text()`, relative to the repository root."""
 
 
+def main(argv: list[str]) -> None:
+    """`python -m loom_schemas.pipeline`: print `pipeline.dl`; with `--document PATH`,
+    rewrite the register table of the document at PATH instead."""
+    if argv[:1] == ["--document"] and len(argv) == 2:
+        path = Path(argv[1])
+        path.write_text(with_register_table(path.read_text()))
+    elif not argv:
+        print(dl_text(), end="")
+    else:
+        raise SystemExit("usage: python -m loom_schemas.pipeline [--document PATH]")
+
+
 if __name__ == "__main__":
-    print(dl_text(), end="")
+    main(sys.argv[1:])
