@@ -3,7 +3,11 @@ gets through, and its figures add up."""
 
 from __future__ import annotations
 
+import pytest
+
 from loom_lab.api_bench_hostile import run_hostile
+
+pytestmark = pytest.mark.ovs
 
 
 def test_hostile_benchmark_runs_and_nothing_gets_through() -> None:
