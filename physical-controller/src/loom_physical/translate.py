@@ -92,7 +92,7 @@ def _fields(text: str) -> tuple[Stage, int, str, str]:
 _PRIORITIES: dict[str, int] = {}
 """A priority's text -> its int, one object for every flow at that priority: an int past
 256 is an object of its own (32 bytes) each time text is parsed, and a controller holds
-every universal flow's priority in its key (1.84M at S=1.0), a few hundred priorities."""
+every universal flow's priority in its key (1.84M at S=1.0)."""
 
 
 def datapath_match(dp: int) -> str:
