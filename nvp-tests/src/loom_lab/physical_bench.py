@@ -204,9 +204,9 @@ class Processes:
 
 class CpuTimeline:
     """Every process's CPU use from the clock's start, sampled each second by a thread: a
-    CPU-bound cold start on few cores shows where cores stood idle (the last ~30 s of
-    pushes waiting on one stand-in process did; so do the logical tier's first read and the
-    universal DB's commit of its write). `stop()` at the clock's end takes a last sample;
+    CPU-bound cold start on few cores shows where cores stood idle (the pushes waiting on
+    one stand-in process did; so do the logical tier's first read and the universal DB's
+    commit of its write). `stop()` at the clock's end takes a last sample;
     `figures()` gives the cores each role used in each `WINDOW_S`, and the core-seconds
     left idle."""
 
@@ -309,9 +309,9 @@ class Watch:
     """The milestones the benchmark waits for, read from OVSDB monitors: the controllers'
     status in the config DB (`Transport_Node.status`, `Loom_Global`) and the universal DB's
     generation. A wait costs the updates that come, not a look at the databases every
-    50 ms (a `select` of the 3,000 nodes' status 20 times a second was ~3 MB of JSON each
-    time for the config DB to write and this process to read, all through the cold start:
-    CPU taken from the processes being measured)."""
+    50 ms (a `select` of the 3,000 nodes' status, 20 times a second, was all their JSON
+    each time for the config DB to write and this process to read, all through the cold
+    start: CPU taken from the processes being measured)."""
 
     def __init__(self, config_remote: str, universal_remote: str) -> None:
         from loom_common.ovsdb import Replica
