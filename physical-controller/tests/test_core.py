@@ -740,7 +740,7 @@ def test_a_node_untouched_by_a_change_keeps_its_row() -> None:
     now = {"hv1": status.NodeReport(4, "", {}, True)}
     assert status.node_status_ops(rows, "pc1", now, {"hv1"}, {"hv1"}, touched=set()) == []
     ops = status.node_status_ops(rows, "pc1", now, {"hv1"}, {"hv1"}, touched={"hv1"})
-    assert ("realized_generation", "4") in ops[0]["row"]["status"][1]
+    assert ["realized_generation", "4"] in ops[0]["row"]["status"][1]
     for report in (status.NodeReport(4, "waiting", {}, True),
                    status.NodeReport(4, "", {"gw1": True}, True)):  # fmt: skip
         assert status.node_status_ops(rows, "pc1", {"hv1": report}, {"hv1"}, {"hv1"}, set())
@@ -790,7 +790,7 @@ def test_a_node_gone_is_reported_disconnected_once_by_its_controller() -> None:
     rows = {"u1": {"system_id": "hv1", "status": said}}
     ops = status.node_status_ops(rows, "pc1", {}, connected=set(), seen={"hv1"}, touched=set())
     assert len(ops) == 1
-    assert ("connected", "false") in ops[0]["row"]["status"][1]
+    assert ["connected", "false"] in ops[0]["row"]["status"][1]
     assert status.node_status_ops(rows, "pc2", {}, connected=set(), seen={"hv1"},
                                   touched=set()) == []  # fmt: skip
 

@@ -21,11 +21,9 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
 
+from loom_common.ovsdb.codec import omap, optional_text, to_map, to_set
+from loom_common.ovsdb.ops import Op, mutate, set_keys, update, where_uuid
 from loom_common.realized import PUBLISHED, as_generation
-from loom_ovs.manager import omap
-from loom_physical.inputs import opt
-
-Op = dict[str, Any]
 
 PORT_GONE = {"up": "false", "realized": "false", "transport_node": ""}
 """A port's status when its VIF is on no node this controller masters."""
@@ -68,17 +66,15 @@ def binding_ops(
         if row is None:
             continue
         node = located.get(port)
-        chassis = opt(row["chassis"])
-        where: list[Any] = [["_uuid", "==", ["uuid", uuids[port]]]]
+        chassis = optional_text(row["chassis"])
+        where = where_uuid(uuids[port])
         if node is not None and node in synced:
             if chassis != node or row["up"] is not True:
-                ops.append({"op": "update", "table": "Port_Binding", "where": where,
-                            "row": {"chassis": node, "up": True}})  # fmt: skip
+                ops.append(update("Port_Binding", where, {"chassis": node, "up": True}))
         elif node is None and chassis in masters and row["type"] == "vif":
             # its VIF left a node this controller masters
-            ops.append({"op": "update", "table": "Port_Binding",
-                        "where": [*where, ["chassis", "==", chassis]],
-                        "row": {"chassis": ["set", []], "up": False}})  # fmt: skip
+            ops.append(update("Port_Binding", [*where, ["chassis", "==", chassis]],
+                              {"chassis": to_set([]), "up": False}))  # fmt: skip
     return ops
 
 
@@ -271,24 +267,19 @@ def published_ops(
     key = PUBLISHED + controller
     if published.get(key) == str(realized):
         return []
-    mutations = [["external_ids", "delete", ["set", [key]]],
-                 ["external_ids", "insert", ["map", [[key, str(realized)]]]]]  # fmt: skip
-    where = [["_uuid", "==", ["uuid", uuid]]]
-    return [{"op": "mutate", "table": "Loom_Global", "where": where, "mutations": mutations}]
+    return [mutate("Loom_Global", where_uuid(uuid), set_keys("external_ids", {key: str(realized)}))]
 
 
 def generation_ops(table: str, rows: Mapping[str, Mapping[str, Any]], realized: int) -> list[Op]:
     """Updates of `realized_generation` in the rows of `table` (`Loom_Global`,
     `Universal_Global`) that do not say `realized`."""
     return [
-        {"op": "update", "table": table, "where": [["_uuid", "==", ["uuid", uuid]]],
-         "row": {"realized_generation": realized}}
+        update(table, where_uuid(uuid), {"realized_generation": realized})
         for uuid, row in rows.items()
         if row.get("realized_generation") != realized
-    ]  # fmt: skip
+    ]
 
 
 def set_status(table: str, uuid: str, status: Mapping[str, str]) -> Op:
     """Replace the `status` column of row `uuid` of `table`."""
-    return {"op": "update", "table": table, "where": [["_uuid", "==", ["uuid", uuid]]],
-            "row": {"status": ["map", sorted(status.items())]}}  # fmt: skip
+    return update(table, where_uuid(uuid), {"status": to_map(status)})

@@ -75,10 +75,9 @@ def remove_elements(column: str, items: Iterable[Json]) -> Mutation:
 def insert(table: str, row: Mapping[str, Json], *, uuid_name: str | None = None) -> Op:
     """Insert `row` into `table`; with `uuid_name`, later operations of the transaction
     refer to it as `["named-uuid", uuid_name]`."""
-    op: Op = {"op": "insert", "table": table, "row": row}
-    if uuid_name is not None:
-        op["uuid-name"] = uuid_name
-    return op
+    if uuid_name is None:
+        return {"op": "insert", "table": table, "row": row}
+    return {"op": "insert", "table": table, "uuid-name": uuid_name, "row": row}
 
 
 def update(table: str, where: Sequence[Condition], row: Mapping[str, Json]) -> Op:
