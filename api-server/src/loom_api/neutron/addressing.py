@@ -3,7 +3,7 @@ addresses a network has taken, a router's gateway port, floating IPs, and fixed-
 
 Networks, subnets, ports, routers and floating IPs all need these; they live here, below
 every collection module, so the collections import them and not each other (the import
-graph among the Neutron modules has no cycle, `tests/test_imports.py`).
+graph among the Neutron modules has no cycle, `tests/test_import_cycles.py`).
 """
 
 from __future__ import annotations
