@@ -3,8 +3,10 @@ tests/snapshots/ (the logical snapshot tests' steps, their universal DB) is loca
 physical rules (`rules/physical`, in the engine) for node `hv1` — its VIFs are the ports the
 scenario locates there, its tunnels the universal `Tunnel` rows from it, its conntrack zones
 numbered by datapath and port key, every node live — and the table is compared with
-`NAME.hv1.golden` (`pytest --update-snapshots` rewrites them). Every scenario puts what it is
-about on hv1 (a VIF of the ports whose flows it tests), so that its table pins those flows.
+`NAME.hv1.golden` (`pytest --update-snapshots` rewrites them), each flow's table named by its
+stage or physical table (`table=ls_in_acl`, `table=output`: `loom_schemas.pipeline.table_name`).
+Every scenario puts what it is about on hv1 (a VIF of the ports whose flows it tests), so
+that its table pins those flows.
 The table is also installed on a real ovs-vswitchd, which must accept every flow, and
 installed again through the native OpenFlow encoder, which must leave the same table.
 
@@ -30,7 +32,7 @@ from loom_physical.core import Localizer, NodeFacts
 from loom_physical.images import Images
 from loom_physical.inputs import opt
 from loom_physical.rules import main_file
-from loom_schemas.pipeline import STAGES
+from loom_schemas.pipeline import STAGES, table_name
 
 SNAPSHOTS = Path(__file__).resolve().parents[2] / "tests" / "snapshots"
 SCENARIOS = sorted(SNAPSHOTS.glob("*.yaml"))
@@ -40,8 +42,7 @@ NEXT_HOP_MAC = "00:00:00:00:00:fe"
 # Scenarios whose hv1 table rightly has nothing but the node's own flows: what they test
 # is that nothing of the network is left.
 EMPTY_BY_DESIGN = {"24_everything_deleted"}
-LOGICAL_TABLES = {stage.table for stage in STAGES.values()}
-FLOW_COOKIE = re.compile(r"table=(\d+),priority=\d+,cookie=<([^>]+)>")
+FLOW_COOKIE = re.compile(r"table=(\w+),priority=\d+,cookie=<([^>]+)>")
 TABLES = ["Datapath", "Port_Binding", "Universal_Flow", "Gateway_Assignment",
           "Replication_Set", "Tunnel", "Node_Endpoint"]  # fmt: skip
 FLOW_PORTS = {"geneve": 90, "vxlan": 91, "stt": 92}
@@ -164,7 +165,8 @@ def render(flows: list[Flow], tunnels: dict[int, str], normalize: Callable[[str]
            shared: Shared | None = None) -> str:  # fmt: skip
     """The table as text, one flow a line, sorted once what varies between runs is named
     (`normalize`; tunnel ofports as `<tun:PEER>`: which gateway is active varies; a flow
-    several objects want alike names them all, `cookie=<a|b>`)."""
+    several objects want alike names them all, `cookie=<a|b>`), each flow's table by name
+    (`table_name`: its stage's, or its physical table's)."""
 
     def cookie_of(flow: Flow) -> str:
         names = sorted(normalize(f"cookie={c:#x}").removeprefix("cookie=").strip("<>")
@@ -181,10 +183,12 @@ def render(flows: list[Flow], tunnels: dict[int, str], normalize: Callable[[str]
                       text)  # fmt: skip
         return normalize(text)
 
-    return "".join(sorted(
-        f"{named(flow.text().replace(f'cookie={flow.cookie:#x}', cookie_of(flow)))}\n"
-        for flow in flows
-    ))  # fmt: skip
+    def text(flow: Flow) -> str:
+        spelt = flow.text().replace(f"cookie={flow.cookie:#x}", cookie_of(flow))
+        name = table_name(flow.table, flow.match)
+        return spelt.replace(f"table={flow.table},", f"table={name},", 1)
+
+    return "".join(sorted(f"{named(text(flow))}\n" for flow in flows))
 
 
 def test_there_is_a_table_per_scenario() -> None:
@@ -205,7 +209,7 @@ def test_hypervisor_table_pins_the_scenario(path: Path) -> None:
     golden = table.read_text()
     if path.stem in EMPTY_BY_DESIGN:  # only the node's own part: it is still a node
         logical = [line for line in golden.splitlines()
-                   if int(line.split(",")[0].removeprefix("table=")) in LOGICAL_TABLES
+                   if line.split(",")[0].removeprefix("table=") in STAGES
                    or "cookie=0x4c4d" not in line]  # fmt: skip
         assert logical == [], f"{path.stem} leaves nothing of its network on hv1"
         return
@@ -214,7 +218,7 @@ def test_hypervisor_table_pins_the_scenario(path: Path) -> None:
         line
         for line in golden.splitlines()
         if (m := FLOW_COOKIE.match(line))
-        and int(m.group(1)) in LOGICAL_TABLES
+        and m.group(1) in STAGES
         and m.group(2).removesuffix(".peer") in ports
     ]
     assert ours, (
