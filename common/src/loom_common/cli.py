@@ -59,7 +59,7 @@ from typing import Protocol, TextIO
 from loom_common import ctl, logs
 from loom_common.ctl import CLIENT_FILE
 from loom_common.errors import LoomError
-from loom_common.ovsdb import OvsdbCluster, OvsdbServer, free_port, reachable, tool
+from loom_common.ovsdb import OvsdbCluster, OvsdbServer, free_port, ops, reachable, tool
 from loom_common.pki import Credentials, Pki
 from loom_common.procs import Daemon, listens_on
 from loom_common.progress import Steps
@@ -159,9 +159,7 @@ def http_ok(url: str, timeout: float = 2.0) -> bool:
 
 def has_row(remote: str, table: str, name: str) -> bool:
     """True if universal-DB `table` has a row named `name` (a daemon announced itself)."""
-    query = json.dumps(
-        ["Loom_Universal", {"op": "select", "table": table, "where": [["name", "==", name]]}]
-    )
+    query = json.dumps(["Loom_Universal", ops.select(table, ops.where_eq("name", name))])
     result = subprocess.run(
         [tool("ovsdb-client"), "transact", remote, query], capture_output=True, text=True
     )

@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from loom_common.ovsdb.codec import atom, atoms, map_pairs, optional
+
 
 class Transaction(Protocol):
     """What `feed` needs of an engine transaction (`loom_ddlog.Transaction`)."""
@@ -197,40 +199,16 @@ def _convert(column: Column, value: Any) -> Any:
     )
 
 
-def _json_atom(value: Any) -> Any:
-    """An OVSDB JSON atom: `["uuid", text]` is the uuid's text, others are themselves."""
-    if isinstance(value, list) and len(value) == 2 and value[0] in ("uuid", "named-uuid"):
-        return value[1]
-    return value
-
-
-def _json_set(value: Any) -> list[Any]:
-    """An OVSDB JSON set (a one-element set may come as the bare atom)."""
-    if isinstance(value, list) and len(value) == 2 and value[0] == "set":
-        return [_json_atom(v) for v in value[1]]
-    return [_json_atom(value)]
-
-
 def _json_converter(column: Column) -> Callable[[Any], Any] | None:
     """How `column`'s OVSDB JSON value becomes its engine value (None: unchanged)."""
     if column.shape == "scalar":
-        return _json_atom if column.atom == "uuid" else None
+        return atom if column.atom == "uuid" else None
     if column.shape == "optional":
-        return _json_optional
+        return optional
     if column.shape == "set":
         return _json_frozenset
-    return _json_map
-
-
-def _json_optional(value: Any) -> Any:
-    items = _json_set(value)
-    return items[0] if items else None
+    return map_pairs
 
 
 def _json_frozenset(value: Any) -> frozenset[Any]:
-    return frozenset(_json_set(value))
-
-
-def _json_map(value: Any) -> tuple[tuple[Any, Any], ...]:
-    assert value[0] == "map", value
-    return tuple(sorted((_json_atom(k), _json_atom(v)) for k, v in value[1]))
+    return frozenset(atoms(value))

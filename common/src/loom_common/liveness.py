@@ -20,7 +20,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from loom_common.ovsdb import OvsdbError, RawConnection
+from loom_common.ovsdb import OvsdbError, RawConnection, ops
 
 log = logging.getLogger(__name__)
 
@@ -43,10 +43,7 @@ def heartbeat_op(uuid: str, controller: str, beat: int, url: str | None = None) 
     entries = {HEARTBEAT + controller: str(beat)}
     if url is not None:
         entries[HTTP + controller] = url
-    return {"op": "mutate", "table": "Loom_Global", "where": [["_uuid", "==", ["uuid", uuid]]],
-            "mutations": [["external_ids", "delete", ["set", sorted(entries)]],
-                          ["external_ids", "insert",
-                           ["map", [[k, v] for k, v in sorted(entries.items())]]]]}  # fmt: skip
+    return ops.mutate("Loom_Global", ops.where_uuid(uuid), ops.set_keys("external_ids", entries))
 
 
 class Liveness:
@@ -147,8 +144,7 @@ class Heartbeat:
             conn.close()
 
     def _beat(self, conn: RawConnection) -> None:
-        select = {"op": "select", "table": "Loom_Global", "where": [], "columns": ["_uuid"]}
-        (result,) = conn.transact("Loom_Config", [select])
+        (result,) = conn.transact("Loom_Config", [ops.select("Loom_Global", [], ["_uuid"])])
         rows = result.get("rows", [])
         if not rows:
             return  # no configuration yet: nothing to say the nodes are connected to

@@ -37,9 +37,12 @@ from loom_common.ovsdb import (
     RawConnection,
     Replica,
     TransactError,
+    ops,
     readable,
     unpack_uuid,
 )
+from loom_common.ovsdb.codec import optional, to_set
+from loom_common.ovsdb.ops import Op
 from loom_common.passlog import PassLog
 from loom_common.reconnect import LOST, Link
 from loom_ddlog import PendingDelta, Program, Transaction, allocator_memory, gc_paused
@@ -226,7 +229,7 @@ class LogicalController:
                     self._location_seen(port, None)
                 continue
             self._binding_ports[uuid] = row["logical_port"]
-            self._location_seen(row["logical_port"], _optional(row["chassis"]))
+            self._location_seen(row["logical_port"], optional(row["chassis"]))
 
     def _location_seen(self, port: str, chassis: str | None) -> None:
         """Note port `port`'s VIF location as a Port_Binding row says; only a location that
@@ -328,22 +331,22 @@ class LogicalController:
         ]
         if not wanted:
             return True
-        ops: list[dict[str, Any]] = []
+        claims: list[Op] = []
         claimable = []
         mine = {"owner": self.name, "epoch": view.version}
         for shard in wanted:
             row = rows.get(shard)
             if row is None:
-                ops.append({"op": "insert", "table": "Shard", "row": {"name": shard, **mine}})
+                claims.append(ops.insert("Shard", {"name": shard, **mine}))
             elif row["epoch"] > view.version:
                 continue  # a newer assignment exists; ours is stale
             else:
                 where = [["name", "==", shard], ["epoch", "==", row["epoch"]]]
-                ops.append({"op": "update", "table": "Shard", "where": where, "row": mine})
-                ops.append(_wait_shard(shard, mine))  # the update matched: the row is ours
+                claims.append(ops.update("Shard", where, mine))
+                claims.append(_wait_shard(shard, mine))  # the update matched: the row is ours
             claimable.append(shard)
         try:
-            self._universal_conn().transact("Loom_Universal", ops)
+            self._universal_conn().transact("Loom_Universal", claims)
         except TransactError as exc:
             log.warning("claiming shards failed: %s", exc)
             return False
@@ -657,44 +660,42 @@ class LogicalController:
         universal = list(self._universal.rows["Universal_Global"].values())
         realized = int(universal[0]["generation"]) if universal else 0
         glob = next(iter(self._config.rows["Loom_Global"].items()), None)
-        ops: list[dict[str, Any]] = []
+        writes: list[Op] = []
         if glob is not None and glob[1]["logical_generation"] < realized:
-            where = [["_uuid", "==", ["uuid", glob[0]]]]
-            ops.append({"op": "update", "table": "Loom_Global", "where": where,
-                        "row": {"logical_generation": realized}})  # fmt: skip
+            generation = {"logical_generation": realized}
+            writes.append(ops.update("Loom_Global", ops.where_uuid(glob[0]), generation))
         if warnings:
-            ops += self._warning_ops()
-        if not ops:
+            writes += self._warning_ops()
+        if not writes:
             return
         assert self._config.conn is not None
         try:
-            self._config.conn.transact("Loom_Config", ops)
+            self._config.conn.transact("Loom_Config", writes)
         except TransactError as exc:  # the replica catches up; the next pass retries
             log.warning("reporting to the config DB failed: %s", exc)
             self._report_due = set(REPORTS)
 
-    def _warning_ops(self) -> list[dict[str, Any]]:
+    def _warning_ops(self) -> list[Op]:
         """Operations that make the config DB's warnings those the engine derives."""
         want = set(self.writer.desired["Warning"])
         have = {
             (r["source"], r["kind"], r["message"]): u
             for u, r in self._config.rows["Warning"].items()
         }
-        ops: list[dict[str, Any]] = []
-        for key, row_uuid in have.items():
-            if key not in want:
-                where = [["_uuid", "==", ["uuid", row_uuid]]]
-                ops.append({"op": "delete", "table": "Warning", "where": where})
+        writes = [
+            ops.delete("Warning", ops.where_uuid(u)) for k, u in have.items() if k not in want
+        ]
         for source, kind, message in sorted(want - set(have)):
-            ops.append({"op": "insert", "table": "Warning",
-                        "row": {"source": source, "kind": kind, "message": message}})  # fmt: skip
-        return ops
+            writes.append(
+                ops.insert("Warning", {"source": source, "kind": kind, "message": message})
+            )
+        return writes
 
     def _universal_conn(self) -> RawConnection:
         assert self._universal.conn is not None, "not connected"
         return self._universal.conn
 
-    def _stamp(self, generation: int) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    def _stamp(self, generation: int) -> tuple[list[Op], dict[str, Any] | None]:
         """Operations recording that this controller has written `generation` (with its
         assignment's columns if they changed since written: returned too, else None), and
         the realized generation (the minimum over live controllers) if it owns the global
@@ -704,25 +705,20 @@ class LogicalController:
         if any(r["name"] == self.name for r in controllers):
             stale = self._assignment_row_stale()
             row = {"generation": generation, **(columns if stale else {})}
-            ops: list[dict[str, Any]] = [
-                {"op": "update", "table": "Logical_Controller",
-                 "where": [["name", "==", self.name]], "row": row}
-            ]  # fmt: skip
+            stamp = [ops.update("Logical_Controller", ops.where_eq("name", self.name), row)]
         else:
             stale = True
-            ops = [{"op": "insert", "table": "Logical_Controller",
-                    "row": {"name": self.name, "generation": generation, **columns}}]  # fmt: skip
+            own = {"name": self.name, "generation": generation, **columns}
+            stamp = [ops.insert("Logical_Controller", own)]
         written = columns if stale else None
         if not self.owns(GLOBAL_SHARD):
-            return ops, written
+            return stamp, written
         realized = self._realized(generation)
         if self._universal.rows["Universal_Global"]:
-            ops.append({"op": "update", "table": "Universal_Global", "where": [],
-                        "row": {"generation": realized}})  # fmt: skip
+            stamp.append(ops.update("Universal_Global", [], {"generation": realized}))
         else:
-            ops.append({"op": "insert", "table": "Universal_Global",
-                        "row": {"generation": realized}})  # fmt: skip
-        return ops, written
+            stamp.append(ops.insert("Universal_Global", {"generation": realized}))
+        return stamp, written
 
     def _realized(self, generation: int) -> int:
         """The generation every live logical controller has written, this one `generation`."""
@@ -748,15 +744,15 @@ class LogicalController:
         """`Logical_Controller`'s view of the assignment: its version, the shards this
         controller writes (claimed under that version) and those it stands by for."""
         if self._member is None:
-            return {"assignment_version": 0, "shards": ["set", all_shards()],
-                    "standby": ["set", []]}  # fmt: skip
+            return {"assignment_version": 0, "shards": to_set(all_shards()),
+                    "standby": to_set([])}  # fmt: skip
         view = self._member.view
         if self._columns is not None and self._columns[0] is view:
             return self._columns[1]
         columns = {
             "assignment_version": max(view.version, 0),
-            "shards": ["set", sorted(s for s in self._claimed if self.owns(s))],
-            "standby": ["set", sorted(view.standbys)],
+            "shards": to_set(sorted(s for s in self._claimed if self.owns(s))),
+            "standby": to_set(sorted(view.standbys)),
         }
         self._columns = (view, columns)
         return columns
@@ -782,16 +778,6 @@ def _drain(fd: int) -> None:
         pass
 
 
-def _optional(value: object) -> str | None:
-    """An optional string column read as OVSDB JSON (`["set", []]` when empty)."""
-    if isinstance(value, list):
-        return str(value[1][0]) if value[1] else None
-    return str(value)
-
-
-def _wait_shard(shard: str, owner: dict[str, Any]) -> dict[str, Any]:
+def _wait_shard(shard: str, owner: dict[str, Any]) -> Op:
     """An operation that fails its transaction unless `shard`'s row has `owner`'s columns."""
-    return {
-        "op": "wait", "table": "Shard", "timeout": 0, "where": [["name", "==", shard]],
-        "columns": sorted(owner), "until": "==", "rows": [owner],
-    }  # fmt: skip
+    return ops.wait("Shard", ops.where_eq("name", shard), columns=sorted(owner), rows=[owner])

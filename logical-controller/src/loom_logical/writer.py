@@ -29,7 +29,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, S
 from itertools import islice
 from typing import Any
 
-from loom_common.ovsdb import RawConnection, TransactError, pack_uuid, unpack_uuid
+from loom_common.ovsdb import RawConnection, TransactError, codec, ops, pack_uuid, unpack_uuid
 from loom_logical.outputs import (
     OUTPUTS,
     TABLE_OUTPUT,
@@ -59,15 +59,12 @@ desired columns it writes)."""
 
 
 def to_json(value: Any) -> Any:
-    """A column value as OVSDB JSON: lists are sets, dicts are maps. (Unsorted: the server
-    orders sets itself, and sorting a cold start's 3.2M flows here took seconds.)"""
+    """A column value as OVSDB JSON (`loom_common.ovsdb.codec.to_json`: lists are sets,
+    dicts are maps; unsorted: the server orders sets itself, and sorting a cold start's
+    3.2M flows here took seconds), a `Packed` set's strings a set."""
     if isinstance(value, Packed):
-        return ["set", value.items()]
-    if isinstance(value, dict):
-        return ["map", [[k, v] for k, v in value.items()]]
-    if isinstance(value, list | tuple | set | frozenset):
-        return ["set", list(value)]
-    return value
+        return codec.to_set(value.items())
+    return codec.to_json(value)
 
 
 class Writer:
@@ -171,9 +168,7 @@ class Writer:
         wanted = None if shards is None else set(shards)
         for table, out in TABLE_OUTPUT.items():
             columns = sorted({"_uuid", *out.identity_columns, *out.shard_columns})
-            (reply,) = conn.transact(
-                DB, [{"op": "select", "table": table, "where": [], "columns": columns}]
-            )
+            (reply,) = conn.transact(DB, [ops.select(table, [], columns)])
             actual = {
                 ident: entry
                 for ident, entry in self.actual[table].items()
@@ -231,14 +226,14 @@ class Writer:
                     if self.desired[table].get(ident, ("", {}))[1] is None
                     and (ident in self.changed[shard][table] or ident not in self.actual[table])
                 })  # fmt: skip
-        ops = (
+        tagged = (
             op
             for shard in shards
             for table, idents in self.dirty[shard].items()
             for ident in idents
             for op in self._ops(table, shard, ident)
         )
-        if not self._write(conn, fence(shards), _chunked(ops, CHUNK), stamp):
+        if not self._write(conn, fence(shards), _chunked(tagged, CHUNK), stamp):
             return False
         for shard in shards:
             self.dirty.pop(shard, None)
@@ -269,8 +264,8 @@ class Writer:
         once: dict[tuple[str, Identity], str] = {}
         """(table, identity) -> shard, of the identities written by this stream."""
         again: set[tuple[str, Identity]] = set()
-        ops = self._stream_ops(chunks, owned, once, again)
-        if not self._write(conn, fencing, _chunked(ops, CHUNK), None):
+        tagged = self._stream_ops(chunks, owned, once, again)
+        if not self._write(conn, fencing, _chunked(tagged, CHUNK), None):
             for delta in chunks:  # the rest, not folded yet
                 self.apply(delta)
             return False
@@ -368,27 +363,16 @@ class Writer:
         _, uuids = self.actual[table].get(ident, (shard, ()))
         keep = [unpack_uuid(uuids[0])] if want is not None and uuids else []
         for packed in uuids[len(keep) :]:
-            where = [["_uuid", "==", ["uuid", unpack_uuid(packed)]]]
-            yield "delete", table, ident, {"op": "delete", "table": table, "where": where}, None
+            delete = ops.delete(table, ops.where_uuid(unpack_uuid(packed)))
+            yield "delete", table, ident, delete, None
         if want is None:
             return
         assert want[1] is not None, f"{table} {ident}: columns not read back (load_actual)"
         row = {column: to_json(value) for column, value in want[1].items()}
         if not keep:
-            yield "insert", table, ident, {"op": "insert", "table": table, "row": row}, want[1]
+            yield "insert", table, ident, ops.insert(table, row), want[1]
         elif ident in self.changed[shard][table] and TABLE_OUTPUT[table].updatable:
-            yield (
-                "update",
-                table,
-                ident,
-                {
-                    "op": "update",
-                    "table": table,
-                    "where": [["_uuid", "==", ["uuid", keep[0]]]],
-                    "row": row,
-                },
-                want[1],
-            )
+            yield "update", table, ident, ops.update(table, ops.where_uuid(keep[0]), row), want[1]
 
     def _record(self, chunk: list[Op], results: list[Any]) -> None:
         """Fold a committed chunk's results into actual."""

@@ -11,9 +11,8 @@ universal flows never pass through the rules (`loom_physical.images` places them
 
 from __future__ import annotations
 
-from typing import Any
-
 from loom_common.engine_inputs import InputTable, declarations, input_tables
+from loom_common.ovsdb.codec import optional_text
 from loom_schemas import UNIVERSAL_SCHEMA, schema_path
 
 COLUMNS: dict[str, list[str]] = {
@@ -46,11 +45,9 @@ def universal_tables() -> dict[str, InputTable]:
     return input_tables(schema_path(UNIVERSAL_SCHEMA), COLUMNS)
 
 
-def opt(value: Any) -> str:
-    """An optional string column as OVSDB JSON ("" when empty)."""
-    if isinstance(value, list) and value and value[0] == "set":
-        return str(value[1][0]) if value[1] else ""
-    return str(value)
+opt = optional_text
+"""An optional string column's text ("" when empty): `loom_common.ovsdb.codec`'s
+`optional_text` (the name the physical controller imports)."""
 
 
 def universal_dl() -> str:

@@ -36,9 +36,10 @@ from typing import Any
 
 from loom_common import ctstate
 from loom_common.engine_inputs import Change
+from loom_common.ovsdb.codec import atoms, omap, to_map, to_set
 from loom_ddlog import Program
-from loom_ovs.manager import FLOW, atoms, omap
 from loom_ovs.openflow import MARK, Flow
+from loom_ovs.tunnels import FLOW
 from loom_physical.core import Localizer, NodeFacts
 from loom_physical.inputs import opt
 from loom_physical.translate import ALL_SWITCHES
@@ -230,7 +231,7 @@ def _ideal_ports(
     services: set[str] = set()
     mine = [(uuid, b) for uuid, b in bindings.items() if int(b["datapath"]) in dps]
     for uuid, b in sorted(mine, key=lambda item: str(item[1]["logical_port"])):
-        changes.append(("Port_Binding", uuid, {**b, "chassis": ["set", []]}))
+        changes.append(("Port_Binding", uuid, {**b, "chassis": to_set([])}))
         vif = opt(b["vif_id"])
         if b["type"] == "vif" and vif and vif not in vifs:
             vifs[vif] = ofport = FIRST_VIF_OFPORT + len(vifs)
@@ -251,11 +252,11 @@ def _ideal_rows(rows: Mapping[str, Mapping[str, Mapping[str, Any]]], dps: set[in
             changes.append(("Datapath", uuid, d))
     for uuid, g in rows["Gateway_Assignment"].items():
         if g["service"] in services:
-            changes.append(("Gateway_Assignment", uuid, {**g, "nodes": ["map", [[0, IDEAL]]]}))
+            changes.append(("Gateway_Assignment", uuid, {**g, "nodes": to_map({0: IDEAL})}))
     for uuid, r in rows["Replication_Set"].items():
         if int(r["datapath"]) in dps:
             changes.append(("Replication_Set", uuid,
-                            {**r, "mode": "source", "service_nodes": ["map", []]}))  # fmt: skip
+                            {**r, "mode": "source", "service_nodes": to_map({})}))  # fmt: skip
     changes += [("Universal_Global", uuid, r) for uuid, r in rows["Universal_Global"].items()]
     changes += [("Flow", uuid, f) for uuid, f in rows["Flow"].items()
                 if int(f["datapath"]) in dps or int(f["datapath"]) == ALL_SWITCHES]  # fmt: skip
