@@ -422,7 +422,7 @@ def test_control_cluster_restart_changes_no_flow(two_hvs: Loom) -> None:
     for node in loom.sandbox:
         node.set_managers([loom.physical.target])
     loom.realized("hv1", "hv2")
-    assert loom.physical.wait_pass(lambda c: all(s.pushes for s in c.nodes.values()), WAIT)
+    assert loom.physical.wait_pass(lambda c: all(n.pushes for n in c.planner.nodes.values()), WAIT)
     for node, ages in before.items():
         after = node.flow_ages()
         assert sorted(after) == sorted(ages)

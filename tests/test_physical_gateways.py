@@ -23,6 +23,7 @@ from loom_logical.controller import LogicalController
 from loom_ovs import packets
 from loom_ovs.sandbox import OvsNode, Sandbox
 from loom_physical.controller import PhysicalController
+from loom_physical.planner import Life
 
 pytestmark = [pytest.mark.ovs, pytest.mark.system]
 
@@ -428,8 +429,8 @@ def test_l3_gateway_learns_its_next_hops_mac(site: Site) -> None:
 
     def reconciled(c: PhysicalController) -> bool:
         state = c.nodes.get("gw1")
-        return (state is not None and state.session is not old and not state.full_sync
-                and "gw1" in c.masters())  # fmt: skip
+        return (state is not None and state.session is not old
+                and c.life("gw1") is Life.SYNCED and "gw1" in c.masters())  # fmt: skip
 
     assert site.physical.wait_pass(reconciled, WAIT), "gw1 not back and reconciled"
     body = site.api.get(url).get_json()

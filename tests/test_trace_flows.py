@@ -100,7 +100,7 @@ def _build(api: ApiClient, physical: PhysicalController) -> dict[str, Any]:
 
 
 def _traced(site: Site, port: str, flow: str) -> dict[str, Any]:
-    status, body = site.physical.trace_report(port, flow)
+    status, body = site.physical.endpoints.trace_report(port, flow)
     assert status == 200, body
     return body
 
@@ -163,7 +163,7 @@ def test_flows_that_cannot_be_read_are_a_503_not_a_verdict(site: Site) -> None:
     """With the universal DB gone, the flows the controller does not follow cannot be read:
     the answer says which datapaths are missing and gives no verdict."""
     site.universal.stop()
-    status, body = site.physical.trace_report(site.ids["vm1"], "ip,nw_dst=10.0.2.13")
+    status, body = site.physical.endpoints.trace_report(site.ids["vm1"], "ip,nw_dst=10.0.2.13")
     assert status == 503, body
     assert body["error"] == "flows_unavailable"
     assert str(site.ids["net-1"]) in body["message"]

@@ -142,7 +142,7 @@ def _says_realized(site: Site, name: str, generation: int) -> bool:
 
 def _in_sync(site: Site, name: str) -> bool:
     """The node's switch holds exactly the table computed for it (`loom flows`)."""
-    code, body = site.physical.flows_report(name)
+    code, body = site.physical.endpoints.flows_report(name)
     return code == 200 and bool(body["in_sync"]) and body["installed_flows"] > 0
 
 

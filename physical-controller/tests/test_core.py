@@ -4,18 +4,18 @@ node facts -> each node's desired state), `NodeZones`, the status reports, `Grou
 from __future__ import annotations
 
 import re
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from physical_rows import binding as _binding
+from physical_rows import universal as _universal
 
 from loom_common.group_feed import GroupFeed
 from loom_common.realized import node_realized
 from loom_ddlog import EngineError, Program
 from loom_physical import rules, status
-from loom_physical.controller import NodeState
 from loom_physical.core import Localizer, NodeFacts, TableSignals, liveness, table_unknown
 from loom_physical.rules import main_file
 from loom_physical.zones import ZONES, NodeZones
@@ -23,37 +23,6 @@ from loom_physical.zones import ZONES, NodeZones
 
 def _program() -> Program:
     return Program.load([main_file()], workers=1, internal=False)
-
-
-def _binding(port: str, dp: int, key: int, vif: str, chassis: str = "") -> dict[str, Any]:
-    """A Port_Binding row as the universal replica holds it (one-element sets as atoms)."""
-    return {"logical_port": port, "datapath": dp, "port_key": key, "type": "vif",
-            "vif_id": vif, "peer": ["set", []], "chassis": chassis or ["set", []],
-            "up": False, "gateway_service": ["set", []], "vlan": ["set", []],
-            "qos": ["map", []]}  # fmt: skip
-
-
-def _universal(*, with_p2: bool = True) -> list[tuple[str, str, dict[str, Any] | None]]:
-    """One switch (key 1) with p1 (VIF vif-1) and p2 (vif-2); hv1 and hv2 reach each other
-    by Geneve; the switch's flows: one shared, one per port."""
-    changes: list[tuple[str, str, dict[str, Any] | None]] = [
-        ("Datapath", "dp1", {"key": 1, "kind": "switch", "config_id": "sw", "encap": "geneve"}),
-        ("Node_Endpoint", "e1", {"node": "hv1", "encap": "geneve", "ip": "192.168.0.1"}),
-        ("Node_Endpoint", "e2", {"node": "hv2", "encap": "geneve", "ip": "192.168.0.2"}),
-        ("Port_Binding", "b1", _binding("p1", 1, 1, "vif-1")),
-        ("Flow", "f-sw", {"datapath": 1, "source": "sw", "cookie": 1,
-                          "flows": {"ingress\tls_in_acl\t0\t\tresubmit(,@next)"},
-                          "local_flows": set()}),
-        ("Flow", "f-p1", {"datapath": 1, "source": "p1", "cookie": 2,
-                          "flows": {"ingress\tls_in_l2_lkup\t50\tdl_dst=00:00:00:00:00:01\t"
-                                    "set_field:0x1->reg15,resubmit(,@egress)"},
-                          "local_flows": {"egress\tls_out_deliver\t50\treg15=0x1\t"
-                                          "resubmit(,@deliver)"}}),
-        ("Universal_Global", "g", {"generation": 3, "realized_generation": 0}),
-    ]  # fmt: skip
-    if with_p2:
-        changes.append(("Port_Binding", "b2", _binding("p2", 1, 2, "vif-2")))
-    return changes
 
 
 def _settle(core: Localizer) -> int:
@@ -865,22 +834,6 @@ def test_a_vif_moving_to_another_ofport_moves_its_classifier_flow(ofport: int) -
     matches = [f.match for f in core.flows("hv1") if f.table == 0]
     assert any(f"in_port={ofport}" in m for m in matches)
     assert not any("in_port=5" in m.split(",") for m in matches)
-
-
-def test_a_node_state_marks_itself_when_its_report_may_change() -> None:
-    """Setting a field of a node's status report puts the node in the controller's marks
-    (a report remakes those nodes' reports, not every node's); other fields do not."""
-    marks: set[str] = set()
-    state = NodeState(SimpleNamespace(), "hv1", marks=marks)  # type: ignore[arg-type]
-    assert marks == set()  # (the controller marks a new node itself)
-    state.pushes = 3
-    state.qos_dirty = False
-    assert marks == set()
-    for name, value in (("realized", 4), ("message", "waiting"), ("bfd", {"hv2": True}),
-                        ("full_sync", False)):  # fmt: skip
-        marks.clear()
-        setattr(state, name, value)
-        assert marks == {"hv1"}, name
 
 
 REPORT = st.one_of(st.none(), st.integers(0, 4),

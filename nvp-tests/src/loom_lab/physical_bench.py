@@ -659,8 +659,8 @@ def _verify(s: Site, the_plan: Plan) -> dict[str, Any]:
     from loom_lab.standin import expected_digest
     from loom_ovs.manager import NODE_TABLES, NodeSession
     from loom_physical import rules
-    from loom_physical.controller import NodeState
     from loom_physical.core import Localizer, liveness
+    from loom_physical.executor import NodeLink
     from loom_physical.universal import TABLES
 
     read_began = time.perf_counter()
@@ -686,7 +686,7 @@ def _verify(s: Site, the_plan: Plan) -> dict[str, Any]:
         for r in found
     )
     for name, session in sessions.items():
-        core.node(name, NodeState(session).facts(), session.zones())
+        core.node(name, NodeLink(session).facts(), session.zones())
     core.set_computed(set(sessions))
     core.set_liveness(*liveness(config_nodes["Transport_Node"], sessions))
     rounds = 0

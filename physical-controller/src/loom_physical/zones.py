@@ -209,6 +209,13 @@ class NodeZones:
         self.unsaved, self.released = {}, set()
         return record
 
+    def unsend(self, zones: dict[str, int], released: set[str]) -> None:
+        """A record taken (`take_record`) was never sent: it is due again (a zone given
+        or released since wins over the record's)."""
+        self.unsaved = {owner: zone for owner, zone in zones.items()
+                        if self.zones.get(owner) == zone} | self.unsaved  # fmt: skip
+        self.released |= {owner for owner in released if owner not in self.zones}
+
     def record_lost(self) -> None:
         """A record sent was refused or lost: every zone given is to be recorded again."""
         self.unsaved = {**self.zones, **self.unsaved}
