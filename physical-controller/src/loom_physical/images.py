@@ -36,8 +36,8 @@ from typing import Any
 
 from loom_ovs.ofp import FlowSyntaxError
 from loom_ovs.openflow import Flow, FlowTable, Key, Mod, bulk_adds, cookie
+from loom_physical.flowtexts import FlowTexts, unpack
 from loom_physical.translate import Unbound, UniversalFlow, physical, physical_text
-from loom_physical.universal import FlowTexts, unpack
 
 log = logging.getLogger(__name__)
 

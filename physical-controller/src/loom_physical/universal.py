@@ -21,9 +21,7 @@ diffs); `Universal_Flow` rows are kept as "Flow", their `flows` and `local_flows
 
 from __future__ import annotations
 
-import threading
-import zlib
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Iterable
 from collections.abc import Set as AbstractSet
 from typing import Any
 
@@ -31,6 +29,14 @@ from loom_common.ovsdb import ops
 from loom_common.ovsdb.client import RawConnection
 from loom_common.ovsdb.codec import elements
 from loom_common.ovsdb.replica import Change, Replica
+from loom_physical.flowtexts import DEFLATED_FROM, DEFLATER, Deflater, FlowTexts, pack, unpack
+
+__all__ = [
+    "CONDITION_STEP", "DB", "DEFLATED_FROM", "DEFLATER", "FLOWS", "FLOW_COLUMNS", "FLOW_SETS",
+    "MONITOR_ID", "TABLES", "Deflater", "FlowTexts", "UniversalReplica", "condition_steps",
+    "pack", "read_flows", "unpack",
+]  # fmt: skip
+"""(`pack`, `unpack`, `FlowTexts`, `Deflater`: `loom_physical.flowtexts`')"""
 
 DB = "Loom_Universal"
 TABLES: dict[str, list[str]] = {
@@ -47,8 +53,6 @@ TABLES: dict[str, list[str]] = {
 FLOW_COLUMNS = ["datapath", "source", "flows", "local_flows", "cookie"]
 FLOW_SETS = ("flows", "local_flows")
 """The set columns of `Universal_Flow` rows, kept packed (`pack`)."""
-FlowTexts = str | bytes | tuple[str, ...]
-"""A `Universal_Flow` row's `flows` or `local_flows` as the replica keeps it (`pack`)."""
 MONITOR_ID = "loom-physical"
 FLOWS = "Flow"
 """The name the replica keeps and reports `Universal_Flow` rows under."""
@@ -97,68 +101,6 @@ def _pack_column(column: str, texts: Iterable[str]) -> FlowTexts:
 def _flows(value: Any) -> set[str]:
     """A `flows` column's texts (none: the column left out)."""
     return set(elements(value)) if value is not None else set()
-
-
-def pack(texts: Iterable[str], *, deflate: bool = False) -> FlowTexts:
-    """A set of flow texts as one object: sorted and joined by newlines into one string
-    (a tuple if a text has a newline of its own, and for no text at all). A physical
-    controller holds every universal flow's text (1.84M at S=1.0): as strings in a set a
-    row they cost more for every flow (a string's header, a set's slots).
-
-    `deflate`: a long string naming no identifier (`${...}`) is kept compressed instead
-    (bytes; `Deflater`). For a port's own flows (`local_flows`): 63,000 rows of ~1.7 kB at
-    S=1.0, read again only when a node takes the port's part; deflated with the first such
-    text as the dictionary, a fraction of their size, for a little CPU a row."""
-    ordered = sorted(texts)
-    if not ordered:
-        return ()
-    joined = "\n".join(ordered)
-    if joined.count("\n") != len(ordered) - 1:
-        return tuple(ordered)
-    if deflate and len(joined) >= DEFLATED_FROM and "${" not in joined:
-        return DEFLATER.deflate(joined)
-    return joined
-
-
-def unpack(value: FlowTexts | AbstractSet[str]) -> Collection[str]:
-    """The texts `pack` packed (a set is given back as it is)."""
-    if isinstance(value, bytes):
-        return DEFLATER.inflate(value).split("\n")
-    return value.split("\n") if isinstance(value, str) else value
-
-
-DEFLATED_FROM = 256
-"""Characters from which `pack(deflate=True)` compresses a text."""
-
-
-class Deflater:
-    """Texts compressed with a preset dictionary: the first text it compresses, kept for
-    the process's life (texts alike in form -- a port's flows are its neighbours' but for
-    keys, addresses and uuids -- then cost a seventh of their length)."""
-
-    def __init__(self) -> None:
-        self._zdict: bytes | None = None
-        self._lock = threading.Lock()
-
-    def deflate(self, text: str) -> bytes:
-        """`text` compressed."""
-        data = text.encode()
-        if self._zdict is None:
-            with self._lock:
-                if self._zdict is None:
-                    self._zdict = data[-32768:]  # (zlib's window)
-        compressor = zlib.compressobj(1, zdict=self._zdict)
-        return compressor.compress(data) + compressor.flush()
-
-    def inflate(self, data: bytes) -> str:
-        """What `deflate` compressed."""
-        assert self._zdict is not None, "inflate before any deflate"
-        decompressor = zlib.decompressobj(zdict=self._zdict)
-        return (decompressor.decompress(data) + decompressor.flush()).decode()
-
-
-DEFLATER = Deflater()
-"""The process's one `Deflater` (its dictionary is set once, by the first text)."""
 
 
 def read_flows(remote: str, datapaths: Iterable[int],
