@@ -42,6 +42,8 @@ from loom_ovs.sandbox import VSWITCH_SCHEMA, Sandbox
 
 SCHEMA = Schema.load(VSWITCH_SCHEMA)
 DB = "Open_vSwitch"
+CORPUS = Path(__file__).parents[2] / "ovs-integration" / "tests" / "corpus.flows"
+"""The OpenFlow encoder's corpus of flows (ovs-integration's test data)."""
 
 
 def _db() -> Database:
@@ -844,7 +846,7 @@ def test_pushes_and_ovs_ofctl_as_on_a_real_switch(tmp_path: Path) -> None:
     """The same pushes to a real vswitchd and to a stand-in: `ovs-ofctl dump-flows` prints
     the same table from both, and `Switch.replace` (a diff by `ovs-ofctl` on a non-empty
     table) finds the same difference."""
-    corpus = (Path(__file__).with_name("corpus.flows")).read_text().splitlines()
+    corpus = CORPUS.read_text().splitlines()
     flows = []
     for line in corpus:
         head, _, actions = line.partition(" actions=")
