@@ -1,5 +1,5 @@
 //! The `OpenFlow` table encoder (`ofenc`) for Python: `loom_ovs.openflow.bulk_adds`' fast path;
-//! and its reading side for the benchmark's stand-in nodes (`loom_ovs.standin.switch`).
+//! and its reading side for the benchmark's stand-in nodes (`loom_lab.standin.switch`).
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;

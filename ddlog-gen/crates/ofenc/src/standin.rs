@@ -74,7 +74,7 @@ pub fn bundle_add_run(
 }
 
 /// A `FLOW_MOD` add as a stand-in keeps it: key `table | priority | match`, value
-/// `cookie | instructions` (`loom_ovs.standin.flows`). None for another message, another
+/// `cookie | instructions` (`loom_lab.standin.flows`). None for another message, another
 /// command, or a match longer than the message (the caller handles those).
 #[must_use]
 pub fn flow_add(message: &[u8]) -> Option<(Vec<u8>, Vec<u8>)> {
