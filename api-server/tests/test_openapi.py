@@ -68,6 +68,46 @@ def test_status_endpoints_are_documented(document: dict[str, Any]) -> None:
     assert document["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
 
 
+def test_the_other_endpoints_are_described_by_their_views_models(
+    document: dict[str, Any],
+) -> None:
+    paths, schemas = document["paths"], document["components"]["schemas"]
+
+    def answer(path: str) -> Any:
+        return paths[path]["get"]["responses"]["200"]["content"]["application/json"]["schema"]
+
+    for path, model in (
+        ("/health", "Health"),
+        ("/realization", "Realization"),
+        ("/status", "Status"),
+        ("/trace", "Trace"),
+        ("/transport-nodes/{id}/flows", "NodeFlows"),
+        ("/transport-nodes/{id}/status", "TransportNodeStatus"),
+        ("/logical-switches/{logical_switch_id}/ports/{id}/status", "LogicalSwitchPortStatus"),
+    ):
+        assert answer(path) == {"$ref": f"#/components/schemas/{model}"}, path
+    assert schemas["Status"]["properties"]["warnings"]["items"] == {
+        "$ref": "#/components/schemas/StatusWarning"
+    }
+    # An answer carries no defaults; a field it may leave out is not required.
+    flows = schemas["NodeFlows"]
+    assert flows["additionalProperties"] is False
+    assert {"computed", "installed"} & set(flows["required"]) == set()
+    assert "default" not in flows["properties"]["computed"]
+    assert schemas["LogicalSwitchPort"]["properties"]["status"] == {
+        "$ref": "#/components/schemas/PortStatus",
+        "readOnly": True,
+    }
+    # Query parameters by alias, required when the model has no default, never null.
+    trace = paths["/trace"]["get"]["parameters"]
+    assert [(p["name"], p["required"]) for p in trace] == [
+        ("from", True), ("packet", False), ("node", False), ("ct", False)
+    ]  # fmt: skip
+    assert all(p["schema"] == {"type": "string"} for p in trace)
+    generation = paths["/realization"]["get"]["parameters"][0]
+    assert generation["schema"] == {"type": "integer", "minimum": 0}
+
+
 def test_request_schemas_forbid_unknown_fields(document: dict[str, Any]) -> None:
     for path_item in document["paths"].values():
         for method in METHODS & set(path_item):

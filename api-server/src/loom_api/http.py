@@ -7,6 +7,7 @@ from collections.abc import Collection
 from typing import Any
 
 from flask import Response, current_app, g, jsonify, request
+from pydantic import BaseModel
 from werkzeug.exceptions import RequestEntityTooLarge
 
 from loom_api import errors
@@ -82,6 +83,11 @@ def check_query(allowed: Collection[str] = ()) -> None:
             raise errors.UnknownParameter(
                 field=name, detail=f"query parameter {name!r} is given more than once"
             )
+
+
+def parameters(model: type[BaseModel]) -> tuple[str, ...]:
+    """Return the query parameters a route's query model describes (the OpenAPI document's)."""
+    return tuple(field.alias or name for name, field in model.model_fields.items())
 
 
 def wait_seconds() -> float | None:

@@ -3,8 +3,11 @@
 The document is derived, never written by hand: every collection registered in
 `loom_api.views.native.COLLECTIONS` gets its five operations, its request schemas come from
 the resource's pydantic `model` (unknown fields forbidden, as the API enforces), and its
-response schema is the model plus the resource's `read_only` fields. The status endpoints and
-the error responses are described here once.
+response schema is the model plus the resource's `read_only` fields. The endpoints that are
+not collections (health, realization, status, an object's status, a node's flows, trace)
+take their answers' and queries' schemas from their views' pydantic models (`Reply`
+subclasses, `*Query`), as components beside the collections'; only their operations'
+summaries and the error responses are written here, once.
 
 `python -m loom_api.openapi > schemas/api/openapi.json` (`make openapi`) writes the committed
 copy; a test fails when the committed copy differs from what this module generates.
@@ -31,6 +34,10 @@ from loom_api.http import (
     WAIT_HEADER,
 )
 from loom_api.service import crud, types
+from loom_api.service.gateways import GatewayServiceStatus
+from loom_api.service.nodes import NodeStatus
+from loom_api.service.ports import PortStatus
+from loom_api.views import flows, native, status, trace
 
 OPENAPI_VERSION = "3.1.0"
 SERVER_URL = "/api/v1"
@@ -82,6 +89,15 @@ class _LoomJsonSchema(GenerateJsonSchema):
         return self._known(schema) or super().function_after_schema(schema)
 
 
+class _ReplyJsonSchema(_LoomJsonSchema):
+    """The generator of answers and query parameters: no defaults (an answer carries every
+    value it has; an absent parameter's meaning is its description's)."""
+
+    def default_schema(self, schema: core_schema.WithDefaultSchema) -> JsonSchemaValue:
+        """Describe the value without its default."""
+        return self.generate_inner(schema["schema"])
+
+
 def _uuid(description: str) -> JsonDict:
     return {"type": "string", "format": "uuid", "pattern": UUID_PATTERN, "description": description}
 
@@ -102,47 +118,6 @@ ERROR_SCHEMA: JsonDict = {
             "type": ["string", "null"],
             "description": "The request field at fault (dotted for nested fields), or null.",
         },
-    },
-}
-
-#: Schemas of the `status` object by table (what the controllers report).
-_STATUS_SCHEMAS: dict[str, JsonDict] = {
-    "Logical_Switch_Port": {
-        "type": "object",
-        "description": "As the controllers report it; down and not realized until they do.",
-        "additionalProperties": False,
-        "required": ["up", "realized", "transport_node"],
-        "properties": {
-            "up": {"type": "boolean"},
-            "realized": {"type": "boolean"},
-            "transport_node": {"type": ["string", "null"]},
-        },
-    },
-    "Transport_Node": {
-        "type": "object",
-        "description": "As the physical controllers report it; disconnected until they do.",
-        "additionalProperties": False,
-        "required": ["connected", "controller", "realized_generation", "message", "bfd"],
-        "properties": {
-            "connected": {"type": "boolean"},
-            "controller": {"type": ["string", "null"]},
-            "realized_generation": {"type": "integer", "minimum": 0},
-            "message": {"type": ["string", "null"]},
-            "bfd": {
-                "type": "object",
-                "description": "Its BFD sessions (tunnels to and from service and gateway"
-                " nodes) that have come up: peer system-id -> up or down. A gateway node"
-                " no peer reaches is not active.",
-                "additionalProperties": {"enum": ["up", "down"]},
-            },
-        },
-    },
-    "Gateway_Service": {
-        "type": "object",
-        "description": "The gateway node currently active for the service, once one is.",
-        "additionalProperties": False,
-        "required": ["active_node"],
-        "properties": {"active_node": {"type": ["string", "null"]}},
     },
 }
 
@@ -168,13 +143,10 @@ def read_only_schema(resource: crud.Resource, name: str) -> JsonDict:
         schema = _uuid("The id of the object this one belongs to.")
     elif name.endswith("_ids"):
         schema = {"type": "array", "items": _uuid("An object id.")}
+    elif name == "status" and resource.table in _STATUS_MODELS:
+        schema = {"$ref": REF.format(model=_STATUS_MODELS[resource.table].__name__)}
     elif name == "status":
-        schema = copy.deepcopy(
-            _STATUS_SCHEMAS.get(
-                resource.table,
-                {"type": "object", "description": "As the controllers report it."},
-            )
-        )
+        schema = {"type": "object", "description": "As the controllers report it."}
     else:
         schema = {"description": f"Set by Loom ({name})."}
     schema["readOnly"] = True
@@ -581,27 +553,98 @@ def _add_links(parts: list[_Collection], paths: dict[str, JsonDict]) -> None:
                     }
 
 
-# ---- the status endpoints --------------------------------------------------------------------
+# ---- the endpoints that are not collections --------------------------------------------------
+
+#: The `status` of objects by table (a read-only field of their answers), the answers of
+#: their status routes by table, and every answer of an endpoint that is not a collection:
+#: their components are generated from these models (the views' and services' own).
+_STATUS_MODELS: dict[str, type[pydantic.BaseModel]] = {
+    "Logical_Switch_Port": PortStatus,
+    "Transport_Node": NodeStatus,
+    "Gateway_Service": GatewayServiceStatus,
+}
+_STATUS_ROUTE_MODELS: dict[str, type[pydantic.BaseModel]] = {
+    "Logical_Switch_Port": native.LogicalSwitchPortStatus,
+    "Transport_Node": native.TransportNodeStatus,
+}
+_REPLY_MODELS: list[type[pydantic.BaseModel]] = [
+    *_STATUS_MODELS.values(),
+    *_STATUS_ROUTE_MODELS.values(),
+    status.Health,
+    status.Realization,
+    status.Status,
+    flows.NodeFlows,
+    trace.Trace,
+]
+
+
+def _reply_schemas() -> dict[str, JsonDict]:
+    """Return the components of the answers in `_REPLY_MODELS` and the models they use."""
+    keys, defs = models_json_schema(
+        [(m, "serialization") for m in _REPLY_MODELS],
+        ref_template=REF,
+        schema_generator=_ReplyJsonSchema,
+    )
+    for model in _REPLY_MODELS:
+        assert keys[(model, "serialization")]["$ref"] == REF.format(model=model.__name__)
+    schemas: dict[str, JsonDict] = defs["$defs"]
+    for schema in schemas.values():  # (a docstring's line breaks are its source's)
+        if "description" in schema:
+            schema["description"] = " ".join(schema["description"].split())
+    return schemas
+
+
+def _reply(model: type[pydantic.BaseModel], description: str) -> JsonDict:
+    """Return a 200 response whose body is `model` (a component of `_reply_schemas`)."""
+    return {
+        "description": description,
+        "content": _json_content({"$ref": REF.format(model=model.__name__)}),
+    }
+
+
+def _query_parameters(model: type[pydantic.BaseModel]) -> list[JsonDict]:
+    """Return the query parameters that `model` describes, one per field (by alias).
+
+    A field without a default is a required parameter; None stands for an absent parameter,
+    so the null branch of an optional field's schema is no value a client sends.
+    """
+    schema = model.model_json_schema(by_alias=True, schema_generator=_ReplyJsonSchema)
+    assert "$defs" not in schema, f"{model.__name__}: a query parameter is a plain value"
+    required = set(schema.get("required", ()))
+    parameters = []
+    for name, field in schema["properties"].items():
+        value = {k: v for k, v in field.items() if k not in ("title", "description")}
+        branches = [b for b in value.get("anyOf", ()) if b != {"type": "null"}]
+        if len(branches) == 1:
+            value = branches[0]
+        parameters.append(
+            {
+                "name": name,
+                "in": "query",
+                "required": name in required,
+                "description": field["description"],
+                "schema": value,
+            }
+        )
+    return parameters
 
 
 def _object_status_paths(parts: list[_Collection]) -> dict[str, JsonDict]:
     """Document `GET <object>/status` of switch ports and transport nodes (views/native.py)."""
     out: dict[str, JsonDict] = {}
     for part in parts:
-        if part.resource.table not in ("Logical_Switch_Port", "Transport_Node"):
+        model = _STATUS_ROUTE_MODELS.get(part.resource.table)
+        if model is None:
             continue
-        status = copy.deepcopy(_STATUS_SCHEMAS[part.resource.table])
-        status["properties"] = {"id": _uuid(f"The {part.kind}'s id."), **status["properties"]}
-        status["required"] = ["id", *status["required"]]
         out[f"{part.path}/{{id}}/status"] = {
             "parameters": [*part.parent_params, _path_parameter("id", f"The {part.kind}'s id.")],
             "get": {
                 "operationId": f"get_{part.snake}_status",
                 "summary": f"Get a {part.kind}'s status",
-                "description": status.pop("description"),
+                "description": _described(_STATUS_MODELS[part.resource.table]),
                 "tags": [part.tag],
                 "responses": {
-                    "200": {"description": "The status.", "content": _json_content(status)},
+                    "200": _reply(model, "The status."),
                     **_errors("400", "401", "404", "503"),
                 },
             },
@@ -609,38 +652,13 @@ def _object_status_paths(parts: list[_Collection]) -> dict[str, JsonDict]:
     return out
 
 
-def _node_flows_path() -> dict[str, JsonDict]:
+def _described(model: type[pydantic.BaseModel]) -> str:
+    """Return the description the model's schema carries (its docstring)."""
+    return str(model.model_json_schema()["description"])
+
+
+def _node_flows_path(tag: str) -> dict[str, JsonDict]:
     """Document `GET /transport-nodes/{id}/flows` (views/flows.py)."""
-    change = {"type": "object", "additionalProperties": False, "required": ["op", "flow"],
-              "properties": {"op": {"enum": ["add", "modify", "delete"]},
-                             "flow": {"type": "string"}}}  # fmt: skip
-    table = {"type": "array", "items": {"type": "string"}}
-    body = {
-        "type": "object",
-        "additionalProperties": False,
-        "required": [
-            "node",
-            "controller",
-            "computed_flows",
-            "installed_flows",
-            "in_sync",
-            "changes",
-        ],
-        "properties": {
-            "node": {"type": "string", "description": "The node's system-id."},
-            "controller": {"type": "string", "description": "The physical controller asked."},
-            "computed_flows": {"type": "integer", "minimum": 0},
-            "installed_flows": {"type": "integer", "minimum": 0},
-            "in_sync": {"type": "boolean"},
-            "changes": {
-                "type": "array",
-                "items": change,
-                "description": "What a reconciliation would change.",
-            },
-            "computed": table,
-            "installed": table,
-        },
-    }
     return {
         "/transport-nodes/{id}/flows": {
             "parameters": [_path_parameter("id", "The transport node's id.")],
@@ -650,18 +668,10 @@ def _node_flows_path() -> dict[str, JsonDict]:
                 "description": "Asked of the physical controller that masters the node: how "
                 "many flows it computes for the node and the node holds, and what a "
                 "reconciliation would change; with `tables=true` both whole tables.",
-                "tags": ["Transport Node"],
-                "parameters": [
-                    {
-                        "name": "tables",
-                        "in": "query",
-                        "required": False,
-                        "schema": {"enum": ["true", "false"]},
-                        "description": "Include both whole tables.",
-                    }
-                ],
+                "tags": [tag],
+                "parameters": _query_parameters(flows.FlowsQuery),
                 "responses": {
-                    "200": {"description": "The tables.", "content": _json_content(body)},
+                    "200": _reply(flows.NodeFlows, "The tables."),
                     **_errors("400", "401", "404", "503"),
                 },
             },
@@ -671,57 +681,6 @@ def _node_flows_path() -> dict[str, JsonDict]:
 
 def _trace_path() -> dict[str, JsonDict]:
     """Document `GET /trace` (views/trace.py)."""
-    step = {
-        "type": "object",
-        "description": "One OpenFlow table the packet was looked up in: its `stage` (a "
-        "logical stage, or a physical table in capitals), the `datapath` the packet was in, "
-        "the flow that matched (`priority`, `match`, `cookie`, `actions`; `match` null: no "
-        "flow matched, the packet is dropped there) and the `object` whose universal row "
-        "made it.",
-    }
-    body = {
-        "type": "object",
-        "required": ["from", "packet", "controller", "node", "port", "flow", "ct", "passes",
-                     "verdict", "trace"],
-        "properties": {
-            "from": {"type": "string"},
-            "packet": {"type": "string"},
-            "controller": {"type": "string", "description": "The physical controller asked."},
-            "node": {"type": ["string", "null"],
-                     "description": "The node whose table was traced; null: the ideal node."},
-            "port": {"type": "string", "description": "The port's id."},
-            "flow": {"type": "string", "description": "The packet as `ofproto/trace` took it."},
-            "ct": {"type": "array", "items": {"type": "string"}},
-            "passes": {"type": "array", "items": {
-                "type": "object", "required": ["ct_state", "flow", "steps", "datapath_actions"],
-                "properties": {"ct_state": {"type": ["string", "null"]},
-                               "flow": {"type": "string"},
-                               "steps": {"type": "array", "items": step},
-                               "datapath_actions": {"type": "string"}}}},
-            "verdict": {"type": "object",
-                        "required": ["outcome", "delivered", "uplink", "tunneled", "ended_at"],
-                        "properties": {"outcome": {"type": "string"},
-                                       "delivered": {"type": "array", "items": {"type": "object"}},
-                                       "uplink": {"type": "boolean"},
-                                       "uplink_source": {"type": ["string", "null"]},
-                                       "tunneled": {"type": "array", "items": {"type": "object"}},
-                                       "ended_at": {"type": ["object", "null"]}}},
-            "trace": {"type": "string", "description": "`ofproto/trace`'s own text."},
-            "described": {"type": "string", "description": "The packet in words (`IPv4 "
-                          "protocol 0, no transport header, ...` for one naming no transport)."},
-            "datapaths_read": {"type": "array", "items": {"type": "integer"},
-                               "description": "The datapaths whose universal flows the "
-                               "controller read for this trace (it does not follow them)."},
-            "stand_in_next_hops": {"type": "array", "items": {"type": "string"},
-                                   "description": "L3 next hops the ideal node resolved at a "
-                                   "stand-in MAC (learned by ARP on the active gateway node)."},
-        },
-    }  # fmt: skip
-
-    def query(name: str, required: bool, description: str) -> JsonDict:
-        return {"name": name, "in": "query", "required": required,
-                "schema": {"type": "string"}, "description": description}  # fmt: skip
-
     return {
         "/trace": {
             "get": {
@@ -732,30 +691,9 @@ def _trace_path() -> dict[str, JsonDict]:
                 "port of them there), or with `node` through that node's installed table. A "
                 "tenant traces its own ports; only the admin gives `node`.",
                 "tags": ["Status"],
-                "parameters": [
-                    query(
-                        "from",
-                        True,
-                        "The port the packet leaves (id or name), or a router with an L3 "
-                        "gateway service: the packet comes from the physical network into "
-                        "its uplink.",
-                    ),
-                    query(
-                        "packet",
-                        False,
-                        "Its fields, as ovn-trace takes them: "
-                        "`ip4.dst == 10.0.2.5 && tcp.dst == 22`; the rest from the port.",
-                    ),
-                    query("node", False, "Trace through this node's installed table."),
-                    query(
-                        "ct",
-                        False,
-                        "What conntrack answers at each recirculation, "
-                        "separated by `;` (default `trk,new`).",
-                    ),
-                ],
+                "parameters": _query_parameters(trace.TraceQuery),
                 "responses": {
-                    "200": {"description": "The trace.", "content": _json_content(body)},
+                    "200": _reply(trace.Trace, "The trace."),
                     **_errors("400", "401", "403", "404", "409", "503"),
                 },
             },
@@ -764,74 +702,8 @@ def _trace_path() -> dict[str, JsonDict]:
 
 
 def _status_paths() -> dict[str, JsonDict]:
-    health = {
-        "type": "object",
-        "additionalProperties": False,
-        "required": ["status", "database"],
-        "properties": {
-            "status": {"type": "string", "enum": ["ok", "degraded"]},
-            "database": {"type": "string", "enum": ["connected", "unreachable"]},
-        },
-    }
-    generation = {"type": "integer", "minimum": 0}
-    realization = {
-        "type": "object",
-        "additionalProperties": False,
-        "required": [
-            "generation",
-            "config_generation",
-            "realized_generation",
-            "realized",
-            "logical_generation",
-            "logically_realized",
-        ],
-        "properties": {
-            "generation": {**generation, "description": "The generation asked about."},
-            "config_generation": {**generation, "description": "The newest generation."},
-            "realized_generation": {
-                **generation,
-                "description": "The newest generation realized on the transport nodes.",
-            },
-            "realized": {"type": "boolean"},
-            "logical_generation": {
-                **generation,
-                "description": "The newest generation whose universal flows are written.",
-            },
-            "logically_realized": {"type": "boolean"},
-        },
-    }
-    warning = {
-        "type": "object",
-        "additionalProperties": False,
-        "required": ["source", "kind", "message"],
-        "properties": {
-            "source": {"type": "string", "description": "The id of the object at fault."},
-            "kind": {"type": "string"},
-            "message": {"type": "string"},
-        },
-    }
-    status = {
-        "type": "object",
-        "additionalProperties": False,
-        "required": [
-            "config_generation",
-            "realized_generation",
-            "logical_generation",
-            "warnings",
-            "database",
-        ],
-        "properties": {
-            "config_generation": generation,
-            "realized_generation": generation,
-            "logical_generation": generation,
-            "warnings": {
-                "type": "array",
-                "items": warning,
-                "description": "Problems the logical controllers found in the configuration.",
-            },
-            "database": {"type": "string", "enum": ["connected"]},
-        },
-    }
+    """Document `/health`, `/realization`, `/status` (views/status.py) and this document."""
+    health = _reply(status.Health, "Connected.")
     return {
         "/health": {
             "get": {
@@ -839,10 +711,7 @@ def _status_paths() -> dict[str, JsonDict]:
                 "summary": "Whether the API reaches the configuration database",
                 "tags": ["Status"],
                 "security": [],
-                "responses": {
-                    "200": {"description": "Connected.", "content": _json_content(health)},
-                    "503": {"description": "Unreachable.", "content": _json_content(health)},
-                },
+                "responses": {"200": health, "503": {**health, "description": "Unreachable."}},
             }
         },
         "/realization": {
@@ -853,17 +722,11 @@ def _status_paths() -> dict[str, JsonDict]:
                 f"`{WAIT_HEADER}` waits up to that many seconds for it.",
                 "tags": ["Status"],
                 "parameters": [
-                    {
-                        "name": "generation",
-                        "in": "query",
-                        "required": False,
-                        "description": "The generation to ask about; the newest by default.",
-                        "schema": generation,
-                    },
+                    *_query_parameters(status.RealizationQuery),
                     _ref("parameters", "WaitForRealization"),
                 ],
                 "responses": {
-                    "200": {"description": "The answer.", "content": _json_content(realization)},
+                    "200": _reply(status.Realization, "The answer."),
                     **_errors("400", "401", "503"),
                 },
             }
@@ -874,7 +737,7 @@ def _status_paths() -> dict[str, JsonDict]:
                 "summary": "Configuration and realized generations",
                 "tags": ["Status"],
                 "responses": {
-                    "200": {"description": "The status.", "content": _json_content(status)},
+                    "200": _reply(status.Status, "The status."),
                     **_errors("400", "401", "503"),
                 },
             }
@@ -924,8 +787,6 @@ def build(collections: list[tuple[str, crud.Resource]] | None = None) -> JsonDic
         ValueError: two schemas would get the same component name.
     """
     if collections is None:
-        from loom_api.views import native
-
         collections = native.collections()
     names, schemas = _request_schemas([resource.model for _, resource in collections])
     paths: dict[str, JsonDict] = {}
@@ -942,8 +803,13 @@ def build(collections: list[tuple[str, crud.Resource]] | None = None) -> JsonDic
         if part.tag not in (t["name"] for t in tags):
             tags.append({"name": part.tag, "description": type(resource).__doc__ or ""})
     _add_links(parts, paths)
+    for name, schema in _reply_schemas().items():
+        if name in schemas:
+            raise ValueError(f"two OpenAPI schemas named {name!r}")
+        schemas[name] = schema
     paths.update(_object_status_paths(parts))
-    paths.update(_node_flows_path())
+    nodes = next((p.tag for p in parts if p.resource.table == "Transport_Node"), "Status")
+    paths.update(_node_flows_path(nodes))
     paths.update(_trace_path())
     paths.update(_status_paths())
     schemas["Error"] = ERROR_SCHEMA

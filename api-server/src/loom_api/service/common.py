@@ -1,4 +1,5 @@
-"""Pieces every resource shares: the base request model, tenant ownership, common columns."""
+"""Pieces every resource shares: the base request and reply models, tenant ownership, common
+columns."""
 
 from __future__ import annotations
 
@@ -19,6 +20,12 @@ class Body(BaseModel):
     """Base of request models: unknown fields are errors, strings are not coerced."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class Reply(BaseModel):
+    """Base of response models (the OpenAPI document's): exactly these fields are answered."""
+
+    model_config = ConfigDict(extra="forbid")
 
 
 class Owned(Body):

@@ -35,7 +35,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from loom_api import errors
-from loom_api.service.common import Body, admin_api, require_unique_name
+from loom_api.service.common import Body, Reply, admin_api, require_unique_name
 from loom_api.service.crud import Caller, Resource, describe, first, optional, reference
 from loom_api.service.nodes import TransportNodes
 from loom_api.service.types import (
@@ -275,6 +275,12 @@ def follow_default(view: WriteView, field: str = "default", *, without: Any = No
             rules = [n for n in view.rows("NAT_Rule") if router in n.logical_router]
             check_router_addresses(view, router, rules, Uplink.of(service), field, admin=True)
         view.update(router, gateway_service=optional(service))
+
+
+class GatewayServiceStatus(Reply):
+    """The gateway node currently active for the service, once one is."""
+
+    active_node: str | None
 
 
 class GatewayServices(Resource):

@@ -9,12 +9,12 @@ and may.
 from __future__ import annotations
 
 import time
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
 from loom_api import errors
-from loom_api.service.common import Body, admin_api
+from loom_api.service.common import Body, Reply, admin_api
 from loom_api.service.crud import Caller, Resource, describe, reference
 from loom_api.service.types import (
     TRANSPORT_ZONES_MAX,
@@ -51,6 +51,19 @@ class TransportNodeBody(Body):
         default_factory=list, max_length=TUNNEL_ENDPOINTS_MAX
     )
     tags: Tags = Field(default_factory=list)
+
+
+class NodeStatus(Reply):
+    """As the physical controllers report it; disconnected until they do."""
+
+    connected: bool
+    controller: str | None
+    realized_generation: Annotated[int, Field(ge=0)]
+    message: str | None
+    bfd: dict[str, Literal["up", "down"]] = Field(
+        description="Its BFD sessions (tunnels to and from service and gateway nodes) that have"
+        " come up: peer system-id -> up or down. A gateway node no peer reaches is not active."
+    )
 
 
 def node_status(view: ReadView, row: Any) -> dict[str, Any]:

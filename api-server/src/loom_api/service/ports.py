@@ -9,7 +9,7 @@ from pydantic import Field
 
 from loom_api import errors
 from loom_api.service import keys
-from loom_api.service.common import Body, Owned, owned_api, owned_columns
+from loom_api.service.common import Body, Owned, Reply, owned_api, owned_columns
 from loom_api.service.crud import (
     Caller,
     Resource,
@@ -256,6 +256,14 @@ def allocate_port_key(view: ReadView, switch: Any) -> int:
     """Return a free port key on `switch` (for a port inserted in the current transaction)."""
     used = (p.port_key for p in view.children("Logical_Switch_Port", "logical_switch", switch))
     return keys.allocate(used, *PORT_KEYS, "port key on this switch")
+
+
+class PortStatus(Reply):
+    """As the controllers report it; down and not realized until they do."""
+
+    up: bool
+    realized: bool
+    transport_node: str | None
 
 
 def port_status(view: ReadView, row: Any) -> dict[str, Any]:

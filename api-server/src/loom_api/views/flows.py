@@ -6,6 +6,8 @@ publishes where it answers (`Loom_Global.external_ids:http:<controller>`, writte
 heartbeat), and this route asks it there on the operator's behalf, so an operator needs
 only the API and its token. `?tables=true` adds both whole tables. A node no live
 controller masters, or a controller that does not answer, is a 503 saying which.
+`FlowsQuery` and `NodeFlows` are the query and the answer as the OpenAPI document describes
+them; the answer is the controller's, passed on.
 """
 
 from __future__ import annotations
@@ -13,18 +15,50 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
-from typing import Any
+from typing import Annotated, Any, Literal
 from urllib.parse import quote
 
 from flask import Blueprint, Response, jsonify, request
+from pydantic import BaseModel, Field
 
 from loom_api import errors, http
 from loom_api.service import crud
+from loom_api.service.common import Reply
 from loom_api.service.nodes import TransportNodes, node_status
 from loom_api.store import ReadView
 from loom_common.liveness import HTTP
 
 bp = Blueprint("flows", __name__)
+
+
+class FlowsQuery(BaseModel):
+    """The query of `GET /transport-nodes/{id}/flows`."""
+
+    tables: Literal["true", "false"] | None = Field(None, description="Include both whole tables.")
+
+
+class FlowChange(Reply):
+    """One flow a reconciliation would add, modify or delete."""
+
+    op: Literal["add", "modify", "delete"]
+    flow: str
+
+
+class NodeFlows(Reply):
+    """A node's computed and installed OpenFlow tables, compared."""
+
+    node: str = Field(description="The node's system-id.")
+    controller: str = Field(description="The physical controller asked.")
+    computed_flows: Annotated[int, Field(ge=0)]
+    installed_flows: Annotated[int, Field(ge=0)]
+    in_sync: bool
+    changes: list[FlowChange] = Field(description="What a reconciliation would change.")
+    learned: list[str] = Field(
+        description="Installed flows the node's datapath learned itself (a gateway's next-hop "
+        "MAC): no change, a reconciliation leaves them."
+    )
+    computed: list[str] = Field(default_factory=list, description="With `tables=true`.")
+    installed: list[str] = Field(default_factory=list, description="With `tables=true`.")
 
 
 class ControllerRefused(Exception):
@@ -44,7 +78,7 @@ ASK_TIMEOUT_S = 30.0
 def node_flows_view(node_id: str) -> Response:
     """The node's computed and installed tables and their difference (see the module)."""
     caller = http.caller()
-    http.check_query(("tables",))
+    http.check_query(http.parameters(FlowsQuery))
     tables = request.args.get("tables", "false")
     if tables not in ("true", "false"):
         raise errors.ValidationFailed(field="tables", detail="tables must be true or false")

@@ -4,7 +4,8 @@ Every collection gets the same five routes (list, create, get, replace/patch, de
 table below says where each resource lives. Views only translate HTTP to service calls.
 Two read-only status routes (a port's, a transport node's) sit beside their objects. Only a
 list takes query parameters (`LIST_PARAMETERS`); any other, or any on another route, is
-refused (400) rather than ignored.
+refused (400) rather than ignored. `LogicalSwitchPortStatus` and `TransportNodeStatus` are the
+status routes' answers as the OpenAPI document describes them.
 """
 
 from __future__ import annotations
@@ -13,13 +14,14 @@ import uuid
 from typing import Any
 
 from flask import Blueprint, Response, jsonify, request, url_for
+from pydantic import Field
 
 from loom_api import errors, http
 from loom_api.service import crud
 from loom_api.service.gateways import GatewayServices
 from loom_api.service.nat import NatRules
-from loom_api.service.nodes import TransportNodes, node_status
-from loom_api.service.ports import LogicalSwitchPorts, port_status
+from loom_api.service.nodes import NodeStatus, TransportNodes, node_status
+from loom_api.service.ports import LogicalSwitchPorts, PortStatus, port_status
 from loom_api.service.profiles import SecurityProfiles
 from loom_api.service.qos import QosQueues
 from loom_api.service.router_ports import LogicalRouterPorts
@@ -27,6 +29,7 @@ from loom_api.service.routers import LogicalRouters
 from loom_api.service.routes import StaticRoutes
 from loom_api.service.subnets import Subnets
 from loom_api.service.switches import LogicalSwitches
+from loom_api.service.types import Uuid
 from loom_api.service.zones import TransportZones
 from loom_api.store import ReadView
 
@@ -154,6 +157,20 @@ def _register(path: str, resource: crud.Resource) -> None:
 
 for _path, _resource in COLLECTIONS:
     _register(_path, _resource)
+
+
+class LogicalSwitchPortStatus(PortStatus):
+    """A logical switch port's status, with its id."""
+
+    id: Uuid = Field(
+        description="The logical switch port's id.", json_schema_extra={"format": "uuid"}
+    )
+
+
+class TransportNodeStatus(NodeStatus):
+    """A transport node's status, with its id."""
+
+    id: Uuid = Field(description="The transport node's id.", json_schema_extra={"format": "uuid"})
 
 
 @bp.get("/logical-switches/<switch_id>/ports/<port_id>/status")

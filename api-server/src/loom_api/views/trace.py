@@ -14,7 +14,8 @@ tenant's flows), through that node's installed table, asked of its master.
 comes from the physical network into the router's uplink (on the ideal node, every gateway
 service active there; with `node`, into that node's uplink).
 
-A tenant traces its own ports and routers; the admin any.
+A tenant traces its own ports and routers; the admin any. `TraceQuery` and `Trace` are the
+query and the answer as the OpenAPI document describes them.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from flask import Blueprint, Response, jsonify, request
+from pydantic import BaseModel, Field
 
 from loom_api import errors, http
 from loom_api.service import crud
@@ -39,6 +41,85 @@ from loom_api.views.flows import ControllerRefused, ask, node_controller, publis
 from loom_common.ids import id32
 
 bp = Blueprint("trace", __name__)
+
+
+class TraceQuery(BaseModel):
+    """The query of `GET /trace`."""
+
+    from_: str = Field(
+        alias="from",
+        description="The port the packet leaves (id or name), or a router with an L3 gateway "
+        "service: the packet comes from the physical network into its uplink.",
+    )
+    packet: str | None = Field(
+        None,
+        description="Its fields, as ovn-trace takes them: `ip4.dst == 10.0.2.5 && tcp.dst == "
+        "22`; the rest from the port.",
+    )
+    node: str | None = Field(None, description="Trace through this node's installed table.")
+    ct: str | None = Field(
+        None,
+        description="What conntrack answers at each recirculation, separated by `;` (default "
+        "`trk,new`).",
+    )
+
+
+class TraceStep(BaseModel):
+    """One OpenFlow table the packet was looked up in: its `stage` (a logical stage, or a
+    physical table in capitals), the `datapath` the packet was in, the flow that matched
+    (`priority`, `match`, `cookie`, `actions`; `match` null: no flow matched, the packet is
+    dropped there) and the `object` whose universal row made it."""
+
+
+class TracePass(BaseModel):
+    """One pass through the tables (a recirculation after conntrack starts the next)."""
+
+    ct_state: str | None
+    flow: str
+    steps: list[TraceStep]
+    datapath_actions: str
+
+
+class TraceVerdict(BaseModel):
+    """Where the packet ended: delivered to ports, out of the uplink, tunneled, dropped."""
+
+    outcome: str
+    delivered: list[dict[str, Any]]
+    uplink: bool
+    uplink_source: str | None = None
+    tunneled: list[dict[str, Any]]
+    ended_at: dict[str, Any] | None
+
+
+class Trace(BaseModel):
+    """Where a packet from a port goes, flow by flow."""
+
+    from_: str = Field(alias="from")
+    packet: str
+    controller: str = Field(description="The physical controller asked.")
+    node: str | None = Field(description="The node whose table was traced; null: the ideal node.")
+    port: str = Field(description="The port's id.")
+    flow: str = Field(description="The packet as `ofproto/trace` took it.")
+    ct: list[str]
+    passes: list[TracePass]
+    verdict: TraceVerdict
+    trace: str = Field(description="`ofproto/trace`'s own text.")
+    described: str = Field(
+        "",
+        description="The packet in words (`IPv4 protocol 0, no transport header, ...` for one "
+        "naming no transport).",
+    )
+    datapaths_read: list[int] = Field(
+        default_factory=list,
+        description="The datapaths whose universal flows the controller read for this trace "
+        "(it does not follow them).",
+    )
+    stand_in_next_hops: list[str] = Field(
+        default_factory=list,
+        description="L3 next hops the ideal node resolved at a stand-in MAC (learned by ARP on "
+        "the active gateway node).",
+    )
+
 
 TRACE_TIMEOUT_S = 60.0
 """The longest a controller may take (an ideal node's computation, then the trace)."""
@@ -58,7 +139,7 @@ MAX_REF = 255
 def trace_view() -> Response:
     """Trace a packet (see the module docstring)."""
     caller = http.caller()
-    http.check_query(("from", "packet", "node", "ct"))
+    http.check_query(http.parameters(TraceQuery))
     port_ref = _bounded("from", request.args.get("from"), "the port the packet leaves")
     node_ref = request.args.get("node")
     if node_ref is not None:
