@@ -584,3 +584,54 @@ def test_compact_rows_are_equal_and_share_what_they_hold_alike() -> None:
     assert ids[0] is ids2[0], "a map's short key interned"
     assert ids[1] is not ids2[1], "a long string left as it is"
     assert one["ports"][1][0][0] is two["qos"][0], "the uuid tag interned, in a set too"
+
+
+def test_a_conditional_replica_follows_the_rows_its_condition_selects(
+    config_db: OvsdbServer,
+) -> None:
+    """With `conditions` the replica monitors with `monitor_cond`: it holds the rows the
+    condition selects, rebuilt from `update2`'s diffs (a set's elements, a map's pairs) as
+    the `monitor` method gives them, and a changed condition brings the rows entering it
+    and removes those leaving it."""
+    columns = ["name", "tags", "external_ids", "revision"]
+    for name in ("a", "b"):
+        insert_zone(config_db.remote, name)
+    replica = Replica(config_db.unix_remote, "Loom_Config", {"Transport_Zone": columns},
+                      conditions={"Transport_Zone": [["name", "==", "a"]]},
+                      monitor_id="test")  # fmt: skip
+
+    def selected(name: str) -> dict[str, object]:
+        where = [["name", "==", name]]
+        select: dict[str, object] = {"op": "select", "table": "Transport_Zone", "where": where,
+                                     "columns": columns}  # fmt: skip
+        (result,) = transact(config_db.remote, select)
+        rows = result["rows"]
+        assert isinstance(rows, list)
+        return dict(rows[0])
+
+    try:
+        assert [row and row["name"] for _, _, row in replica.start()] == ["a"]
+        for tags, ids in (
+            (["set", ["x", "y"]], ["map", [["k", "1"], ["l", "2"]]]),
+            ("y", ["map", [["k", "3"]]]),  # one element left: the atom; a pair changed
+            (["set", []], ["map", []]),
+        ):
+            transact(config_db.remote,
+                     {"op": "update", "table": "Transport_Zone", "where": [["name", "==", "a"]],
+                      "row": {"tags": tags, "external_ids": ids}})  # fmt: skip
+            wait_for(replica.poll, 10, "the modification")
+            assert list(replica.rows["Transport_Zone"].values()) == [selected("a")]
+        replica.change_conditions([{"Transport_Zone": [["name", "==", "b"]]}])
+        changes: list[tuple[str, str, dict[str, Any] | None]] = []
+
+        def both() -> bool:
+            changes.extend(replica.poll())
+            return len(changes) >= 2
+
+        wait_for(both, 10, "a leaving the condition and b entering it")
+        assert sorted(str(row and row["name"]) for _, _, row in changes) == ["None", "b"]
+        assert list(replica.rows["Transport_Zone"].values()) == [selected("b")]
+        replica.close()
+        assert replica.start() == []  # read again with the condition changed to: b, as held
+    finally:
+        replica.close()
