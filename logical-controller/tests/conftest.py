@@ -330,7 +330,8 @@ class Scenario:
 
     def normalize_openflow(self, text: str) -> str:
         """OpenFlow text (localized flows) with what differs between runs named: cookies
-        (the CRC-32 of a config id), conjunction ids, uplink MACs."""
+        (the CRC-32 of a config id; the category beside it is the stage's, which the table
+        already names), conjunction ids, uplink MACs."""
         tables = dump_universal(self.universal.remote)
         self._name_rules()
         by_id = conj_ids(list(self.names))
@@ -343,7 +344,7 @@ class Scenario:
         cookies |= {f"{zlib.crc32(f'{u}-uplink'.encode()):#x}": f"{self.name(u)}-uplink"
                     for u in self.names}  # fmt: skip
         return re.sub(
-            r"cookie=(0x[0-9a-f]+?)00004c4d\b",
+            r"cookie=(0x[0-9a-f]+?)00[0-9a-f]{2}4c4d\b",
             lambda m: f"cookie=<{cookies.get(m.group(1), 'unnamed')}>",
             text,
         )

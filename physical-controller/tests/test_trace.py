@@ -277,3 +277,20 @@ def test_a_verdict_names_each_port_the_packet_left_by() -> None:
     flood = trace.verdict([{"steps": [], "datapath_actions": to_flood}], geneve, {}, {})
     assert flood["tunneled"] == [{"node": "", "ip": "10.1.1.1", "datapath": 7, "port": "flood",
                                   "via": "loom-geneve"}]  # fmt: skip
+
+
+def test_a_steps_category_is_the_one_its_cookie_carries() -> None:
+    text = (
+        'Flow: tcp,in_port=100\n\nbridge("br-int")\n----------------\n'
+        " 0. in_port=100, priority 100, cookie 0x4c4d\n    resubmit(,8)\n"
+        " 8. reg14=0x2,metadata=0x1, priority 50, cookie 0x6d1c360700014c4d\n"
+        "    resubmit(,9)\n"
+        "12. ip,reg14=0x2,metadata=0x1, priority 1001, cookie 0x6d1c360700024c4d\n"
+        "    drop\n"
+    )
+    steps = trace.parse(text, {0x6D1C3607: "vm1"})[0]["steps"]
+    assert [(s["stage"], s["source"], s["category"]) for s in steps] == [
+        ("CLASSIFIER", None, None),  # the physical tier's own flow says none
+        ("ls_in_port_sec_l2", "vm1", "port_security"),
+        ("ls_in_acl", "vm1", "acl"),
+    ]

@@ -12,11 +12,33 @@ from loom_physical.translate import (
     physical,
     physical_text,
 )
-from loom_schemas.pipeline import Table, table
+from loom_schemas.pipeline import (
+    STAGE_CATEGORIES,
+    STAGES,
+    Category,
+    Table,
+    category_of,
+    table,
+    with_category,
+)
 
 
 def flow(text: str) -> UniversalFlow:
     return UniversalFlow.parse(text)
+
+
+def test_a_cookie_carries_its_stages_category_beside_the_object() -> None:
+    acl = physical(5, flow("ingress\tls_in_acl\t1000\ttcp\tresubmit(,@next)"), 0xDEADBEEF, {})
+    assert acl.cookie == 0xDEADBEEF_0002_4C4D  # object, category (acl), Loom's mark
+    assert acl.cookie >> 32 == 0xDEADBEEF  # the object part unchanged
+    assert category_of(acl.cookie) is Category.ACL
+    nat = physical_text(0x800001, "egress\tlr_out_snat\t50\tip\tresubmit(,@next)", cookie(3))
+    assert category_of(nat.cookie) is Category.NAT
+    assert nat.cookie >> 32 == 3
+    # every stage has one, a feature's own
+    assert set(STAGE_CATEGORIES) == set(STAGES)
+    assert Category.NONE not in STAGE_CATEGORIES.values()
+    assert category_of(cookie(3)) is Category.NONE  # a cookie that says none
 
 
 def test_stages_placeholders_and_the_datapath() -> None:
@@ -27,7 +49,7 @@ def test_stages_placeholders_and_the_datapath() -> None:
     assert out.priority == 50
     assert out.match == "metadata=0x5,dl_dst=00:00:00:00:00:01"
     assert out.actions == f"set_field:0x1->reg15,resubmit(,{int(Table.OUTPUT)})"
-    assert out.cookie == cookie(7)
+    assert out.cookie == with_category(cookie(7), Category.L2)
     nxt = physical(5, flow("egress\tls_out_pre_acl\t0\t\tresubmit(,@next)"), 7, {})
     assert nxt.match == "metadata=0x5"
     assert nxt.actions == f"resubmit(,{table('ls_out_acl')})"

@@ -33,6 +33,7 @@ process, a connection and a handshake whatever it carries (without `--no-names` 
 connection too, to learn port names), and a change touching many nodes pays it once for
 each, on few cores; a bundle on a kept connection costs its bytes and two round trips.
 Cookies: the high 32 bits are the universal row's cookie (the object the flow exists for),
+bits 16..23 the flow's category (`loom_schemas.pipeline.Category`: what feature made it),
 the low 16 bits `MARK`, Loom's.
 """
 

@@ -23,7 +23,8 @@ can be loaded there:
 `parse` turns the trace's text into passes of steps (a conntrack recirculation starts a new
 pass), each annotated with what Loom knows: the OpenFlow table as its logical stage or
 physical table (`loom_schemas.pipeline.at_table`, by the kind of datapath in `metadata`), the
-cookie as the object whose universal row made the flow (`sources`), and the datapath.
+cookie as the object whose universal row made the flow (`sources`) and the category it
+carries (`loom_schemas.pipeline.Category`: `acl`, `router` ...), and the datapath.
 `verdict` reads where the packet went from the datapath actions.
 """
 
@@ -43,7 +44,16 @@ from loom_ovs.tunnels import FLOW
 from loom_physical.core import Localizer, NodeFacts
 from loom_physical.inputs import opt
 from loom_physical.translate import ALL_SWITCHES
-from loom_schemas.pipeline import DATAPATH, FLOOD_KEY, ROUTER_KEYS, TUN_OUTPORT, Stage, at_table
+from loom_schemas.pipeline import (
+    DATAPATH,
+    FLOOD_KEY,
+    ROUTER_KEYS,
+    TUN_OUTPORT,
+    Category,
+    Stage,
+    at_table,
+    category_of,
+)
 
 IDEAL = "loom-ideal-node"
 """The ideal node's system-id (it exists only in a trace's own `Localizer`)."""
@@ -391,8 +401,9 @@ def parse(text: str, cookies: Mapping[int, str]) -> list[dict[str, Any]]:
     conntrack answered). A step: the OpenFlow table, its stage (or physical table), the
     datapath key the packet is in, the flow's priority, match, cookie, the `source` object
     of its universal row (`cookies`: row cookie -> source; None for the physical tables'
-    own flows), the actions the trace shows it run, and its nesting `depth` (inside a
-    `clone`). A table no flow matched is a step with `"match": None` (dropped there)."""
+    own flows), the `category` its cookie carries (None: it says none), the actions the
+    trace shows it run, and its nesting `depth` (inside a `clone`). A table no flow matched
+    is a step with `"match": None` (dropped there)."""
     reader = _Reader(cookies)
     for line in text.splitlines():
         reader.read(line)
@@ -454,8 +465,9 @@ def _step(table: int, match: str | None, priority: int | None, flow_cookie: str 
     where = at_table(table, kind)
     value = int(flow_cookie, 16) if flow_cookie else 0
     source = None
-    if value >> 32 and value & 0xFFFFFFFF == MARK:
+    if value >> 32 and value & 0xFFFF == MARK:
         source = cookies.get(value >> 32, "")
+    category = category_of(value) if value & 0xFFFF == MARK else Category.NONE
     return {
         "table": table,
         "stage": where.name if where is not None else None,
@@ -465,6 +477,7 @@ def _step(table: int, match: str | None, priority: int | None, flow_cookie: str 
         "match": match,
         "cookie": flow_cookie,
         "source": source,
+        "category": category.label if category is not Category.NONE else None,
         "actions": [],
     }
 

@@ -6,6 +6,9 @@ function, and the controller places it (`images`). What differs per node sits in
 physical tier's tables, which the universal flow reaches through placeholders
 (`resubmit(,@egress)`), and which the physical rules fill per node.
 
+A flow's cookie is its universal row's (the object it exists for) with its stage's category
+(`loom_schemas.pipeline.STAGE_CATEGORIES`) in the category bits.
+
 Only `${nexthop_mac:G}` needs a value (`GlobalBind`): the same on every node too, but
 known only once the gateway's next hop is; a flow that names an unbound identifier is not
 installed anywhere (`Unbound`).
@@ -21,8 +24,10 @@ from functools import lru_cache
 from loom_ovs.openflow import Flow, cookie
 from loom_schemas.pipeline import (
     ALL_SWITCHES_MATCH,
+    CATEGORY_SHIFT,
     DATAPATH,
     PLACEHOLDERS,
+    STAGE_CATEGORIES,
     STAGES,
     Stage,
 )
@@ -33,7 +38,10 @@ SWITCHES_MATCH = ALL_SWITCHES_MATCH
 """Every switch datapath: the router bit of the key clear."""
 _DATAPATH_IS = f"{DATAPATH.name}="
 """A datapath match's head (`DATAPATH.match`, spelt inline where every flow is placed)."""
-
+_CATEGORY_BITS: Mapping[str, int] = {
+    name: int(category) << CATEGORY_SHIFT for name, category in STAGE_CATEGORIES.items()
+}
+"""Stage name -> its category's bits of a cookie."""
 
 _IDENT = re.compile(r"\$\{([^}]*)\}")
 _STAGE_REF = re.compile(r"@stage:(\w+)\)")
@@ -134,7 +142,8 @@ def physical(dp: int, flow: UniversalFlow, object_cookie: int, bindings: Mapping
     Args:
         dp: the datapath key (`ALL_SWITCHES` for the flows every switch shares).
         flow: the parsed universal flow.
-        object_cookie: the universal row's cookie (its object's).
+        object_cookie: the universal row's cookie (its object's; the flow's cookie has
+            its stage's category too).
         bindings: the values of the identifiers (`GlobalBind`).
 
     Raises:
@@ -145,7 +154,7 @@ def physical(dp: int, flow: UniversalFlow, object_cookie: int, bindings: Mapping
     if flow.match:
         match = f"{match},{flow.match}"
     return Flow(flow.stage.table, flow.priority, match, resolve(flow, bindings),
-                cookie(object_cookie))  # fmt: skip
+                cookie(object_cookie) | _CATEGORY_BITS[flow.stage.name])  # fmt: skip
 
 
 def physical_text(dp: int, text: str, flow_cookie: int) -> Flow:
@@ -157,7 +166,8 @@ def physical_text(dp: int, text: str, flow_cookie: int) -> Flow:
     Args:
         dp: the datapath key (`ALL_SWITCHES` for the flows every switch shares).
         text: one flow of a `Universal_Flow` row (`UniversalFlow.parse`).
-        flow_cookie: the flow's OpenFlow cookie (`cookie(row's cookie)`).
+        flow_cookie: the row's OpenFlow cookie (`cookie(row's cookie)`): the flow's has its
+            stage's category too.
 
     Raises:
         ValueError: the flow is malformed (`UniversalFlow.parse`, `resolve`).
@@ -165,7 +175,8 @@ def physical_text(dp: int, text: str, flow_cookie: int) -> Flow:
     stage, priority, match, actions = _fields(text)
     head = SWITCHES_MATCH if dp == ALL_SWITCHES else f"{_DATAPATH_IS}{dp:#x}"
     return Flow(stage.table, priority, f"{head},{match}" if match else head,
-                _resolved(stage.name, actions), flow_cookie)  # fmt: skip
+                _resolved(stage.name, actions),
+                flow_cookie | _CATEGORY_BITS[stage.name])  # fmt: skip
 
 
 @lru_cache(maxsize=1 << 17)
