@@ -122,5 +122,9 @@ test-rust: ## cargo test, release
 test-python: ## pytest (exit code 5, "no tests collected", counts as a failure)
 	$(UV) run --no-sync pytest
 
+.PHONY: test-fast
+test-fast: lint-python ## The inner loop, a few minutes: ruff, then the tests that need no daemon (not ovs, zk, system)
+	$(UV) run --no-sync pytest -m "not ovs and not zk and not system"
+
 .PHONY: test
 test: install lint typecheck test-rust test-python ## Everything CI runs: install, lint, typecheck, cargo test, pytest last

@@ -34,7 +34,13 @@ def test_there_are_units() -> None:
                      "loom-logical@.service", "loom-physical@.service"}  # fmt: skip
 
 
-@pytest.mark.parametrize("unit", UNITS, ids=[u.name for u in UNITS])
+def _unit_param(unit: Path) -> object:
+    """A unit as a parameter, marked `ovs` when its daemon is an OVS program (asked `--help`)."""
+    ovs = "-m" not in _exec_start(unit)  # not python -m MODULE
+    return pytest.param(unit, id=unit.name, marks=[pytest.mark.ovs] if ovs else [])
+
+
+@pytest.mark.parametrize("unit", [_unit_param(u) for u in UNITS])
 def test_a_unit_restarts_its_daemon_with_flags_it_takes(unit: Path) -> None:
     text = unit.read_text()
     assert "Restart=on-failure" in text
@@ -53,6 +59,7 @@ def test_a_unit_restarts_its_daemon_with_flags_it_takes(unit: Path) -> None:
 HEALTH_UNITS = sorted(SYSTEMD.glob("*-health.service"))
 
 
+@pytest.mark.ovs
 @pytest.mark.parametrize("health", HEALTH_UNITS, ids=[u.name for u in HEALTH_UNITS])
 def test_a_database_health_check_runs_as_written_against_a_real_server(
     health: Path, config_db: OvsdbServer, universal_db: OvsdbServer

@@ -80,3 +80,37 @@ def test_failing_test_report_carries_registered_log_tails(pytester: pytest.Pytes
     assert "line 59\n" not in result.stdout.str()
     assert "never-written.log" not in result.stdout.str()
     assert result.stdout.str().count("daemon.log -") == 1  # only the failing test's report
+
+
+def test_a_daemon_fixture_without_its_marker_fails_before_the_daemon_starts(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def started(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a daemon was started")
+
+    monkeypatch.setattr(testing, "serve_db", started)
+    monkeypatch.setattr(testing, "ZooKeeperServer", started)
+    pytester.makeini(INI)
+    pytester.makepyfile(
+        """
+        import pytest
+
+        def test_db(config_db):
+            pass
+
+        def test_zk(zk):
+            pass
+
+        @pytest.mark.zk
+        def test_zk_marked_but_not_ovs(zk, universal_db):
+            pass
+        """
+    )
+    result = pytester.runpytest_inprocess("-p", "loom_common.testing")
+    result.assert_outcomes(errors=3)
+    result.stdout.fnmatch_lines_random([
+        "*test_db uses config_db (a real daemon) but is not marked ovs*",
+        "*test_zk uses zk (a real daemon) but is not marked zk*",
+        "*test_zk_marked_but_not_ovs uses universal_db (a real daemon) but is not marked ovs*",
+    ])  # fmt: skip
+    result.stdout.no_fnmatch_line("*a daemon was started*")

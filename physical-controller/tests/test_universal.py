@@ -68,6 +68,7 @@ def _update(table: str, where: list[Any], row: dict[str, Any]) -> dict[str, Any]
     return {"op": "update", "table": table, "where": where, "row": row}
 
 
+@pytest.mark.ovs
 def test_rows_from_update2_diffs_equal_a_select(universal_db: OvsdbServer) -> None:
     conn = RawConnection(universal_db.unix_remote, db=DB)
     replica = UniversalReplica(universal_db.unix_remote)
@@ -99,6 +100,7 @@ def test_rows_from_update2_diffs_equal_a_select(universal_db: OvsdbServer) -> No
         conn.close()
 
 
+@pytest.mark.ovs
 def test_a_transaction_of_flows_and_a_binding_is_polled_whole(universal_db: OvsdbServer) -> None:
     """A binding and its datapath's flows written together are seen together, however
     eagerly the replica polls: one monitor, so never the flows in one poll and the binding
@@ -155,6 +157,7 @@ def test_deflated_texts_unpack_to_the_same_set(texts: set[str]) -> None:
     assert len(pack(flows.split("\n"), deflate=True)) < len(flows) / 4
 
 
+@pytest.mark.ovs
 def test_flow_rows_are_kept_packed_through_their_diffs(universal_db: OvsdbServer) -> None:
     """A `Universal_Flow` row's sets rebuilt from `update2` diffs (texts added, removed,
     a text with a newline of its own) are, unpacked, what a `select` reads."""
@@ -208,6 +211,7 @@ def test_condition_steps_reach_the_wanted_datapaths(
         held = condition
 
 
+@pytest.mark.ovs
 def test_a_condition_widened_in_steps_reads_every_datapath(
     universal_db: OvsdbServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:

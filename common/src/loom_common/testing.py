@@ -325,3 +325,24 @@ def zk_ensemble(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[ZooK
         yield ensemble.start()
     finally:
         ensemble.stop()
+
+
+# A test that asks for a real daemon carries the daemon's marker, so that
+# `-m "not ovs and not zk"` (`make test-fast`) starts none: one that does not fails before
+# the daemon is started, naming the marker to add.
+DAEMON_FIXTURES = {
+    "ovs": ("config_db", "universal_db", "config_db_cluster"),
+    "zk": ("zk", "zk_ensemble"),
+}
+"""The plugin's fixtures that start daemons, by the marker a test using them needs."""
+
+
+@pytest.hookimpl(specname="pytest_runtest_setup", tryfirst=True)
+def pytest_runtest_setup_markers(item: pytest.Item) -> None:
+    """Fail a test that uses a daemon's fixture but lacks the daemon's marker."""
+    names = set(getattr(item, "fixturenames", ()))
+    for marker, fixtures in DAEMON_FIXTURES.items():
+        used = sorted(names.intersection(fixtures))
+        if used and item.get_closest_marker(marker) is None:
+            pytest.fail(f"{item.nodeid} uses {', '.join(used)} (a real daemon) but is not "
+                        f"marked {marker}: add @pytest.mark.{marker}", pytrace=False)  # fmt: skip
