@@ -241,7 +241,7 @@ class NodeSession:
         """`Open_vSwitch other_config:flow-restore-wait` is true: the node's ovs-vswitchd
         (just started, as `ovs-ctl restart` does) waits for its flows to be put back."""
         for row in self._table("Open_vSwitch").values():
-            other = omap(row.get("other_config", ["map", []]))
+            other = omap(row.get("other_config"))  # (absent: empty)
             return str(other.get("flow-restore-wait", "false")) == "true"
         return False
 
