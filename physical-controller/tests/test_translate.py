@@ -11,10 +11,12 @@ from loom_physical.translate import (
     datapath_match,
     physical,
     physical_text,
+    tier_cookie,
 )
 from loom_schemas.pipeline import (
     STAGE_CATEGORIES,
     STAGES,
+    TABLE_CATEGORIES,
     Category,
     Table,
     category_of,
@@ -39,6 +41,15 @@ def test_a_cookie_carries_its_stages_category_beside_the_object() -> None:
     assert set(STAGE_CATEGORIES) == set(STAGES)
     assert Category.NONE not in STAGE_CATEGORIES.values()
     assert category_of(cookie(3)) is Category.NONE  # a cookie that says none
+
+
+def test_a_physical_tables_cookie_carries_its_category_and_no_object() -> None:
+    assert tier_cookie(int(Table.CLASSIFIER)) == 0x8_4C4D
+    assert category_of(tier_cookie(int(Table.TUNNEL_GENEVE))) is Category.OUTPUT
+    assert category_of(tier_cookie(int(Table.FLOOD_REMOTE))) is Category.FLOOD
+    assert tier_cookie(200) == cookie(0)  # not a table of Loom's: none
+    assert tier_cookie(int(Table.ZONE)) >> 32 == 0
+    assert set(TABLE_CATEGORIES) == set(Table)  # every physical table has one
 
 
 def test_stages_placeholders_and_the_datapath() -> None:

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
-from loom_ovs.openflow import Flow, cookie
+from loom_ovs.openflow import MARK, Flow, cookie
 from loom_schemas.pipeline import (
     ALL_SWITCHES_MATCH,
     CATEGORY_SHIFT,
@@ -29,7 +29,11 @@ from loom_schemas.pipeline import (
     PLACEHOLDERS,
     STAGE_CATEGORIES,
     STAGES,
+    TABLE_CATEGORIES,
+    Category,
     Stage,
+    Table,
+    with_category,
 )
 
 ALL_SWITCHES = 0
@@ -106,6 +110,16 @@ every universal flow's priority in its key (1.84M at S=1.0)."""
 def datapath_match(dp: int) -> str:
     """The match on datapath `dp`'s packets (`ALL_SWITCHES`: every switch's)."""
     return SWITCHES_MATCH if dp == ALL_SWITCHES else f"{_DATAPATH_IS}{dp:#x}"
+
+
+def tier_cookie(table: int) -> int:
+    """The cookie of a physical-tier flow (`NodeFlow`, `DpFlow`) in OpenFlow table `table`:
+    no object, the table's category (`TABLE_CATEGORIES`), Loom's mark."""
+    try:
+        category = TABLE_CATEGORIES.get(Table(table), Category.NONE)
+    except ValueError:
+        category = Category.NONE
+    return with_category(MARK, category)
 
 
 def resolve(flow: UniversalFlow, bindings: Mapping[str, str]) -> str:
