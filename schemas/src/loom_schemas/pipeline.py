@@ -7,16 +7,22 @@ type and `rEGBIT_*()` functions do), and nowhere else:
 - the logical pipelines' stages in order, and the OpenFlow table of each (`STAGES`);
 - the tables of the physical tier (`Table`), which universal flows reach through
   placeholders (`PLACEHOLDERS`: `resubmit(,@egress)` and its kin), never by number;
-- the registers (`Field`) and the flag bits of `reg10` (`Flag`), with the text a match or an
-  action spells them with;
-- the logical port keys with fixed meanings, and the datapath key ranges.
+- the logical fields (`FIELDS`: each a `Field`, its role, register and bits, meaning) and
+  the flag bits (`Flag`), with the text a match or an action spells them with;
+- the masked matches the rules share (`MATCHES`), the logical port keys with fixed
+  meanings, and the datapath key ranges;
+- the categories a flow's cookie carries beside its object (`Category`), and how tools
+  name a table (`table_name`).
 
 The rule programs get it as `pipeline.dl`, generated from this module (`make rules`; a test
 fails when the generated file is stale): `dl_text()`. There each stage is also a typed value,
 `s_ls_in_acl()` and so on, of type `LogicalStage` (its pipeline, name, datapath kind and
 table): the logical rules name stages only so, so a misspelt stage does not compile and a
-stage cannot be put in the other pipeline. `schemas/loom_universal.md` explains the meaning
-of each item; this module is what the code obeys.
+stage cannot be put in the other pipeline; and each field has its helpers
+(`match_inport(k)`, `set_outport(k)`, `bits_zone()` ...), so no rule spells a register
+(a test checks that no rule nor product module does). `schemas/loom_universal.md` explains
+the meaning of each item, its register table generated from `FIELDS` (`register_table`);
+this module is what the code obeys.
 """
 
 from __future__ import annotations
