@@ -11,6 +11,20 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class ErrorBody(BaseModel):
+    """Every error the API returns."""
+
+    model_config = ConfigDict(extra="forbid", title="Error")
+
+    error: str = Field(description="A stable machine-readable code.")
+    message: str = Field(description="What went wrong, for people.")
+    field: str | None = Field(
+        description="The request field at fault (dotted for nested fields), or null."
+    )
+
 
 class LoomApiError(Exception):
     """Base of all API errors; subclasses set `status`, `code` and a `message` template."""
@@ -36,7 +50,7 @@ class LoomApiError(Exception):
         return str(self)
 
     def to_dict(self) -> dict[str, Any]:
-        """Return the JSON body of the error response."""
+        """Return the JSON body of the error response (an `ErrorBody`)."""
         return {"error": self.code, "message": self.text, "field": self.field}
 
     def headers(self) -> dict[str, str]:

@@ -26,6 +26,7 @@ import pydantic
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue, models_json_schema
 from pydantic_core import core_schema
 
+from loom_api import errors
 from loom_api.http import (
     GENERATION_HEADER,
     MAX_WAIT_SECONDS,
@@ -106,20 +107,9 @@ def _nullable(schema: JsonDict) -> JsonDict:
     return {"anyOf": [schema, {"type": "null"}]}
 
 
-ERROR_SCHEMA: JsonDict = {
-    "type": "object",
-    "description": "Every error the API returns.",
-    "additionalProperties": False,
-    "required": ["error", "message", "field"],
-    "properties": {
-        "error": {"type": "string", "description": "A stable machine-readable code."},
-        "message": {"type": "string", "description": "What went wrong, for people."},
-        "field": {
-            "type": ["string", "null"],
-            "description": "The request field at fault (dotted for nested fields), or null.",
-        },
-    },
-}
+ERROR_SCHEMA: JsonDict = errors.ErrorBody.model_json_schema(
+    mode="serialization", schema_generator=_ReplyJsonSchema
+)
 
 
 def read_only_schema(resource: crud.Resource, name: str) -> JsonDict:
