@@ -352,7 +352,7 @@ def test_a_controller_that_cannot_continue_leaves_the_cluster(
             wait_for(lambda: victim.failure is not None and logical.failure is not None, WAIT,
                      "both controllers to give up")  # fmt: skip
             assert "a bug that fails every pass" in (victim.failure or "")
-            assert victim._zk.connected, "its session lives on: it left, it did not expire"
+            assert victim.ownership.zk_connected, "its session lives on: it left, it did not expire"
             assert client.get_children("/loom/physical/members") == [survivor.name]
             assert client.get_children("/loom/logical/members") == []
             wait_for(lambda: master() == survivor.name, WAIT, "the standby to master hv1")

@@ -38,7 +38,7 @@ from loom_common.engine_inputs import Change, feed
 from loom_common.group_feed import GroupFeed
 from loom_common.ovsdb.codec import omap
 from loom_ddlog import Program
-from loom_ovs.openflow import MARK, Flow, Key
+from loom_ovs.flows import MARK, Flow, Key
 from loom_ovs.tunnels import TunnelSpec
 from loom_physical.images import Images, PartKey, node_parts, to_row
 from loom_physical.inputs import COLUMNS, opt, universal_tables

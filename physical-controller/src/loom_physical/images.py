@@ -34,8 +34,8 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
+from loom_ovs.flows import Flow, FlowTable, Key, Mod, bulk_adds, cookie
 from loom_ovs.ofp import FlowSyntaxError
-from loom_ovs.openflow import Flow, FlowTable, Key, Mod, bulk_adds, cookie
 from loom_physical.flowtexts import FlowTexts, unpack
 from loom_physical.translate import Unbound, UniversalFlow, physical, physical_text
 

@@ -17,7 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from loom_common import metrics
 from loom_common.ovsdb import RawConnection, TransactError
+from loom_ddlog import allocator_memory
 from loom_ovs.manager import omap
 from loom_physical import status
 from loom_physical.core import node_liveness, unindex
@@ -28,6 +30,14 @@ if TYPE_CHECKING:
     from loom_physical.controller import PhysicalController
 
 log = logging.getLogger(__name__)
+
+CONFIG_COLUMNS = {
+    "Transport_Node": ["system_id", "status"],
+    "Loom_Global": ["generation", "realized_generation", "external_ids"],
+    "Logical_Switch_Port": ["status"],
+    "Gateway_Service": ["status"],
+}
+"""What a physical controller reads of the config DB (and writes: the status columns)."""
 
 
 class Reporter:
@@ -110,6 +120,26 @@ class Reporter:
         """A new core: everything is reported again."""
         self._reported_masters = set()
         self.due = True
+
+    def metric_samples(self) -> list[metrics.Sample]:
+        """What a scrape reads (another thread: copies of what the loop keeps): nodes
+        connected and mastered, each mastered node's flows as of its last push, and the
+        controller's ZooKeeper membership, the native allocator's memory
+        (`loom_common.metrics`)."""
+        view = self._c.member.view if self._c.member is not None else None
+        connected = list(self._c.nodes)
+        mastered = [n for n in connected if view is None or view.may_write(n)]
+        flows = dict(self._c.planner.flow_counts)
+        labels = (self._c.name,)
+        return [
+            ("loom_physical_nodes", "Transport nodes connected to the controller, and mastered",
+             ("controller", "state"),
+             [((*labels, "connected"), len(connected)), ((*labels, "mastered"), len(mastered))]),
+            ("loom_physical_node_flows", "Flows in a mastered node's table as of its last push",
+             ("controller", "node"), [((*labels, n), flows[n]) for n in mastered if n in flows]),
+            *metrics.cluster_samples("physical", self._c.name, view),
+            *metrics.native_memory_samples("physical", self._c.name, allocator_memory()[0]),
+        ]  # fmt: skip
 
     # ---- writing ----
 

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
-from loom_ovs.openflow import MARK, Flow, cookie
+from loom_ovs.flows import MARK, Flow, cookie
 from loom_schemas.pipeline import (
     ALL_SWITCHES_MATCH,
     CATEGORY_SHIFT,
