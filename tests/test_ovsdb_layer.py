@@ -38,20 +38,11 @@ PURE = [
     "loom_ovs.tunnels", "loom_physical.flowtexts", "loom_physical.status",
 ]  # fmt: skip
 """Modules that do no I/O, and import none."""
-CORE = "loom_physical.core"
-CORE_NOT_YET = {
-    ("loom_ovs.openflow", "ssl"), ("loom_ovs.openflow", "subprocess"),
-    ("loom_ovs.channel", "socket"), ("loom_ovs.channel", "ssl"),
-    ("loom_common.pki", "ssl"), ("loom_common.pki", "subprocess"),
-    ("loom_common.ovsdb.server", "socket"), ("loom_common.ovsdb.server", "subprocess"),
-    ("loom_common.procs", "subprocess"), ("loom_common.supervise", "threading"),
-    ("loom_ddlog.program", "threading"),
-}  # fmt: skip
-"""What the pure core still reaches, none through the OVSDB client or the node manager:
-`Flow`, `Key` and `MARK` live in `loom_ovs.openflow` beside `Switch` (its OpenFlow channel,
-`ovs-ofctl`, `loom_common.ovsdb.tool`: remove these once they have a pure module of their
-own), and the engine's `Program` guards its transactions with a lock. An entry the core no
-longer reaches fails the test: take it out."""
+ENGINE = ["loom_physical.core", "loom_ovs.flows"]
+"""Pure modules that use the engine (`loom_ddlog`: its native encoder, its `Program`)."""
+ENGINE_LOCK = ("loom_ddlog.program", "threading")
+"""The one thread module they reach: the engine's `Program` guards its transactions with a
+lock (importing `loom_ddlog._native` runs the package, which imports `Program`)."""
 
 
 def _product_modules() -> list[Path]:
@@ -199,26 +190,27 @@ def test_the_scan_follows_imports_into_the_workspace() -> None:
     assert ("loom_ovs.manager", "ssl") in reached
 
 
-def test_the_core_reaches_no_io_through_the_ovsdb_layer() -> None:
-    reached = io_reached(CORE)
-    layer = {"loom_common.ovsdb.client", "loom_common.ovsdb.replica", "loom_ovs.manager",
-             "loom_physical.universal"}  # fmt: skip
-    assert not {m for m, _ in reached} & layer, reached
-    assert reached - CORE_NOT_YET == set(), "the core reaches I/O it did not"
-    assert CORE_NOT_YET - reached == set(), "no longer reached: take it out of CORE_NOT_YET"
+@pytest.mark.parametrize("module", ENGINE)
+def test_the_pure_core_imports_no_io(module: str) -> None:
+    """The physical controller's pure core, and the flows it computes (`loom_ovs.flows`),
+    reach no I/O module: not the OVSDB client or the node manager (its `omap` is the
+    codec's, its `TunnelSpec` `loom_ovs.tunnels`'), not the OpenFlow channel (`Flow`, `Key`
+    and `MARK` are `loom_ovs.flows`'), only the engine's lock."""
+    assert io_reached(module) <= {ENGINE_LOCK}
 
 
 def test_importing_the_pure_modules_loads_no_io_module() -> None:
     """The same, as Python runs it: a fresh interpreter that imports the codec and the op
     builders has loaded no socket, TLS, thread or select module; one that imports the core
-    has not loaded the OVSDB client or the node manager."""
+    has not loaded the OVSDB client, the node manager or the OpenFlow channel."""
     code = (
         "import sys\n"
         "import loom_common.ovsdb.codec, loom_common.ovsdb.ops\n"
         f"print(sorted(m for m in {sorted(IO)!r} if m in sys.modules))\n"
-        f"import {CORE}\n"
+        "import loom_physical.core\n"
         "print(sorted(m for m in ('loom_common.ovsdb.client', 'loom_common.ovsdb.replica',"
-        " 'loom_ovs.manager') if m in sys.modules))\n"
+        " 'loom_ovs.manager', 'loom_ovs.openflow', 'loom_ovs.channel', 'socket', 'ssl')"
+        " if m in sys.modules))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.splitlines()  # fmt: skip
