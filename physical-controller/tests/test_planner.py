@@ -49,6 +49,10 @@ from loom_physical.planner import (
 
 pytestmark = pytest.mark.timeout(120)
 
+OFCTL = pytest.mark.ovs
+"""A test whose node is reconciled with a table: `Switch.load` compares them with
+`ovs-ofctl diff-flows` (a tool of Debian's openvswitch-switch; no daemon runs)."""
+
 SCHEMA = Schema.load(VSWITCH_SCHEMA)
 
 
@@ -345,6 +349,7 @@ def test_a_change_goes_as_a_change_to_the_nodes_that_hold_it(harness: Harness) -
     assert harness.installed("hv1") == before + 1
 
 
+@OFCTL
 def test_a_takeover_claims_the_node_then_reconciles_its_whole_table(harness: Harness) -> None:
     """Regained (a standby becoming master), a node is reconciled whole; with a token, the
     node's OVSDB fence is claimed before any OVSDB write and the bridge's master role
@@ -449,6 +454,7 @@ def test_a_record_never_sent_is_due_again(harness: Harness) -> None:
     assert zones.unsaved == wanted
 
 
+@OFCTL
 def test_a_standby_keeps_quiet_and_is_reconciled_when_it_masters(harness: Harness) -> None:
     """A node computed here and mastered elsewhere is never written, whatever changes; a
     part it holds that changed meanwhile makes it UNSYNCED, so that gaining it reconciles
@@ -470,6 +476,7 @@ def test_a_standby_keeps_quiet_and_is_reconciled_when_it_masters(harness: Harnes
     assert harness.installed("hv1") == len(harness.core.flows("hv1"))
 
 
+@OFCTL
 def test_a_reconnected_node_is_reconciled_with_only_the_difference(harness: Harness) -> None:
     harness.settle()
     hv1 = harness.nodes["hv1"]
@@ -484,6 +491,7 @@ def test_a_reconnected_node_is_reconciled_with_only_the_difference(harness: Harn
     assert hv1.bridge.counters.flow_mods == adds  # (the same table: nothing re-sent)
 
 
+@OFCTL
 def test_a_refused_bundle_leaves_the_node_to_be_reconciled(harness: Harness) -> None:
     """The switch refuses the push (another controller became its master with a newer
     generation): the outcome is an error, the node is not realized, and the next pass
