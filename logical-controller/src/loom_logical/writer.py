@@ -58,6 +58,9 @@ Op = tuple[str, str, Identity, dict[str, Any], Columns | None]
 desired columns it writes)."""
 
 
+_json = codec.to_json
+
+
 def to_json(value: Any) -> Any:
     """A column value as OVSDB JSON (`loom_common.ovsdb.codec.to_json`: lists are sets,
     dicts are maps; unsorted: the server orders sets itself, and sorting a cold start's
@@ -368,7 +371,10 @@ class Writer:
         if want is None:
             return
         assert want[1] is not None, f"{table} {ident}: columns not read back (load_actual)"
-        row = {column: to_json(value) for column, value in want[1].items()}
+        row = {  # (`to_json`, inline: a cold start converts millions of values)
+            column: codec.to_set(value.items()) if isinstance(value, Packed) else _json(value)
+            for column, value in want[1].items()
+        }
         if not keep:
             yield "insert", table, ident, ops.insert(table, row), want[1]
         elif ident in self.changed[shard][table] and TABLE_OUTPUT[table].updatable:
