@@ -38,8 +38,9 @@ PURE = [
     "loom_ovs.tunnels", "loom_physical.flowtexts", "loom_physical.status",
 ]  # fmt: skip
 """Modules that do no I/O, and import none."""
-ENGINE = ["loom_physical.core", "loom_ovs.flows"]
-"""Pure modules that use the engine (`loom_ddlog`: its native encoder, its `Program`)."""
+ENGINE = ["loom_physical.core", "loom_ovs.flows", "loom_physical.flowsview", "loom_physical.trace"]
+"""Pure modules that use the engine (`loom_ddlog`: its native encoder, its `Program`)
+directly or through `loom_ovs.flows`."""
 ENGINE_LOCK = ("loom_ddlog.program", "threading")
 """The one thread module they reach: the engine's `Program` guards its transactions with a
 lock (importing `loom_ddlog._native` runs the package, which imports `Program`)."""
@@ -192,10 +193,11 @@ def test_the_scan_follows_imports_into_the_workspace() -> None:
 
 @pytest.mark.parametrize("module", ENGINE)
 def test_the_pure_core_imports_no_io(module: str) -> None:
-    """The physical controller's pure core, and the flows it computes (`loom_ovs.flows`),
-    reach no I/O module: not the OVSDB client or the node manager (its `omap` is the
-    codec's, its `TunnelSpec` `loom_ovs.tunnels`'), not the OpenFlow channel (`Flow`, `Key`
-    and `MARK` are `loom_ovs.flows`'), only the engine's lock."""
+    """The physical controller's pure core (and its trace and flows view), and the flows it
+    computes (`loom_ovs.flows`), reach no I/O module: not the OVSDB client or the node
+    manager (its `omap` is the codec's, its `TunnelSpec` `loom_ovs.tunnels`'), not the
+    OpenFlow channel (`Flow`, `Key` and `MARK` are `loom_ovs.flows`'), only the engine's
+    lock."""
     assert io_reached(module) <= {ENGINE_LOCK}
 
 

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any
 
-from loom_ovs.openflow import Flow, Key, Mod
+from loom_ovs.flows import Flow, Key, Mod
 
 
 def report(node: str, controller: str, computed: Sequence[Flow], installed: Sequence[str],

@@ -39,7 +39,7 @@ from loom_common import ctstate
 from loom_common.engine_inputs import Change
 from loom_common.ovsdb.codec import atoms, omap, to_map, to_set
 from loom_ddlog import Program
-from loom_ovs.openflow import MARK, Flow
+from loom_ovs.flows import MARK, Flow
 from loom_ovs.tunnels import FLOW
 from loom_physical.core import Localizer, NodeFacts
 from loom_physical.inputs import opt
