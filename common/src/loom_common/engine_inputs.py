@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from loom_common.ovsdb.codec import atom, atoms, map_pairs, optional
+from loom_common.ovsdb.codec import ColumnType, atom, atoms, map_pairs, optional
 
 
 class Transaction(Protocol):
@@ -164,17 +164,14 @@ def _atom_type(atom: Mapping[str, Any] | str) -> tuple[str, str]:
 
 def _column(name: str, spec: Mapping[str, Any]) -> Column:
     ctype = spec["type"]
-    if isinstance(ctype, str):
-        atom, engine = _atom_type(ctype)
-        return Column(name, engine, "scalar", atom)
-    atom, engine = _atom_type(ctype["key"])
-    lo, hi = ctype.get("min", 1), ctype.get("max", 1)
-    if "value" in ctype:
+    kind = ColumnType.parse(ctype).kind
+    atom, engine = _atom_type(ctype if isinstance(ctype, str) else ctype["key"])
+    if kind == "map":
         vatom, vengine = _atom_type(ctype["value"])
         return Column(name, f"Map<{engine}, {vengine}>", "map", atom, vatom)
-    if lo == 1 and hi == 1:
+    if kind == "atom":
         return Column(name, engine, "scalar", atom)
-    if lo == 0 and hi == 1:
+    if kind == "optional":
         return Column(name, f"Option<{engine}>", "optional", atom)
     return Column(name, f"Set<{engine}>", "set", atom)
 
