@@ -26,6 +26,7 @@ from loom_ddlog._native import bulk_adds as native_bulk_adds
 from loom_ddlog._native import encode_actions as native_encode_actions
 from loom_ovs import ofp
 from loom_ovs.openflow import Flow, bulk_adds, encode
+from loom_schemas.pipeline import table_number
 
 CORPUS = Path(__file__).with_name("corpus.flows")
 """One flow a line: every construct the encoder knows."""
@@ -158,7 +159,7 @@ def _parsed(line: str) -> tuple[int, int, int, str, str]:
     head, _, actions = re.sub(r"<[^>]*>", "7", line).partition(" actions=")
     parts = head.split(",")
     fields = dict(p.split("=", 1) for p in parts[:3])
-    return (int(fields["table"]), int(fields["priority"]), int(fields["cookie"], 0),
+    return (table_number(fields["table"]), int(fields["priority"]), int(fields["cookie"], 0),
             ",".join(parts[3:]), actions)  # fmt: skip
 
 

@@ -35,8 +35,6 @@ PRODUCT_EXCEPTIONS = {
     "schemas/src/loom_schemas/pipeline.py": "the contract itself",
     "ovs-integration/src/loom_ovs/ofp.py": "the OpenFlow codec: its table names every "
     "OpenFlow field, registers among them, as the wire format does",
-    "physical-controller/src/loom_physical/core.py": "being rewritten (the planner split); "
-    "its DpFlow head is to use translate.datapath_match",
 }
 """Product modules allowed to spell registers, and why."""
 

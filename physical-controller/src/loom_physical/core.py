@@ -38,10 +38,11 @@ from loom_common.engine_inputs import Change, feed
 from loom_common.group_feed import GroupFeed
 from loom_common.ovsdb.codec import omap
 from loom_ddlog import Program
-from loom_ovs.flows import MARK, Flow, Key
+from loom_ovs.flows import Flow, Key
 from loom_ovs.tunnels import TunnelSpec
 from loom_physical.images import Images, PartKey, node_parts, to_row
 from loom_physical.inputs import COLUMNS, opt, universal_tables
+from loom_physical.translate import datapath_match, tier_cookie
 from loom_physical.zones import NodeZones
 
 log = logging.getLogger(__name__)
@@ -179,7 +180,7 @@ class Localizer:
         """Nodes whose VIFs may be new to the rules (connected, their VIFs changed, or
         computed here since the last computation): their ports are given zones beforehand
         (`_speculate_zones`), not every dirty node's (a tunnel port's number, a zone
-        record: 3,000 nodes at a cold start's end, 0.4 s)."""
+        record: every node at a cold start's end)."""
         self._zoned: set[str] = set()
         """Nodes whose zones may have changes to feed (given, released, adopted)."""
         self._speculated: set[str] = set()
@@ -495,7 +496,7 @@ class Localizer:
     def _binding_read(self, uuid: str, row: Mapping[str, Any] | None) -> bool:
         """Whether `Port_Binding` row `uuid`'s change is one the rules read (a change of
         its `chassis` or `up` alone is not: the controllers write those for every VIF, and
-        a cold start's 63,000 coming back cost a pass 2 s of feeding for nothing)."""
+        a cold start's 63,000 coming back would be fed for nothing)."""
         port = self._binding_port.get(uuid)
         old = self.bindings.get(port) if port is not None else None
         return old is None or row is None or any(old[c] != row[c] for c in BINDING_READ)
@@ -551,8 +552,8 @@ class Localizer:
         """Feed port `port`'s `VifChassis` row: its binding's chassis, or "" when that names
         the node the rules place it on anyway (`PortAt`: a VIF no chassis names, on the
         least node it is seen on here). So the chassis a controller writes for a VIF it
-        found, coming back, changes nothing the engine has (a cold start's 63,000: 1.3 s of
-        engine for no change of output); `_fold_nodes` feeds a port again when where it
+        found, coming back, changes nothing the engine has (a cold start's 63,000 would cost
+        engine time for no change of output); `_fold_nodes` feeds a port again when where it
         is seen changes, and `PortAt` is what the chassis as written would give."""
         row = self.bindings.get(port)
         if row is None or row["type"] != "vif" or self.binding_uuids.get(port) is None:
@@ -611,12 +612,13 @@ class Localizer:
         images = self.images
         # (weights are counts of derivations where the engine counts them, `rules.COUNTED`)
         for weight, (node, table, priority, match, actions) in delta.get("NodeFlow", []):
-            flow = Flow(table, priority, match, actions, MARK)
+            flow = Flow(table, priority, match, actions, tier_cookie(table))
             for _ in range(abs(weight)):
                 (images.add if weight > 0 else images.remove)(("node", node), flow)
         for weight, (dp, table, priority, match, actions) in delta.get("DpFlow", []):
-            head = f"metadata={dp:#x}"
-            flow = Flow(table, priority, f"{head},{match}" if match else head, actions, MARK)
+            head = datapath_match(dp)
+            flow = Flow(table, priority, f"{head},{match}" if match else head, actions,
+                        tier_cookie(table))
             for _ in range(abs(weight)):
                 (images.add if weight > 0 else images.remove)(("dp", dp), flow)
         for weight, (ident, text) in sorted(delta.get("GlobalBind", []), key=lambda d: d[0]):

@@ -495,6 +495,15 @@ def table_name(table: int, match: str) -> str:
     return where.name.lower() if where is not None else str(table)
 
 
+def table_number(name: str) -> int:
+    """The OpenFlow table `table_name` names (a stage's, a physical table's, a number)."""
+    if name.isdigit():
+        return int(name)
+    if name in _stages():
+        return table(name)
+    return int(Table[name.upper()])
+
+
 def _datapath_of(match: str) -> int:
     """The datapath key `match` names (0: none, or every switch)."""
     head = f"{DATAPATH.name}="
