@@ -63,8 +63,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loom_ovs import packets
-from loom_ovs.manager import TunnelSpec
-from loom_ovs.openflow import Flow, Key, Mod
+from loom_ovs.flows import Flow, Key, Mod
+from loom_ovs.tunnels import TunnelSpec
 from loom_physical.core import Changed, Localizer, TableSignals, table_unknown, unindex
 from loom_physical.images import PartKey
 
