@@ -617,8 +617,9 @@ class Localizer:
                 (images.add if weight > 0 else images.remove)(("node", node), flow)
         for weight, (dp, table, priority, match, actions) in delta.get("DpFlow", []):
             head = datapath_match(dp)
-            flow = Flow(table, priority, f"{head},{match}" if match else head, actions,
-                        tier_cookie(table))
+            flow = Flow(
+                table, priority, f"{head},{match}" if match else head, actions, tier_cookie(table)
+            )
             for _ in range(abs(weight)):
                 (images.add if weight > 0 else images.remove)(("dp", dp), flow)
         for weight, (ident, text) in sorted(delta.get("GlobalBind", []), key=lambda d: d[0]):

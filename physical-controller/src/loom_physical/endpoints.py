@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
+from loom_common.ovsdb.codec import omap
 from loom_common.pki import Credentials
 from loom_common.reconnect import CONNECTION_ERRORS
-from loom_ovs.manager import omap
 from loom_ovs.openflow import OpenFlowError, Switch
 from loom_physical import flowsview, trace
 from loom_physical import rules as physical_rules

@@ -136,18 +136,29 @@ class Executor:
         session = link.session
         match step:
             case ClaimNode(token):
-                # Fencing of the node's OVSDB: its writes carry the assignment's token.
-                session.claim(token)
+                # Fencing of the node's OVSDB: its writes carry the assignment's token (a
+                # compare-and-set, not itself behind the fence it replaces).
+                if ops := session.claim_ops(token):
+                    session.transact(ops, fenced=False)
+                session.claimed(token)
             case Configure(specs):
-                outcome.configured = session.configure(specs)
+                # (br-int's creation committed and not shown yet: the rest once it is)
+                if session.creating_bridge:
+                    outcome.configured = True
+                elif ops := session.configure_ops(specs):
+                    session.transact(ops)
+                    outcome.configured = True
             case ConfirmZones():
                 confirm, link.unconfirmed = link.unconfirmed, None
                 if confirm is not None:
                     confirm()
             case RecordZones(zones, released):
-                link.unconfirmed = session.save_zones(dict(zones), released)
+                # sent now, its answer awaited by the next push's `ConfirmZones`
+                if ops := session.zone_ops(dict(zones), released):
+                    link.unconfirmed = session.send(ops)
             case WriteQos(rates):
-                session.configure_qos({vif: dict(r) for vif, r in rates.items()})
+                if ops := session.qos_ops({vif: dict(r) for vif, r in rates.items()}):
+                    session.transact(ops)
             case _:
                 self._openflow(step, self._switch(plan, link), link, outcome)
 

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 from loom_common import metrics
 from loom_common.ovsdb import RawConnection, TransactError
+from loom_common.ovsdb.codec import omap
 from loom_ddlog import allocator_memory
-from loom_ovs.manager import omap
 from loom_physical import status
 from loom_physical.core import node_liveness, unindex
 from loom_physical.planner import Life
@@ -257,7 +257,7 @@ class Reporter:
         if not rows or not (book.all_synced() or book.any_lost()):
             return []  # (a node that lost its table: every node's realized is 0 now)
         uuid, row = next(iter(rows.items()))
-        published = omap(row.get("external_ids", ["map", []]))
+        published = omap(row.get("external_ids"))
         generation = self._c.core.generation
         ops = status.published_ops(published, uuid, self._c.name, book.own_realized(generation))
         member = self._c.member
