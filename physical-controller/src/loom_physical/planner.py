@@ -87,22 +87,28 @@ class Life(enum.Enum):
     """Its switch lost the table pushed: it realizes nothing until reconciled."""
 
 
-class Due(enum.Flag):
-    """What a node may need besides its flows, since its last push."""
+class Due:
+    """What a node may need besides its flows, since its last push: bits of `Node.due`
+    (plain integers: a pass asks every node mastered, and `enum.Flag` operations cost
+    microseconds each)."""
 
     NONE = 0
-    CONFIG = enum.auto()
+    CONFIG = 1
     """Its OVSDB rows or the tunnels it should have changed (br-int and tunnel ports)."""
-    PLACED = enum.auto()
+    PLACED = 2
     """Its desired parts may differ from those it holds (its datapaths or ports changed)."""
-    QOS = enum.auto()
+    QOS = 4
     """Its ports' QoS may have changed since it was written."""
-    PORTS = enum.auto()
+    PORTS = 8
     """A port was bound to it or unbound (it is pushed in a pass's first phase)."""
 
 
 FRESH = Due.CONFIG | Due.PLACED | Due.QOS
 """What a node (re)connected needs."""
+WAITING = Due.CONFIG | Due.QOS | Due.PLACED
+"""What a node pushed may still wait for (`_still_due`)."""
+SENDING = Due.CONFIG | Due.QOS
+"""What makes a push due besides its flows, zones and probes (`_push_due`)."""
 
 
 @dataclass
@@ -113,7 +119,8 @@ class Node:
     life: Life = Life.UNSYNCED
     why: str = ""
     """Why its table is not known to be its switch's (`Life.LOST`; "" otherwise)."""
-    due: Due = FRESH
+    due: int = FRESH
+    """Its `Due` bits."""
     parts: set[PartKey] = field(default_factory=set)
     """The parts its table holds as of the last push (`images.Images.settle`)."""
     pushed: bool = False
@@ -317,6 +324,8 @@ class Planner:
         the last status report (`take_touched`)."""
         self.marks: set[str] = set()
         """Nodes whose report may have changed since the last (`take_marks`)."""
+        self.lost: set[str] = set()
+        """The nodes in `Life.LOST`."""
         self.mastered: set[str] = set()
         """The nodes mastered after the last pass (one newly mastered is reconciled)."""
         self.report_due = False
@@ -357,7 +366,7 @@ class Planner:
         node = self.nodes.pop(name, None)
         if node is not None:
             self._hold(node, set())
-        for nodes in (self.due, self.first, self.probing):
+        for nodes in (self.due, self.first, self.probing, self.lost):
             nodes.discard(name)
 
     def changed_db(self, name: str, bfd: Mapping[str, bool]) -> None:
@@ -440,9 +449,9 @@ class Planner:
                 self._become(node, Life.UNSYNCED)
             self.due.add(name)
 
-    def lost_among(self, masters: Iterable[str]) -> set[str]:
+    def lost_among(self, masters: set[str]) -> set[str]:
         """The nodes of `masters` whose switch lost its table."""
-        return {n for n in masters if (node := self.nodes.get(n)) and node.life is Life.LOST}
+        return self.lost & masters
 
     # ---- planning ----
 
@@ -462,7 +471,7 @@ class Planner:
         plans = []
         for name in sorted(candidates):
             node = self.nodes[name]
-            if first and Due.PORTS not in node.due:
+            if first and not node.due & Due.PORTS:
                 continue
             node.due &= ~Due.PORTS
             if self._push_due(node, changed, now):
@@ -482,7 +491,7 @@ class Planner:
         steps: list[Step] = []
         if token is not None:
             steps.append(ClaimNode(token))
-        if Due.CONFIG in node.due:
+        if node.due & Due.CONFIG:
             steps.append(Configure(tuple(self.core.tunnel_specs(name))))
         plan = Plan(name, generation, reading.remote, steps, tunnels=reading.tunnels)
         plan.waiting = _waiting(reading, whole=node.life is not Life.SYNCED)
@@ -498,7 +507,7 @@ class Planner:
         steps.append(self._flows(node, plan, reading))
         if zones.released:
             steps.append(_record(zones.take_record()))
-        if Due.QOS in node.due:
+        if node.due & Due.QOS:
             wanted = self.core.qos(name)
             if wanted != node.qos_written:
                 steps.append(WriteQos(wanted))
@@ -671,7 +680,7 @@ class Planner:
     def flows_due(self, node: Node, changed: set[PartKey]) -> bool:
         """Node `node`'s table has changed since its last push: its parts (`Due.PLACED`), or
         one of them (`changed`: `Images.changed()`). (Its cost is its parts, not its flows.)"""
-        if Due.PLACED in node.due:
+        if node.due & Due.PLACED:
             return True
         if node.pushed:  # in this pass: it has the parts as they are
             return False
@@ -692,7 +701,7 @@ class Planner:
     def _push_due(self, node: Node, changed: set[PartKey], now: float) -> bool:
         """Node `node` has something to be sent."""
         zones = self.core.zones(node.name)
-        return bool(node.due & (Due.CONFIG | Due.QOS) or node.life is not Life.SYNCED
+        return bool(node.due & SENDING or node.life is not Life.SYNCED
                     or self.flows_due(node, changed) or zones.unsaved or zones.released
                     or node.record_out or self._probes_due(node, now))  # fmt: skip
 
@@ -742,6 +751,10 @@ class Planner:
         if node.life is not life:
             node.life = life
             self.marks.add(node.name)
+            if life is Life.LOST:
+                self.lost.add(node.name)
+            else:
+                self.lost.discard(node.name)
 
     def _hold(self, node: Node, parts: set[PartKey]) -> None:
         """Node `node` holds `parts` now (`holding` follows)."""
@@ -754,7 +767,7 @@ class Planner:
 
 def _still_due(node: Node) -> bool:
     """After a push: the node waits for something that another push must finish."""
-    return bool(node.due & (Due.CONFIG | Due.QOS | Due.PLACED) or node.life is not Life.SYNCED
+    return bool(node.due & WAITING or node.life is not Life.SYNCED
                 or node.record_out)  # fmt: skip
 
 

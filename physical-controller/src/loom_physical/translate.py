@@ -112,6 +112,7 @@ def datapath_match(dp: int) -> str:
     return SWITCHES_MATCH if dp == ALL_SWITCHES else f"{_DATAPATH_IS}{dp:#x}"
 
 
+@lru_cache(maxsize=256)  # (asked once per flow folded: one answer per table)
 def tier_cookie(table: int) -> int:
     """The cookie of a physical-tier flow (`NodeFlow`, `DpFlow`) in OpenFlow table `table`:
     no object, the table's category (`TABLE_CATEGORIES`), Loom's mark."""
