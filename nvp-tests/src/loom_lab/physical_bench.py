@@ -301,8 +301,12 @@ class Site:
 
 
 def _json_lines(path: Path) -> list[dict[str, Any]]:
-    """The JSON lines of `path` (none if it is not there)."""
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    """The JSON lines of `path` (none if it is not there); a last line still being written
+    (no newline yet: its controller is writing it as the benchmark reads) is left out."""
+    if not path.exists():
+        return []
+    text = path.read_text()
+    return [json.loads(line) for line in text[: text.rfind("\n") + 1].splitlines()]
 
 
 class Watch:
