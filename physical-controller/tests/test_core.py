@@ -837,15 +837,16 @@ def test_a_vif_moving_to_another_ofport_moves_its_classifier_flow(ofport: int) -
 
 
 REPORT = st.one_of(st.none(), st.integers(0, 4),
-                   st.tuples(st.integers(0, 4), st.booleans(), st.booleans()))  # fmt: skip
+                   st.tuples(st.integers(0, 4), st.booleans(), st.booleans()),
+                   st.tuples(st.integers(0, 4)))  # fmt: skip
 """A node's report (realized, synced, lost), or None: dropped, or a generation: advanced to
-it."""
+it, or a 1-tuple: every node named so far advanced to it at once (`advance_many`)."""
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(["hv1", "hv2", "hv3", "hv4"]), REPORT)))
 def test_the_report_book_answers_as_a_scan_of_its_reports(
-    steps: list[tuple[str, int | tuple[int, bool, bool] | None]],
+    steps: list[tuple[str, int | tuple[int] | tuple[int, bool, bool] | None]],
 ) -> None:
     """What the realized generation asks of every node mastered, kept as reports come and
     go, equals a scan of them."""
@@ -859,6 +860,12 @@ def test_the_report_book_answers_as_a_scan_of_its_reports(
             if before is not None:  # (only its generation moves)
                 assert book.reports[node] == status.NodeReport(what, "", {}, before.synced,
                                                                before.lost)  # fmt: skip
+        elif len(what) == 1:
+            names = {n for n, _ in steps}
+            before = dict(book.reports)
+            assert book.advance_many(names, what[0]) == names - before.keys()
+            for n, old in before.items():  # (only their generation moves)
+                assert book.reports[n] == old._replace(realized=what[0])
         else:
             book.put(node, status.NodeReport(what[0], "", {}, what[1], what[2]))
         reports = book.reports.values()

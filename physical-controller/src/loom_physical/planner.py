@@ -338,8 +338,8 @@ class Planner:
         """Node -> OpenFlow matches wanted with different actions (the last push)."""
         self.bulk_loaded = False
         """A whole table was pushed since the shell last cleared it."""
-        self.idle: set[str] = set()
-        """Masters that realized a generation with nothing to send (`take_idle`)."""
+        self.idle: dict[int, set[str]] = {}
+        """Generation -> masters that realized it with nothing to send (`take_idle`)."""
         self._idle_realized: tuple[int, frozenset[str]] | None = None
         self._looked: set[str] = set()
         """The nodes the last second phase looked at (`still_due`)."""
@@ -732,13 +732,13 @@ class Planner:
             node = self.nodes[name]
             if node.realized != generation and not _still_due(node):
                 node.realized = generation
-                self.idle.add(name)
+                self.idle.setdefault(generation, set()).add(name)
                 self.report_due = True
 
-    def take_idle(self) -> set[str]:
+    def take_idle(self) -> dict[int, set[str]]:
         """The nodes whose report changed in their realized generation alone (advanced in
-        the report book as they are, not made again), once."""
-        idle, self.idle = self.idle, set()
+        the report book as they are, not made again), by generation, once."""
+        idle, self.idle = self.idle, {}
         return idle
 
     def _report(self, node: Node, *, realized: int) -> None:

@@ -237,9 +237,9 @@ class Reporter:
         for n in book.reports.keys() - masters:
             book.drop(n)
         marks = planner.take_marks()
-        for n in planner.take_idle():  # (their report changed in the generation alone)
-            if not book.advance(n, planner.nodes[n].realized):
-                marks.add(n)
+        # (the idle masters: their report changed in the generation alone)
+        for generation, idle in planner.take_idle().items():
+            marks |= book.advance_many(idle, generation)
         remade = (marks & masters) | (masters - book.reports.keys())
         for n in remade:
             node = planner.nodes[n]

@@ -18,8 +18,7 @@ from __future__ import annotations
 import collections
 from collections.abc import Callable, Iterable, Mapping
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from loom_common.ovsdb.codec import omap, optional_text, to_map, to_set
 from loom_common.ovsdb.ops import Op, mutate, set_keys, update, where_uuid
@@ -29,9 +28,9 @@ PORT_GONE = {"up": "false", "realized": "false", "transport_node": ""}
 """A port's status when its VIF is on no node this controller masters."""
 
 
-@dataclass(frozen=True)
-class NodeReport:
-    """What a controller says of a node it masters."""
+class NodeReport(NamedTuple):
+    """What a controller says of a node it masters (a named tuple: a pass may advance a
+    thousand of them, and a frozen dataclass is several times dearer to make)."""
 
     realized: int
     """The universal generation its table realizes."""
@@ -212,6 +211,27 @@ class ReportBook:
         self._unsynced -= not old.synced
         self._lost -= old.lost
 
+    def advance_many(self, nodes: Iterable[str], generation: int) -> set[str]:
+        """`advance` for each of `nodes` (the idle masters of a pass: one count moved per
+        node, not a `put`); those the book has no report of."""
+        reports, counts = self.reports, self._realized
+        missing, moved = set(), 0
+        for node in nodes:
+            old = reports.get(node)
+            if old is None:
+                missing.add(node)
+            elif old.realized != generation:
+                counts[old.realized] -= 1
+                if not counts[old.realized]:
+                    del counts[old.realized]
+                reports[node] = NodeReport(
+                    generation, old.message, old.bfd, old.synced, old.lost
+                )  # (dearer: `_replace`)
+                moved += 1
+        if moved:
+            counts[generation] += moved
+        return missing
+
     def advance(self, node: str, generation: int) -> bool:
         """Node `node`'s report says `generation` realized now, the rest as it was; False
         if the book has no report of it."""
@@ -219,7 +239,7 @@ class ReportBook:
         if old is None:
             return False
         if old.realized != generation:
-            self.put(node, NodeReport(generation, old.message, old.bfd, old.synced, old.lost))
+            self.put(node, old._replace(realized=generation))
         return True
 
     def all_synced(self) -> bool:
