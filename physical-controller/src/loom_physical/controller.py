@@ -46,7 +46,6 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
 
 from loom_common import heap, httpd, metrics, runner
 from loom_common.cluster import membership
@@ -65,15 +64,13 @@ from loom_physical.executor import Executor, NodeLink
 from loom_physical.inputs import opt
 from loom_physical.ownership import Ownership
 from loom_physical.passes import LONG_PASS, PassGate, PassRecord
-from loom_physical.planner import Life, Plan, Planner
+from loom_physical.planner import Life, Outcome, Plan, Planner, Reading
 from loom_physical.reporting import CONFIG_COLUMNS, Reporter
 from loom_physical.rules import main_file
 from loom_physical.sockets import Waits
 from loom_physical.universal import UniversalReplica
 
 log = logging.getLogger(__name__)
-
-T = TypeVar("T")
 
 MAX_ROUNDS = 8
 """Engine rounds per pass (zones and new datapaths feed back into the rules)."""
@@ -438,13 +435,13 @@ class PhysicalController:
         self.record.pushed += pushed
         return pushed
 
-    def _run(self, plans: list[Plan]) -> list[Any]:
+    def _run(self, plans: list[Plan]) -> list[Outcome]:
         """Run `plans` (one per node): the executor's outcomes, in order."""
         if len(plans) == 1:
             return [self.executor.run(plans[0], self.nodes[plans[0].node])]
         return list(self._pushers.map(lambda p: self.executor.run(p, self.nodes[p.node]), plans))
 
-    def _reading(self, system_id: str) -> Any:
+    def _reading(self, system_id: str) -> Reading:
         """What node `system_id`'s session and channel say now (`Planner.plans`)."""
         return self.nodes[system_id].reading()
 

@@ -212,8 +212,9 @@ class ReportBook:
         self._lost -= old.lost
 
     def advance_many(self, nodes: Iterable[str], generation: int) -> set[str]:
-        """`advance` for each of `nodes` (the idle masters of a pass: one count moved per
-        node, not a `put`); those the book has no report of."""
+        """Each of `nodes` (the idle masters of a pass) says `generation` realized now, the
+        rest of its report as it was (one count moved per node, not a `put`); those the book
+        has no report of."""
         reports, counts = self.reports, self._realized
         missing, moved = set(), 0
         for node in nodes:
@@ -231,16 +232,6 @@ class ReportBook:
         if moved:
             counts[generation] += moved
         return missing
-
-    def advance(self, node: str, generation: int) -> bool:
-        """Node `node`'s report says `generation` realized now, the rest as it was; False
-        if the book has no report of it."""
-        old = self.reports.get(node)
-        if old is None:
-            return False
-        if old.realized != generation:
-            self.put(node, old._replace(realized=generation))
-        return True
 
     def all_synced(self) -> bool:
         """Every node here has had its whole table since it connected or was taken over."""
