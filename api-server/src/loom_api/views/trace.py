@@ -68,7 +68,33 @@ class TraceStep(BaseModel):
     """One OpenFlow table the packet was looked up in: its `stage` (a logical stage, or a
     physical table in capitals), the `datapath` the packet was in, the flow that matched
     (`priority`, `match`, `cookie`, `actions`; `match` null: no flow matched, the packet is
-    dropped there) and the `object` whose universal row made it."""
+    dropped there), the `object` whose universal row made it and the `category` its cookie
+    carries."""
+
+    table: int = Field(description="The OpenFlow table.")
+    stage: str | None = Field(None, description="Its logical stage or physical table.")
+    pipeline: str | None = Field(None, description="`ingress` or `egress` for a stage.")
+    datapath: dict[str, Any] | int | None = Field(
+        None,
+        description="The switch or router the packet was in (`key`, `kind`, `id`, `name`; "
+        "a physical controller's own answer gives its key).",
+    )
+    priority: int | None = None
+    match: str | None = Field(None, description="The flow's match; null: none matched.")
+    cookie: str | None = None
+    source: str | None = Field(
+        None, description="The config uuid of the universal row that made the flow."
+    )
+    object: dict[str, Any] | None = Field(
+        None, description="What the flow exists for (`kind`, `id`, `name`)."
+    )
+    category: str | None = Field(
+        None,
+        description="The feature the flow's cookie names (its stage's rule file, or a "
+        "physical table's); null for a cookie that names none.",
+    )
+    actions: list[str] = Field(default_factory=list, description="What the flow did.")
+    depth: int = Field(0, description="Nesting inside a `clone`.")
 
 
 class TracePass(BaseModel):
