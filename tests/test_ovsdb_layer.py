@@ -32,7 +32,7 @@ OPERATIONS = {"insert", "select", "update", "mutate", "delete", "wait", "commit"
 IO = {"socket", "ssl", "threading", "select", "selectors", "asyncio", "subprocess"}
 PURE = [
     "loom_common.ovsdb.codec", "loom_common.ovsdb.ops", "loom_common.engine_inputs",
-    "loom_ovs.tunnels", "loom_physical.flowtexts", "loom_physical.status",
+    "loom_ovs.tunnels", "loom_physical.flowtexts", "loom_physical.status", "loom_physical.offload",
 ]  # fmt: skip
 """Modules that do no I/O, and import none."""
 ENGINE = ["loom_physical.core", "loom_physical.planner", "loom_ovs.flows",

@@ -269,21 +269,40 @@ def from_arguments(args: argparse.Namespace) -> dict[str, Any]:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """Parse the `loom-workload` command line."""
     parser = argparse.ArgumentParser(
-        prog="loom-workload", description="Write the NVP paper's controller workload as JSON."
+        prog="loom-workload",
+        description="Write the NVP paper's controller workload as JSON, or Andromeda's large "
+        "networks (beside it, with --scale) and their traffic (loom_lab.andromeda).",
     )
-    parser.add_argument("--scale", type=float, required=True, help="scale factor (1.0: 3,000 HVs)")
+    parser.add_argument("--scale", type=float, help="NVP's scale factor (1.0: 3,000 HVs)")
+    parser.add_argument("--andromeda", action="append", default=[], metavar="VMS:HOSTS",
+                        help="a network: VMS VMs on HOSTS hosts of the pool "
+                        "(repeatable)")  # fmt: skip
+    parser.add_argument("--pool", type=int, help="the hosts the networks are scheduled on "
+                        "(default: the most any network spans)")  # fmt: skip
+    parser.add_argument("--peers", type=float, default=4.0,
+                        help="the VMs each VM talks to, on average (default 4)")  # fmt: skip
     parser.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
     parser.add_argument(
         "--out", required=True, metavar="FILE", help="output file (gzip if .gz; '-' for stdout)"
     )
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.scale is None and not args.andromeda:
+        parser.error("--scale or --andromeda is required")
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of `loom-workload`."""
     args = parse_args(argv)
     try:
-        doc = generate(args.scale, args.seed)
+        if args.andromeda:
+            from loom_lab import andromeda  # (it builds on this module)
+
+            networks = [andromeda.parse_network(text) for text in args.andromeda]
+            doc = andromeda.generate(networks, pool=args.pool, seed=args.seed,
+                                     scale=args.scale, peers=args.peers)  # fmt: skip
+        else:
+            doc = generate(args.scale, args.seed)
     except ValueError as e:
         print(f"loom-workload: {e}", file=sys.stderr)
         return 2
