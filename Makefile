@@ -119,8 +119,13 @@ test-rust: ## cargo test, release
 	cargo test --manifest-path $(CARGO_MANIFEST) --workspace --release
 
 .PHONY: test-python
-test-python: ## pytest (exit code 5, "no tests collected", counts as a failure)
-	$(UV) run --no-sync pytest
+# Tests mostly wait on their daemons: two workers on two cores halve the suite's time. A
+# file stays on one worker (its module fixtures are made once); each worker chooses listener
+# ports from its own share (`loom_common.testing`).
+PYTEST_WORKERS ?= 2
+
+test-python: ## pytest on PYTEST_WORKERS workers (exit code 5, "no tests collected", counts as a failure)
+	$(UV) run --no-sync pytest -n $(PYTEST_WORKERS) --dist loadfile
 
 .PHONY: test-fast
 test-fast: lint-python ## The inner loop, a few minutes: ruff, then the tests that need no daemon (not ovs, zk, system)

@@ -29,6 +29,7 @@ from loom_common.ovsdb import (
     schema_name,
     tool,
 )
+from loom_common.ovsdb.server import PORT_RANGE_ENV
 from loom_common.procs import DaemonError, pid_exists
 from loom_common.testing import wait_for
 from loom_schemas import CONFIG_SCHEMA, schema_path
@@ -73,6 +74,18 @@ def test_free_ports_are_distinct() -> None:
     low = int(EPHEMERAL_RANGE.read_text().split()[0])
     assert all(1024 <= p < low for p in ports), "outside the kernel's ephemeral range"
     assert not set(ports) & set(free_ports(6)), "a port handed out twice"
+
+
+def test_free_ports_keep_to_the_share_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(PORT_RANGE_ENV, "20000-20049")
+    ports = free_ports(20)
+    assert all(20000 <= p <= 20049 for p in ports), ports
+    monkeypatch.setenv(PORT_RANGE_ENV, "20000-40000000")
+    with pytest.raises(OvsdbError, match="LOOM_PORT_RANGE='20000-40000000': not LOW-HIGH"):
+        free_ports(1)
+    monkeypatch.setenv(PORT_RANGE_ENV, "many")
+    with pytest.raises(OvsdbError, match="LOOM_PORT_RANGE"):
+        free_ports(1)
 
 
 def test_standalone_files_and_remote(config_db: OvsdbServer) -> None:

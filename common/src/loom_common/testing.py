@@ -34,6 +34,7 @@ from typing import Any
 import pytest
 
 from loom_common.ovsdb import OvsdbCluster, OvsdbError, OvsdbServer, tool
+from loom_common.ovsdb.server import PORT_RANGE_ENV, port_range
 from loom_common.pki import Pki
 from loom_schemas import CONFIG_SCHEMA, UNIVERSAL_SCHEMA, schema_path
 
@@ -83,6 +84,51 @@ def missing_ovs_tools() -> list[str]:
         except OvsdbError:
             missing.append(name)
     return missing
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist, give this worker its share of the free ports (`LOOM_PORT_RANGE`,
+    inherited by the daemons its tests start): worker i of n the i-th of n equal shares."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if not worker.startswith("gw") or PORT_RANGE_ENV in os.environ:
+        return
+    index, count = int(worker[2:]), int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    low, high = port_range()
+    size = (high - low) // max(count, 1)
+    os.environ[PORT_RANGE_ENV] = f"{low + index * size}-{low + (index + 1) * size - 1}"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist, the files of end-to-end tests first (`_weight`), and ids of
+    their own for items that share one."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        weight: dict[Path, int] = {}
+        for item in items:
+            weight[item.path] = min(weight.get(item.path, 2), _weight(item))
+        items.sort(key=lambda item: weight[item.path])  # (stable: a file's order is kept)
+    _own_ids(items)
+
+
+def _weight(item: pytest.Item) -> int:
+    """0 for an end-to-end or `slow` test, 1 for one on a daemon, 2 for the rest: the
+    workers take the files in this order, the longest first, so that no long file starts
+    last and runs on one worker while the other is done."""
+    if item.get_closest_marker("system") or item.get_closest_marker("slow"):
+        return 0
+    return 1 if item.get_closest_marker("ovs") or item.get_closest_marker("zk") else 2
+
+
+def _own_ids(items: list[pytest.Item]) -> None:
+    """Give items that share a node id (schemathesis's, one per API operation, all carry
+    their test function's) ids of their own from their names: pytest-xdist hands tests to
+    workers by node id, and ran one of 80 such items."""
+    seen: dict[str, int] = {}
+    for item in items:
+        seen[item.nodeid] = seen.get(item.nodeid, 0) + 1
+    for item in items:
+        if seen[item.nodeid] > 1 and item.parent is not None:
+            # (pytest 9 keeps a structured id, parsed from its text)
+            item._id = type(item._id).parse(f"{item.parent.nodeid}::{item.name}")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -138,19 +184,20 @@ READY_LINE = "Ctrl-C stops everything."
 @contextlib.contextmanager
 def loom_up(*args: str, cwd: Path | None = None,
             timeout: float = 60.0) -> Iterator[tuple[subprocess.Popen[str], str]]:  # fmt: skip
-    """Run `loom up ARGS...` (in `cwd`; none of the caller's `LOOM_` variables, so a
-    developer's own token or URL cannot leak in); yield it and what it printed up to
-    `READY_LINE` (a JSON object's message with `--log-format json`).
+    """Run `loom up ARGS...` (in `cwd`; none of the caller's `LOOM_` variables but its
+    share of ports, so a developer's own token or URL cannot leak in); yield it and what it
+    printed up to `READY_LINE` (a JSON object's message with `--log-format json`).
 
     It runs in a session of its own: on exit it gets SIGTERM (it stops its daemons and the
     demo's nodes), and if it has not ended within `timeout` seconds its whole process group
     is killed by PID.
     """
     loom = Path(sys.executable).parent / "loom"
+    kept = {k: v for k, v in os.environ.items() if not k.startswith("LOOM_") or k == PORT_RANGE_ENV}
     proc = subprocess.Popen(
         [str(loom), "up", *args], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         text=True, start_new_session=True,
-        env={k: v for k, v in os.environ.items() if not k.startswith("LOOM_")},
+        env=kept,
     )  # fmt: skip
     assert proc.stdout is not None
     try:

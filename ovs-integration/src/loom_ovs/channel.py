@@ -37,6 +37,7 @@ import struct
 import time
 from collections.abc import Callable, Sequence
 
+from loom_common import unixsock
 from loom_common.errors import LoomError
 from loom_common.pki import peer_name
 from loom_ovs import ofp
@@ -97,13 +98,7 @@ class Channel:
             raise ChannelError(remote=self.remote, detail="ssl: without TLS credentials")
         try:
             if kind == "unix":
-                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-                try:
-                    sock.settimeout(self.timeout)
-                    sock.connect(where)
-                except OSError:
-                    sock.close()
-                    raise
+                sock = unixsock.connect(where, self.timeout)
             else:
                 host, _, port = where.rpartition(":")
                 sock = socket.create_connection((host.strip("[]"), int(port)), self.timeout)

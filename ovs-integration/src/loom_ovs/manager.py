@@ -47,6 +47,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, cast
 
+from loom_common import unixsock
 from loom_common.errors import LoomError
 from loom_common.ovsdb import Change, RawConnection, Replica, TransactError
 from loom_common.ovsdb.codec import atoms, omap, to_map, to_named_uuid, to_set, to_uuid
@@ -815,7 +816,7 @@ class Manager:
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(where)
-            sock.bind(where)
+            unixsock.bind(sock, where)
         else:
             raise ValueError(f"manager listen address must be ptcp:, pssl: or punix:, "
                              f"not {self.listen!r}")  # fmt: skip

@@ -31,6 +31,7 @@ from typing import Any
 
 import orjson
 
+from loom_common import unixsock
 from loom_common.ovsdb import ops
 from loom_common.ovsdb.errors import ConnectionClosed, OvsdbError, TransactError
 from loom_common.pki import Credentials, client_context
@@ -516,14 +517,7 @@ def _open(remote: str, timeout: float) -> socket.socket:
             sock.close()
             raise
     if kind == "unix":
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(timeout)
-        try:
-            sock.connect(where)
-        except OSError:
-            sock.close()
-            raise
-        return sock
+        return unixsock.connect(where, timeout)
     raise OSError(f"unsupported remote {remote!r}")
 
 

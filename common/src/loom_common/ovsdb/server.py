@@ -82,22 +82,28 @@ def free_port() -> int:
     return free_ports(1)[0]
 
 
+PORT_RANGE_ENV = "LOOM_PORT_RANGE"
+"""`LOW-HIGH`: the share of ports `free_ports` chooses from (inherited by the processes this
+one starts). The test plugin gives each pytest worker its own share, so that two workers'
+listeners never race for one port between its choice and its bind."""
+
+
 def free_ports(count: int) -> list[int]:
     """Return `count` distinct TCP ports on 127.0.0.1 for listeners to bind, free a moment ago.
 
     The ports lie below the kernel's ephemeral range, so no outgoing connection takes one as
     its local port between this choice and the listener's bind (a port from `bind(port 0)`
     could: CI's api-server once failed with EADDRINUSE while the site's other daemons were
-    connecting). Each is checked by binding it, all are held until every one is chosen, and
-    none is handed out twice by this process.
+    connecting), and within `LOOM_PORT_RANGE` if it is set. Each is checked by binding it,
+    all are held until every one is chosen, and none is handed out twice by this process.
     """
-    low = _ephemeral_low()
+    low, high = port_range()
     with contextlib.ExitStack() as stack:
         ports: list[int] = []
         for _ in range(100 * count + 1000):
             if len(ports) == count:
                 break
-            port = random.randrange(1024, low)
+            port = random.randrange(low, high)
             if port in _given or port in ports:
                 continue
             sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
@@ -109,7 +115,29 @@ def free_ports(count: int) -> list[int]:
         if len(ports) == count:
             _given.update(ports)
             return ports
-    raise OvsdbError(detail=f"no {count} free TCP ports found on 127.0.0.1 below {low}")
+    raise OvsdbError(detail=f"no {count} free TCP ports found on 127.0.0.1 in {low}-{high - 1}")
+
+
+def port_range() -> tuple[int, int]:
+    """Where `free_ports` chooses: `[low, high)`, `LOOM_PORT_RANGE` (`LOW-HIGH`, inclusive)
+    within 1024 up to the ephemeral range, or all of that.
+
+    Raises:
+        OvsdbError: `LOOM_PORT_RANGE` is not `LOW-HIGH` with 1024 <= LOW <= HIGH below the
+            ephemeral range.
+    """
+    low, high = 1024, _ephemeral_low()
+    given = os.environ.get(PORT_RANGE_ENV)
+    if not given:
+        return low, high
+    first, _, last = given.partition("-")
+    try:
+        share = int(first), int(last) + 1
+    except ValueError:
+        share = (0, 0)
+    if not low <= share[0] < share[1] <= high:
+        raise OvsdbError(detail=f"{PORT_RANGE_ENV}={given!r}: not LOW-HIGH within {low}-{high - 1}")
+    return share
 
 
 def _ephemeral_low() -> int:
