@@ -131,7 +131,7 @@ def _traffic(rng: random.Random, name: str, vms: int, peers: float, alpha: float
     distinct VMs, in the order drawn, each with its Pareto rate."""
     wanted = min(round(vms * peers), vms * (vms - 1))
     seen: set[tuple[int, int]] = set()
-    pairs = []
+    pairs: list[dict[str, Any]] = []
     while len(pairs) < wanted:
         a, b = rng.randrange(vms), rng.randrange(vms)
         if a == b or (a, b) in seen:
