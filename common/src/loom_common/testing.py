@@ -21,6 +21,7 @@ Loaded by the root `conftest.py` (`pytest_plugins = ["loom_common.testing"]`).
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
 import signal
@@ -89,7 +90,7 @@ def missing_ovs_tools() -> list[str]:
 def pytest_configure(config: pytest.Config) -> None:
     """Under pytest-xdist, give this worker its share of the free ports (`LOOM_PORT_RANGE`,
     inherited by the daemons its tests start): worker i of n the i-th of n equal shares."""
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    worker = _xdist_worker()
     if not worker.startswith("gw") or PORT_RANGE_ENV in os.environ:
         return
     index, count = int(worker[2:]), int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
@@ -101,12 +102,17 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Under pytest-xdist, the files of end-to-end tests first (`_weight`), and ids of
     their own for items that share one."""
-    if os.environ.get("PYTEST_XDIST_WORKER"):
+    if _xdist_worker():
         weight: dict[Path, int] = {}
         for item in items:
             weight[item.path] = min(weight.get(item.path, 2), _weight(item))
         items.sort(key=lambda item: weight[item.path])  # (stable: a file's order is kept)
     _own_ids(items)
+
+
+def _xdist_worker() -> str:
+    """This process's pytest-xdist worker id (`gw0`, ...), "" when it is none."""
+    return os.environ.get("PYTEST_XDIST_WORKER", "")
 
 
 def _weight(item: pytest.Item) -> int:
@@ -122,9 +128,7 @@ def _own_ids(items: list[pytest.Item]) -> None:
     """Give items that share a node id (schemathesis's, one per API operation, all carry
     their test function's) ids of their own from their names: pytest-xdist hands tests to
     workers by node id, and ran one of 80 such items."""
-    seen: dict[str, int] = {}
-    for item in items:
-        seen[item.nodeid] = seen.get(item.nodeid, 0) + 1
+    seen = collections.Counter(item.nodeid for item in items)
     for item in items:
         if seen[item.nodeid] > 1 and item.parent is not None:
             # (pytest 9 keeps a structured id, parsed from its text)

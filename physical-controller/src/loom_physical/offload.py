@@ -200,10 +200,12 @@ class HostOffload:
         in, if that one is over the threshold and heavier by the margin (lines 8-14)."""
         if not self.offloaded or len(self.offloaded) < self.policy.budget:
             return None
-        candidates = [(p.weight, d) for d, p in self._pairs.items() if d not in self.offloaded]
+        # (as in `_admit`: the heaviest first, the least destination among equals)
+        candidates = [(-p.weight, d) for d, p in self._pairs.items() if d not in self.offloaded]
         if not candidates:
             return None
-        heaviest_w, heaviest = max(candidates, key=lambda c: (c[0], _desc(c[1])))
+        minus_w, heaviest = min(candidates)
+        heaviest_w = -minus_w
         lightest_w, lightest = min((self._pairs[d].weight, d) for d in self.offloaded)
         if heaviest_w < self.policy.threshold_bps:
             return None
@@ -212,8 +214,3 @@ class HostOffload:
         self.offloaded.discard(lightest)
         self.offloaded.add(heaviest)
         return lightest, heaviest
-
-
-def _desc(destination: Destination) -> tuple[int, tuple[int, ...]]:
-    """A key that makes `max` pick the least destination among equal weights."""
-    return (-destination[0], tuple(-ord(c) for c in destination[1]))
