@@ -566,7 +566,8 @@ def test_subnet_allocation_follows_pools_and_gateway(neutron: Neutron, net: dict
 
 _ATTRIBUTES = {
     "networks": ["name", "admin_state_up", "shared", "router:external", "mtu", "tags",
-                 "port_security_enabled", "provider:network_type", "provider:physical_network"],
+                 "port_security_enabled", "provider:network_type", "provider:physical_network",
+                 "loom:programming_model"],
     "subnets": ["network_id", "cidr", "ip_version", "gateway_ip", "allocation_pools",
                 "dns_nameservers", "host_routes", "enable_dhcp", "ipv6_ra_mode"],
     "ports": ["network_id", "fixed_ips", "mac_address", "security_groups", "device_id",

@@ -46,6 +46,7 @@ def test_switch_created_with_defaults(admin: ApiClient) -> None:
         "description": "",
         "transport_zone_id": None,
         "replication_mode": None,  # (the default: the logical controllers decide)
+        "programming_model": None,  # (the deployment's default)
         "admin_state_up": True,
         "tunnel_key": body["tunnel_key"],
     }

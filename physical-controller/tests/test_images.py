@@ -181,3 +181,53 @@ def test_a_malformed_flow_is_counted_once_a_version_of_its_row() -> None:
     images.set_row("u1", row(1, "p1", [], [bad]))  # a new version of the row
     assert images.size([("port", "p1")]) == 0
     assert images.malformed == 3
+
+
+LOOKUP = (
+    "ingress\tls_in_l2_lkup\t50\tdl_dst=00:00:00:00:00:0{k}\tset_field:0x{k}->reg15,"
+    "resubmit(,@egress)"
+)
+OWN = "ingress\tls_in_port_sec_l2\t50\treg14=0x{k}\tresubmit(,@next)"
+
+
+def test_a_hoverboard_switchs_lookups_are_their_ports_and_its_hoverboards() -> None:
+    """In a switch programmed by Hoverboards a port's `flows` leave the datapath's part:
+    a host that looks at the port has them, a Hoverboard has every port's; moved either way
+    as the rules say (`set_lookups`), the parts are what placing the rows afresh makes, and a
+    node's pushes across the move leave exactly its new table."""
+    images = Images()
+    images.set_row("s", row(1, "sw", ["ingress\tls_in_acl\t0\t\tresubmit(,@next)"]))
+    for k in (1, 2):
+        images.set_row(f"p{k}", row(1, f"p{k}", [LOOKUP.format(k=k)], [OWN.format(k=k)]))
+    host = node_parts("hv1", {1}, {"p1"}, looks={"p1"})
+    board = node_parts("hb1", {1}, set(), hoverboard={1})
+    before = {n: {f.key: f for f in images.flows(parts)} for n, parts in
+              (("hv1", host), ("hb1", board))}  # fmt: skip
+    images.settle()
+    images.set_lookups(1, "p1", True)
+    images.set_lookups(1, "p2", True)
+    # hv1: the switch's flow, p1's own and its lookup; not p2's lookup. hb1: both lookups.
+    lookups = [f.match for f in images.flows(host) if "dl_dst" in f.match]
+    assert lookups == ["metadata=0x1,dl_dst=00:00:00:00:00:01"]
+    assert len(list(images.flows(host))) == 3
+    assert {f.match for f in images.flows(board) if "dl_dst" in f.match} == {
+        "metadata=0x1,dl_dst=00:00:00:00:00:01",
+        "metadata=0x1,dl_dst=00:00:00:00:00:02",
+    }
+    fresh = Images()
+    fresh.set_lookups(1, "p1", True)
+    fresh.set_lookups(1, "p2", True)
+    fresh.set_row("s", row(1, "sw", ["ingress\tls_in_acl\t0\t\tresubmit(,@next)"]))
+    for k in (1, 2):
+        fresh.set_row(f"p{k}", row(1, f"p{k}", [LOOKUP.format(k=k)], [OWN.format(k=k)]))
+    for parts in (host, board):
+        assert sorted(images.flows(parts)) == sorted(fresh.flows(parts))
+    # A node's push across the move: the changes of its parts leave its new table.
+    for name, parts, old in (("hv1", host, before["hv1"]), ("hb1", board, before["hb1"])):
+        table = dict(old)
+        apply(table, images.mods(parts, parts))
+        assert table == {f.key: f for f in images.flows(parts)}, name
+    # And back to preprogrammed: every node with the switch has every lookup again.
+    images.settle()
+    images.set_lookups(1, "p2", False)
+    assert any("00:00:00:00:00:02" in f.match for f in images.flows(node_parts("hv1", {1}, ())))

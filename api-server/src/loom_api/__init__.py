@@ -44,7 +44,7 @@ def create_app(store: Store, tokens: Tokens, config: Mapping[str, Any] | None = 
         ValueError: an unknown `LOOM_NEUTRON_AUTH`, or a limit out of range.
     """
     from loom_api import metrics
-    from loom_api.views import flows, native, neutron, openapi, status, trace, ui
+    from loom_api.views import flows, native, neutron, openapi, settings, status, trace, ui
 
     app = Flask(__name__)
     app.config.update(config or {})
@@ -62,6 +62,7 @@ def create_app(store: Store, tokens: Tokens, config: Mapping[str, Any] | None = 
     app.register_blueprint(native.bp, url_prefix=API_PREFIX)
     app.register_blueprint(flows.bp, url_prefix=API_PREFIX)
     app.register_blueprint(trace.bp, url_prefix=API_PREFIX)
+    app.register_blueprint(settings.bp, url_prefix=API_PREFIX)
     if app.config.setdefault(neutron.AUTH_CONFIG, "token") not in neutron.AUTH_STRATEGIES:
         raise ValueError(f"{neutron.AUTH_CONFIG} must be one of {neutron.AUTH_STRATEGIES}")
     app.register_blueprint(neutron.bp)  # GET / and /v2.0; its errors are Neutron's

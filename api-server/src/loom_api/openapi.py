@@ -38,7 +38,7 @@ from loom_api.service import crud, types
 from loom_api.service.gateways import GatewayServiceStatus
 from loom_api.service.nodes import NodeStatus
 from loom_api.service.ports import PortStatus
-from loom_api.views import flows, native, status, trace
+from loom_api.views import flows, native, settings, status, trace
 
 OPENAPI_VERSION = "3.1.0"
 SERVER_URL = "/api/v1"
@@ -565,6 +565,7 @@ _REPLY_MODELS: list[type[pydantic.BaseModel]] = [
     status.Status,
     flows.NodeFlows,
     trace.Trace,
+    settings.Settings,
 ]
 
 
@@ -664,6 +665,33 @@ def _node_flows_path(tag: str) -> dict[str, JsonDict]:
                     "200": _reply(flows.NodeFlows, "The tables."),
                     **_errors("400", "401", "404", "503"),
                 },
+            },
+        }
+    }
+
+
+def _settings_path() -> dict[str, JsonDict]:
+    """Document `/settings` (views/settings.py)."""
+    answer = _reply(settings.Settings, "The settings in effect.")
+    return {
+        "/settings": {
+            "get": {
+                "operationId": "get_settings",
+                "summary": "The deployment-wide settings",
+                "tags": ["Status"],
+                "responses": {"200": answer, **_errors("400", "401", "503")},
+            },
+            "patch": {
+                "operationId": "update_settings",
+                "summary": "Change deployment-wide settings (admin only)",
+                "description": "Changes the fields the body names; `null` returns one to its "
+                "default.",
+                "tags": ["Status"],
+                "requestBody": {
+                    "required": True,
+                    "content": {"application/json": {"schema": _ref("schemas", "SettingsChange")}},
+                },
+                "responses": {"200": answer, **_errors("400", "401", "403", "413", "415", "503")},
             },
         }
     }
@@ -778,7 +806,10 @@ def build(collections: list[tuple[str, crud.Resource]] | None = None) -> JsonDic
     """
     if collections is None:
         collections = native.collections()
-    names, schemas = _request_schemas([resource.model for _, resource in collections])
+    names, schemas = _request_schemas(
+        [*(resource.model for _, resource in collections), settings.SettingsChange]
+    )
+    names = names[: len(collections)]
     paths: dict[str, JsonDict] = {}
     tags: list[JsonDict] = []
     parts: list[_Collection] = []
@@ -801,6 +832,7 @@ def build(collections: list[tuple[str, crud.Resource]] | None = None) -> JsonDic
     nodes = next((p.tag for p in parts if p.resource.table == "Transport_Node"), "Status")
     paths.update(_node_flows_path(nodes))
     paths.update(_trace_path())
+    paths.update(_settings_path())
     paths.update(_status_paths())
     schemas["Error"] = ERROR_SCHEMA
     tags.append({"name": "Status", "description": "Health, status and realization."})

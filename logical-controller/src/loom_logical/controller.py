@@ -152,11 +152,13 @@ class LogicalController:
         config_tables: dict[str, list[str]] = {
             name: table.column_names for name, table in self.tables.items()
         }
-        config_tables["Loom_Global"] = ["generation", "logical_generation"]
+        # (Loom_Global is kept, for its generations, beside the settings the rules read)
+        config_tables["Loom_Global"] = ["generation", "logical_generation",
+                                        *config_tables["Loom_Global"]]  # fmt: skip
         config_tables["Warning"] = ["source", "kind", "message"]
         self._config = Replica(
             config_remote, "Loom_Config", config_tables, wake=self._wake,
-            unkept=frozenset(self.tables), staged=True,
+            unkept=frozenset(self.tables) - {"Loom_Global"}, staged=True,
         )  # fmt: skip
         # Only the small tables, and where VIFs are: the rows this controller writes are
         # never mirrored (the writer keeps their identities; see `writer`).

@@ -1,10 +1,11 @@
 """The logical rules' input relations: the configuration database's tables
 (`loom_common.engine_inputs`, as DDlog's ovsdb2ddlog derives them).
 
-Every table of `Loom_Config` but `Loom_Global` and `Warning` becomes one input relation of
-the same name, keyed by `_uuid`, with the columns the rules read. Columns that never change
-forwarding (`tags`, `revision`, `external_ids`, `status`, `description`) are left out, so an
-update of only those is an empty engine transaction.
+Every table of `Loom_Config` but `Warning` becomes one input relation of the same name,
+keyed by `_uuid`, with the columns the rules read. Columns that never change forwarding
+(`tags`, `revision`, `external_ids`, `status`, `description`, and `Loom_Global`'s
+generations) are left out, so an update of only those is an empty engine transaction:
+`Loom_Global` reaches the rules with its deployment-wide settings alone.
 
 `rules/logical/config.dl` is generated from this module (`python -m loom_logical.inputs >
 rules/logical/config.dl`; `make rules`), and a test keeps the committed file current.
@@ -29,9 +30,12 @@ from loom_common.engine_inputs import input_tables as _input_tables
 from loom_common.ovsdb import pack_uuid, unpack_uuid
 from loom_schemas import CONFIG_SCHEMA, schema_path
 
-SKIPPED_TABLES = frozenset({"Loom_Global", "Warning"})
-"""Tables that are not configuration: generations, and what controllers report back."""
-SKIPPED_COLUMNS = frozenset({"tags", "revision", "external_ids", "status", "description"})
+SKIPPED_TABLES = frozenset({"Warning"})
+"""Tables that are not configuration: what controllers report back."""
+SKIPPED_COLUMNS = frozenset({
+    "tags", "revision", "external_ids", "status", "description",
+    "generation", "realized_generation", "logical_generation",  # (Loom_Global's)
+})  # fmt: skip
 
 HEADER = (
     "/* The configuration database's tables as input relations: one row per config row,\n"

@@ -89,6 +89,10 @@ class NodeView:
     """The datapaths it has (`NodeDatapath`): their parts are in its table."""
     bound: set[str] = field(default_factory=set)
     """The ports bound on it (`Bound`): their parts are in its table."""
+    looks: set[str] = field(default_factory=set)
+    """The ports whose lookups it takes (`Looks`: in switches programmed by Hoverboards)."""
+    hoverboard: set[int] = field(default_factory=set)
+    """The switches it is a Hoverboard of (`HoverboardDatapath`): every port's lookups."""
     located: set[str] = field(default_factory=set)
     """The logical ports whose VIF is on it (`Located`)."""
     probes: set[tuple[Any, ...]] = field(default_factory=set)
@@ -377,7 +381,7 @@ class Localizer:
         view = self.nodes.get(node)
         if view is None:
             return set()
-        return node_parts(node, view.datapaths, view.bound)
+        return node_parts(node, view.datapaths, view.bound, view.looks, view.hoverboard)
 
     def flows(self, node: str) -> list[Flow]:
         """Node `node`'s desired table, sorted."""
@@ -615,13 +619,13 @@ class Localizer:
             flow = Flow(table, priority, match, actions, tier_cookie(table))
             for _ in range(abs(weight)):
                 (images.add if weight > 0 else images.remove)(("node", node), flow)
-        for weight, (dp, table, priority, match, actions) in delta.get("DpFlow", []):
-            head = datapath_match(dp)
-            flow = Flow(
-                table, priority, f"{head},{match}" if match else head, actions, tier_cookie(table)
-            )
-            for _ in range(abs(weight)):
-                (images.add if weight > 0 else images.remove)(("dp", dp), flow)
+        for kind, relation in (("dp", "DpFlow"), ("lookups", "HoverboardFlow")):
+            for weight, (dp, table, priority, match, actions) in delta.get(relation, []):
+                head = datapath_match(dp)
+                flow = Flow(table, priority, f"{head},{match}" if match else head, actions,
+                            tier_cookie(table))  # fmt: skip
+                for _ in range(abs(weight)):
+                    (images.add if weight > 0 else images.remove)((kind, dp), flow)
         for weight, (ident, text) in sorted(delta.get("GlobalBind", []), key=lambda d: d[0]):
             images.set_binding(ident, text if weight > 0 else None)
 
@@ -640,6 +644,17 @@ class Localizer:
             if (view := self.nodes.get(node)) is not None:
                 (view.bound.add if weight > 0 else view.bound.discard)(port)
             self._changed.placed.add(node)
+        for weight, (node, port) in delta.get("Looks", []):
+            if (view := self.nodes.get(node)) is not None:
+                (view.looks.add if weight > 0 else view.looks.discard)(port)
+            self._changed.placed.add(node)
+        for weight, (node, dp) in delta.get("HoverboardDatapath", []):
+            if (view := self.nodes.get(node)) is not None:
+                (view.hoverboard.add if weight > 0 else view.hoverboard.discard)(dp)
+            self._changed.placed.add(node)
+        # (deletions first: a port that moves between switches is in one at a time)
+        for weight, (dp, port) in sorted(delta.get("Lookups", []), key=lambda d: d[0]):
+            self.images.set_lookups(dp, port, weight > 0)
 
     def _fold_nodes(self, delta: Delta) -> None:
         """Where VIFs are (`Located`), the ARP probes, the zones the rules ask for."""

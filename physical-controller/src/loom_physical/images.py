@@ -9,6 +9,11 @@ the logical tier. A node's table is the disjoint union of its parts:
   another node). Datapath 0 (`translate.ALL_SWITCHES`) holds what every switch shares.
 - `("port", P)`: port P's universal `local_flows` (its own stages), on the node P is
   bound on: a `LocalPart`, kept as its rows and translated when a node takes it.
+- In a switch D programmed by Hoverboards, a port P's universal `flows` (its lookups:
+  `set_lookups`) are not D's: `("look", P)` holds them for the nodes that look at P (a
+  `LocalPart` of those rows' `flows`: the node P is bound on, a host that offloads traffic
+  to P), and `("lookups", D)`, with the rules' `HoverboardFlow`s (the way to each port),
+  every port's for D's Hoverboards.
 - `("node", N)`: node N's own flows (`NodeFlow`: classifier, flood, output, delivery,
   zones, tunnels).
 
@@ -42,7 +47,11 @@ from loom_physical.translate import Unbound, UniversalFlow, physical, physical_t
 log = logging.getLogger(__name__)
 
 PartKey = tuple[str, Any]
-"""("dp", datapath key), ("port", logical port), ("node", system-id)."""
+"""("dp", datapath key), ("port", logical port), ("node", system-id), ("look", logical
+port), ("lookups", datapath key)."""
+
+SHARED = frozenset({"dp", "lookups"})
+"""The kinds of part many nodes take whole: their bytes are made once (`Part.encoded`)."""
 
 
 @dataclass
@@ -124,7 +133,8 @@ class Part:
 
 class LocalPart:
     """A port's part: the universal `local_flows` of its rows (one, but for a moment when
-    a port's row is replaced), on the one node the port is bound on.
+    a port's row is replaced), on the one node the port is bound on (or, as `("look", P)`,
+    their `flows`: its lookups, on the few nodes that look at it).
 
     Kept as those rows -- their texts are the universal replica's, held anyway -- and
     translated each time a node takes the part (`table`: its master's push), not when the
@@ -251,17 +261,45 @@ class Images:
         self._logged: set[str] = set()
         """The rows with a malformed local flow, logged (a port's part is translated at
         each push)."""
+        self.lookups: dict[str, int] = {}
+        """Port -> the switch programmed by Hoverboards whose port it is (`Lookups`): its
+        rows' `flows` there are its lookups."""
+        self._as_lookups: set[str] = set()
+        """The rows placed as lookups."""
+        self._by_source: dict[str, set[str]] = defaultdict(set)
+        """Source (a port, for the rows that matter) -> its rows' uuids."""
 
     # ---- inputs ----
 
     def set_row(self, uuid: str, row: Row | None) -> None:
         """A `Universal_Flow` row was inserted or changed (`row`), or deleted (None)."""
         self._unplace(uuid)
+        old = self._rows.pop(uuid, None)
+        if old is not None:
+            same_source = self._by_source[old.source]
+            same_source.discard(uuid)
+            if not same_source:
+                del self._by_source[old.source]
         if row is None:
-            self._rows.pop(uuid, None)
             return
         self._rows[uuid] = row
+        self._by_source[row.source].add(uuid)
         self._place(uuid, row)
+
+    def set_lookups(self, dp: int, port: str, lookups: bool) -> None:
+        """Port `port`'s rows in switch `dp` are its lookups (`lookups`) or, again, the
+        datapath's: placed again where that says."""
+        if lookups:
+            self.lookups[port] = dp
+        elif self.lookups.get(port) == dp:
+            del self.lookups[port]
+        else:
+            return
+        for uuid in sorted(self._by_source.get(port, ())):
+            row = self._rows[uuid]
+            if row.dp == dp and (uuid in self._as_lookups) != lookups:
+                self._unplace(uuid)
+                self._place(uuid, row)
 
     def set_binding(self, ident: str, text: str | None) -> None:
         """Identifier `ident` now means `text` everywhere (None: nothing)."""
@@ -298,12 +336,13 @@ class Images:
         assert isinstance(part, Part), key
         return part
 
-    def _local(self, port: str) -> LocalPart:
-        """Port `port`'s part, made empty if it did not exist."""
-        key = ("port", port)
+    def _local(self, key: PartKey) -> LocalPart:
+        """Port part `key` (`("port", P)` or `("look", P)`), made empty if it did not
+        exist."""
         part = self.parts.get(key)
         if part is None:
-            part = self.parts[key] = LocalPart(self._local_table)
+            translate = self._local_table if key[0] == "port" else self._look_table
+            part = self.parts[key] = LocalPart(translate)
         assert isinstance(part, LocalPart), key
         return part
 
@@ -326,7 +365,7 @@ class Images:
                 # (only a datapath's part is on many nodes: a port's or a node's is on one,
                 # and its bytes kept would be every controller's whole table again -- most of
                 # what every part's bytes are)
-                chunk = part.encoded(keep=key[0] == "dp")
+                chunk = part.encoded(keep=key[0] in SHARED)
                 if chunk is None:
                     return None
                 if chunk:
@@ -394,22 +433,38 @@ class Images:
 
     def _place(self, uuid: str, row: Row) -> None:
         self._wait_for(uuid, row.flows)
+        lookups = self.lookups.get(row.source) == row.dp
+        shared: PartKey = ("lookups" if lookups else "dp", row.dp)
         for flow in self._translated(uuid, row.dp, row.cookie, row.flows, placing=True):
-            self.add(("dp", row.dp), flow)
+            self.add(shared, flow)
+        if lookups:
+            self._as_lookups.add(uuid)
+            self._set_local(("look", row.source), uuid, row)
         if row.local_flows:
             self._wait_for(uuid, row.local_flows)
-            self._local(row.source).set_row(uuid, row)
-            self._touched.add(("port", row.source))
+            self._set_local(("port", row.source), uuid, row)
+
+    def _set_local(self, key: PartKey, uuid: str, row: Row | None) -> None:
+        """Row `uuid` is `row` (None: none) in port part `key`."""
+        if row is not None:
+            self._local(key).set_row(uuid, row)
+        elif isinstance(part := self.parts.get(key), LocalPart) and uuid in part.rows:
+            part.set_row(uuid, None)
+        else:
+            return
+        self._touched.add(key)
 
     def _unplace(self, uuid: str) -> None:
         row = self._rows.get(uuid)
         if row is not None:
+            lookups = uuid in self._as_lookups
+            shared: PartKey = ("lookups" if lookups else "dp", row.dp)
             for flow in self._translated(uuid, row.dp, row.cookie, row.flows, placing=False):
-                self.remove(("dp", row.dp), flow)
-            part = self.parts.get(("port", row.source))
-            if isinstance(part, LocalPart) and uuid in part.rows:
-                part.set_row(uuid, None)
-                self._touched.add(("port", row.source))
+                self.remove(shared, flow)
+            if lookups:
+                self._as_lookups.discard(uuid)
+                self._set_local(("look", row.source), uuid, None)
+            self._set_local(("port", row.source), uuid, None)
         self._logged.discard(uuid)  # (placed again: logged once more if still malformed)
         for rows in self._waiting.values():
             rows.discard(uuid)
@@ -428,7 +483,7 @@ class Images:
                     self._waiting[ident].add(uuid)
 
     def _local_table(self, rows: Mapping[str, Row]) -> FlowTable:
-        """The local flows of `rows`, translated (`LocalPart.table`)."""
+        """The local flows of `rows`, translated (a `("port", P)` part's table)."""
         table = FlowTable()
         for uuid, row in rows.items():
             malformed = self.malformed
@@ -437,6 +492,15 @@ class Images:
                 table.add(flow)
             if self.malformed > malformed:
                 self._logged.add(uuid)
+        return table
+
+    def _look_table(self, rows: Mapping[str, Row]) -> FlowTable:
+        """The `flows` of `rows`, translated (a `("look", P)` part's table; malformed ones
+        were counted as the rows were placed in their `lookups` part)."""
+        table = FlowTable()
+        for uuid, row in rows.items():
+            for flow in self._translated(uuid, row.dp, row.cookie, row.flows, placing=False):
+                table.add(flow)
         return table
 
     def _translated(
@@ -462,12 +526,18 @@ class Images:
                                 uuid, dp, exc)  # fmt: skip
 
 
-def node_parts(node: str, datapaths: Iterable[int], ports: Iterable[str]) -> set[PartKey]:
+def node_parts(
+    node: str, datapaths: Iterable[int], ports: Iterable[str],
+    looks: Iterable[str] = (), hoverboard: Iterable[int] = (),
+) -> set[PartKey]:  # fmt: skip
     """The parts of node `node`'s table: its own, its datapaths' (with the switches'
-    shared part when it has a switch), its bound ports'."""
+    shared part when it has a switch), its bound ports', the lookups of the ports it looks
+    at, and every port's lookups of the switches it is a Hoverboard of."""
     parts: set[PartKey] = {("node", node)}
     parts.update(("dp", dp) for dp in datapaths)
     parts.update(("port", port) for port in ports)
+    parts.update(("look", port) for port in looks)
+    parts.update(("lookups", dp) for dp in hoverboard)
     if any(key[0] == "dp" and 0 < key[1] < 1 << 23 for key in parts):
         parts.add(("dp", 0))
     return parts

@@ -8,7 +8,7 @@ from loom_common import rules
 from loom_ddlog import Program
 
 MAIN = "physical.dl"
-COUNTED = ("NodeFlow", "DpFlow")
+COUNTED = ("NodeFlow", "DpFlow", "HoverboardFlow")
 """The outputs the engine gives as counts of derivations and does not keep: the flows,
 which `Images` keeps with counts anyway (`FlowTable`): a second copy of every node's
 flows would be memory for nothing the controller reads."""

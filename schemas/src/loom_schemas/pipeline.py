@@ -268,7 +268,8 @@ OUTPORT = Field(
     "NXM_NX_REG15",
     0,
     15,
-    "the logical egress port key (0xffff: the flood group; 0xfffe: the uplink)",
+    "the logical egress port key (0xffff: the flood group; 0xfffe: the uplink; 0xfffd: "
+    "the Hoverboards)",
 )
 """The logical egress port key."""
 ZONE = Field(
@@ -372,6 +373,9 @@ FLOOD_KEY = 0xFFFF
 """The logical port key of the flood group (`OUTPORT`)."""
 UPLINK_KEY = 0xFFFE
 """A router's uplink port key."""
+HOVERBOARD_KEY = 0xFFFD
+"""The egress port key of a hoverboard-model switch's Hoverboards: a host sends what its
+own lookups do not know there, and a Hoverboard looks it up (`docs/physical.md`)."""
 ROUTER_KEYS = (1 << 23, (1 << 24) - 1)
 """Router datapath keys; switches have 1..2^23-1 (so bit 23 of the datapath key says
 which)."""
@@ -386,10 +390,11 @@ MATCHES: Mapping[str, str] = {
     "untagged": "vlan_tci=0x0000/0x1000",
     "mcast_src": "dl_src=01:00:00:00:00:00/01:00:00:00:00:00",
     "mcast_dst": "dl_dst=01:00:00:00:00:00/01:00:00:00:00:00",
+    "ucast_dst": "dl_dst=00:00:00:00:00:00/01:00:00:00:00:00",
 }
 """Masked matches of packet fields, by name (`m_vlan_tagged()` in the rules): a frame with
 a VLAN tag (the tag-present bit of its TCI), one without, a multicast (or broadcast) source
-or destination MAC (the group bit of its first octet)."""
+or destination MAC (the group bit of its first octet), a unicast destination."""
 
 # ---- cookies ---------------------------------------------------------------------------
 
@@ -584,9 +589,11 @@ def dl_text() -> str:
     lines += [f'function m_{name}(): string = "{text}"' for name, text in MATCHES.items()]
     lines += [
         "",
-        "/* Logical port keys with fixed meanings: the flood group, a router's uplink. */",
+        "/* Logical port keys with fixed meanings: the flood group, a router's uplink, a",
+        " * hoverboard-model switch's Hoverboards. */",
         f"function flood_key(): bit<64> = 64'h{FLOOD_KEY:x}",
         f"function uplink_key(): bit<64> = 64'h{UPLINK_KEY:x}",
+        f"function hoverboard_key(): bit<64> = 64'h{HOVERBOARD_KEY:x}",
         "/* The first router datapath key (bit 23 of metadata). */",
         f"function router_key_base(): bit<64> = 64'h{ROUTER_KEYS[0]:x}",
         "",

@@ -6,8 +6,11 @@ and the project are the switch's columns. `shared`, `router:external`, `mtu`,
 service (`provider:network_type` `l3_ext` with `provider:physical_network` = its id, as the
 NVP plugin had it) live in `external_ids` under `neutron:`. An external network created
 without provider attributes is served by the deployment's default L3 gateway service
-(`service.gateways.default_service`), whichever it is at the time. A switch made through the native
-API is a network with Neutron's defaults, and a network is a switch to the native API.
+(`service.gateways.default_service`), whichever it is at the time. Loom's own extension
+attribute `loom:programming_model` (admin only, as Neutron's provider attributes are) is the
+switch's `programming_model` column: `preprogrammed`, `hoverboard`, `auto`, or null (the
+deployment's default). A switch made through the native API is a network with Neutron's
+defaults, and a network is a switch to the native API.
 """
 
 from __future__ import annotations
@@ -64,6 +67,9 @@ class NetworkBody(Body):
     tags: Tags | None = None
     provider_network_type: Literal["l3_ext"] | None = Field(None, alias="provider:network_type")
     provider_physical_network: Uuid | None = Field(None, alias="provider:physical_network")
+    programming_model: Literal["preprogrammed", "hoverboard", "auto"] | None = Field(
+        None, alias="loom:programming_model"
+    )
 
 
 class Networks(NeutronResource):
@@ -75,9 +81,10 @@ class Networks(NeutronResource):
     create_model = NetworkBody
     update_model = NetworkBody
     not_found = errors.NetworkNotFound
-    admin_only = frozenset(
-        {"provider:network_type", "provider:physical_network", "provider:segmentation_id"}
-    )
+    admin_only = frozenset({
+        "provider:network_type", "provider:physical_network", "provider:segmentation_id",
+        "loom:programming_model",
+    })  # fmt: skip
 
     def visible(self, ctx: Context, view: ReadView, row: Any) -> bool:
         """Projects see their own networks and every shared or external one."""
@@ -101,6 +108,7 @@ class Networks(NeutronResource):
             "provider:network_type": "l3_ext" if gateway_service else None,
             "provider:physical_network": gateway_service,
             "provider:segmentation_id": None,
+            "loom:programming_model": crud.first(row.programming_model),
             "availability_zones": [],
             "availability_zone_hints": [],
             "ipv4_address_scope": None,
@@ -123,6 +131,7 @@ class Networks(NeutronResource):
                 "name": body.name or "",
                 "description": body.description or "",
                 "admin_state_up": body.admin_state_up is not False,
+                "programming_model": body.programming_model,
                 "tags": list(body.tags or []),
             },
         )
@@ -147,6 +156,8 @@ class Networks(NeutronResource):
                 changes[name] = getattr(body, name)
         if given(body, "tags"):
             changes["tags"] = list(body.tags or [])
+        if given(body, "programming_model"):
+            changes["programming_model"] = body.programming_model
         native_update(view, _SWITCHES, row, changes)
         attributes = {k: v for k, v in self._attributes(view, body).items() if given(body, k)}
         view.update(row, external_ids=merged_ids(row, **attributes))
@@ -192,6 +203,7 @@ class Networks(NeutronResource):
             ("shared", "shared"),
             ("router_external", "router:external"),
             ("provider_network_type", "provider:network_type"),
+            ("programming_model", "loom:programming_model"),
         ):
             if getattr(body, name) and not ctx.is_admin:
                 raise errors.PolicyNotAuthorized(

@@ -232,8 +232,13 @@ def validate(resource: Resource, data: Mapping[str, Any]) -> Any:
         errors.UnknownField: a field the resource does not have.
         errors.ValidationFailed: a wrong type or an invalid value, naming the field.
     """
+    return validate_model(resource.model, data)
+
+
+def validate_model(model: type[pydantic.BaseModel], data: Mapping[str, Any]) -> Any:
+    """Validate request `data` with `model` (`validate`'s errors)."""
     try:
-        return resource.model.model_validate(dict(data))
+        return model.model_validate(dict(data))
     except pydantic.ValidationError as exc:
         err = exc.errors(include_url=False)[0]
         field = _field_path(err["loc"], data) or None

@@ -44,7 +44,7 @@ class TransportNodeBody(Body):
 
     name: Name
     description: Description = ""
-    node_type: Literal["hypervisor", "gateway", "service-node"]
+    node_type: Literal["hypervisor", "gateway", "service-node", "hoverboard"]
     system_id: Identifier
     transport_zone_ids: list[Uuid] = Field(default_factory=list, max_length=TRANSPORT_ZONES_MAX)
     tunnel_endpoints: list[TunnelEndpoint] = Field(

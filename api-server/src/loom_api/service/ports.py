@@ -33,8 +33,9 @@ from loom_api.service.types import (
 )
 from loom_api.store import ReadView, WriteView
 
-#: Port keys within one switch (the logical ingress/egress port in the pipeline).
-PORT_KEYS = (1, 32767)
+#: Port keys within one switch (the logical ingress/egress port in the pipeline; 0xff00 and
+#: above are the pipeline's fixed keys: the flood group, the uplink, the Hoverboards).
+PORT_KEYS = (1, 0xFEFF)
 
 
 class NoAttachment(Body):

@@ -16,7 +16,6 @@ from loom_api.service import keys
 from loom_api.service.common import Owned, owned_api, owner
 from loom_api.service.crud import Caller, Resource, describe, reference
 from loom_api.service.ports import (
-    PORT_KEYS,
     LogicalSwitchPorts,
     allocate_port_key,
     random_mac,
@@ -26,6 +25,9 @@ from loom_api.service.subnets import check_port_addresses
 from loom_api.service.switches import LogicalSwitches
 from loom_api.service.types import HostInterface, MacAddress, Uuid
 from loom_api.store import ReadView, WriteView
+
+#: Port keys within one router.
+ROUTER_PORT_KEYS = (1, 32767)
 
 #: The request fields of a router port that map onto the peer switch port's `mac` and `ips`.
 _PEER_FIELDS = {"mac": "mac", "ips": "ip_prefix"}
@@ -163,7 +165,7 @@ class LogicalRouterPorts(Resource):
     def on_create(self, view: WriteView, row: Any, parent: Any) -> None:
         """Allocate the port key within the router and create the switch-side peer port."""
         used = (p.port_key for p in view.children(self.table, "logical_router", parent))
-        row.port_key = keys.allocate(used, *PORT_KEYS, "port key on this router")
+        row.port_key = keys.allocate(used, *ROUTER_PORT_KEYS, "port key on this router")
         switch = row.logical_switch
         view.insert(
             "Logical_Switch_Port",

@@ -24,6 +24,9 @@ class LogicalSwitchBody(Owned):
     """None: the default, decided by the logical controllers (service nodes where the
     switch's transport zone has some, else source replication), so it follows service nodes
     added or removed later."""
+    programming_model: Literal["preprogrammed", "hoverboard", "auto"] | None = None
+    """How nodes learn the way to its ports (`schemas/loom_config.md`); None: the
+    deployment's default."""
     admin_state_up: bool = True
 
 
@@ -42,6 +45,7 @@ class LogicalSwitches(Resource):
             "description": row.description,
             "transport_zone_id": ref_id(row.transport_zone),
             "replication_mode": first(row.replication_mode),
+            "programming_model": first(row.programming_model),
             "admin_state_up": row.admin_state_up,
             "tunnel_key": row.tunnel_key,
         }
@@ -56,6 +60,7 @@ class LogicalSwitches(Resource):
             "description": body.description,
             "transport_zone": optional(zone),
             "replication_mode": optional(body.replication_mode),
+            "programming_model": optional(body.programming_model),
             "admin_state_up": body.admin_state_up,
         }
 
