@@ -63,6 +63,9 @@ INPUTS = ("Datapath", "Port_Binding", "Node_Endpoint", "Gateway_Assignment", "Re
           "Node", "Iface", "FlowTunnel", "TunnelPort", "Zone", "Live", "Uplink", "Neighbour",
           "Bfd", "VifChassis")  # fmt: skip
 """The physical rules' input relations (`rules/physical/inputs.dl`, `universal.dl`)."""
+PLACEMENTS = (("Bound", "bound"), ("Looks", "looks"), ("HoverboardDatapath", "hoverboard"))
+"""The rules' outputs of what parts a node takes beside its datapaths, and the `NodeView`
+sets they fill."""
 
 
 @dataclass(frozen=True)
@@ -630,7 +633,9 @@ class Localizer:
             images.set_binding(ident, text if weight > 0 else None)
 
     def _fold_placement(self, delta: Delta) -> None:
-        """Which datapaths (`NodeDatapath`) and ports (`Bound`) each node has."""
+        """Which datapaths (`NodeDatapath`), ports (`Bound`), ports' lookups (`Looks`) and
+        Hoverboard switches (`HoverboardDatapath`) each node has; which ports' rows are
+        lookups (`Lookups`)."""
         self.datapaths_version += bool(delta.get("NodeDatapath"))
         for weight, (node, dp) in delta.get("NodeDatapath", []):
             if weight > 0:
@@ -640,18 +645,12 @@ class Localizer:
             if (view := self.nodes.get(node)) is not None:
                 (view.datapaths.add if weight > 0 else view.datapaths.discard)(dp)
             self._changed.placed.add(node)
-        for weight, (node, port) in delta.get("Bound", []):
-            if (view := self.nodes.get(node)) is not None:
-                (view.bound.add if weight > 0 else view.bound.discard)(port)
-            self._changed.placed.add(node)
-        for weight, (node, port) in delta.get("Looks", []):
-            if (view := self.nodes.get(node)) is not None:
-                (view.looks.add if weight > 0 else view.looks.discard)(port)
-            self._changed.placed.add(node)
-        for weight, (node, dp) in delta.get("HoverboardDatapath", []):
-            if (view := self.nodes.get(node)) is not None:
-                (view.hoverboard.add if weight > 0 else view.hoverboard.discard)(dp)
-            self._changed.placed.add(node)
+        for relation, attribute in PLACEMENTS:
+            for weight, (node, what) in delta.get(relation, []):
+                if (view := self.nodes.get(node)) is not None:
+                    held = getattr(view, attribute)
+                    (held.add if weight > 0 else held.discard)(what)
+                self._changed.placed.add(node)
         # (deletions first: a port that moves between switches is in one at a time)
         for weight, (dp, port) in sorted(delta.get("Lookups", []), key=lambda d: d[0]):
             self.images.set_lookups(dp, port, weight > 0)

@@ -37,6 +37,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from loom_ovs.flows import Flow, FlowTable, Key, Mod, bulk_adds, cookie
@@ -341,8 +342,7 @@ class Images:
         exist."""
         part = self.parts.get(key)
         if part is None:
-            translate = self._local_table if key[0] == "port" else self._look_table
-            part = self.parts[key] = LocalPart(translate)
+            part = self.parts[key] = LocalPart(partial(self._local_table, look=key[0] == "look"))
         assert isinstance(part, LocalPart), key
         return part
 
@@ -482,25 +482,19 @@ class Images:
                 for ident in flow.identifiers:
                     self._waiting[ident].add(uuid)
 
-    def _local_table(self, rows: Mapping[str, Row]) -> FlowTable:
-        """The local flows of `rows`, translated (a `("port", P)` part's table)."""
+    def _local_table(self, rows: Mapping[str, Row], *, look: bool) -> FlowTable:
+        """The local flows of `rows`, translated (a `("port", P)` part's table), or with
+        `look` their `flows` (a `("look", P)` part's: malformed ones were counted as the rows
+        were placed in their `lookups` part)."""
         table = FlowTable()
         for uuid, row in rows.items():
             malformed = self.malformed
-            for flow in self._translated(uuid, row.dp, row.cookie, row.local_flows,
-                                         placing=uuid not in self._logged):  # fmt: skip
+            texts = row.flows if look else row.local_flows
+            placing = not look and uuid not in self._logged
+            for flow in self._translated(uuid, row.dp, row.cookie, texts, placing=placing):
                 table.add(flow)
             if self.malformed > malformed:
                 self._logged.add(uuid)
-        return table
-
-    def _look_table(self, rows: Mapping[str, Row]) -> FlowTable:
-        """The `flows` of `rows`, translated (a `("look", P)` part's table; malformed ones
-        were counted as the rows were placed in their `lookups` part)."""
-        table = FlowTable()
-        for uuid, row in rows.items():
-            for flow in self._translated(uuid, row.dp, row.cookie, row.flows, placing=False):
-                table.add(flow)
         return table
 
     def _translated(
